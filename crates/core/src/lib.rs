@@ -1,0 +1,36 @@
+//! Sundial's domain model, free of I/O and async.
+//!
+//! - [`job`]: the job resource (SPEC §2) as a validated [`job::JobSpec`].
+//! - [`validate`]: turns untrusted JSON into a `JobSpec`, naming every bad field (SPEC G7).
+//! - [`schedule`]: the slots a schedule yields, bounded by `start_at`/`end_at`.
+//! - [`execution`]: execution states, triggers and attempt outcomes (SPEC §3).
+//! - [`retry`]: backoff between attempts.
+//! - [`plan`]: which executions a due job gets, misfire policies included.
+//! - [`hash`]: the stable hashes behind shard placement and per-slot jitter.
+//!
+//! Invariants: nothing here reads the clock, touches the network or the disk; every instant is
+//! a UTC [`jiff::Timestamp`] at millisecond resolution, every duration a [`duration::Dur`].
+
+#![warn(missing_docs)]
+
+pub mod duration;
+pub mod execution;
+pub mod hash;
+pub mod job;
+pub mod names;
+pub mod plan;
+pub mod retry;
+pub mod schedule;
+pub mod validate;
+
+pub use duration::Dur;
+pub use job::JobSpec;
+
+/// Number of logical shards jobs and executions are spread over (DESIGN.md decision 3).
+pub const SHARD_COUNT: u16 = 1024;
+
+/// Truncates an instant to whole milliseconds (toward the past), the resolution at which
+/// Sundial stores instants.
+pub fn truncate_ms(t: jiff::Timestamp) -> jiff::Timestamp {
+    jiff::Timestamp::from_millisecond(t.as_millisecond()).unwrap_or(t)
+}

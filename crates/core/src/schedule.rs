@@ -1,0 +1,270 @@
+//! The slots a schedule yields (SPEC §2 "Schedules").
+//!
+//! Invariants:
+//! - [`Schedule::next_slot_after`] returns a slot strictly later than its argument, so a
+//!   trigger loop that feeds each result back in makes progress and never yields a slot twice.
+//! - No slot is earlier than `start_at` or later than `end_at`.
+//! - Every slot is a whole millisecond (cron slots are whole seconds).
+
+use jiff::tz::TimeZone;
+use jiff::{SignedDuration, Timestamp};
+use sundial_cron::Cron;
+
+use crate::job::{ScheduleKind, ScheduleSpec};
+
+/// A schedule compiled for evaluation: the cron expression parsed and its zone resolved.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    rule: Rule,
+    start_at: Option<Timestamp>,
+    end_at: Option<Timestamp>,
+}
+
+#[derive(Debug, Clone)]
+enum Rule {
+    Cron(Box<Cron>, TimeZone),
+    At(Timestamp),
+    Every { every_ms: i64, anchor: Timestamp },
+}
+
+/// Why a schedule could not be compiled; `field` is relative to the schedule object.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct ScheduleError {
+    /// `cron`, `timezone` or `every`.
+    pub field: &'static str,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl Schedule {
+    /// Compiles a schedule spec. An `every` schedule without `start_at` is anchored at the
+    /// Unix epoch; writers fill `start_at` with the creation time before storing (SPEC §2).
+    ///
+    /// # Errors
+    /// [`ScheduleError`] for an invalid cron expression, an unknown time zone, or an `every`
+    /// shorter than one second.
+    pub fn compile(spec: &ScheduleSpec) -> Result<Self, ScheduleError> {
+        let rule = match &spec.kind {
+            ScheduleKind::Cron { cron, timezone } => {
+                let parsed = Cron::parse(cron).map_err(|e| ScheduleError {
+                    field: "cron",
+                    message: e.to_string(),
+                })?;
+                let tz = TimeZone::get(timezone).map_err(|_| ScheduleError {
+                    field: "timezone",
+                    message: format!("'{timezone}' is not a known IANA time zone"),
+                })?;
+                Rule::Cron(Box::new(parsed), tz)
+            }
+            ScheduleKind::At { at } => Rule::At(*at),
+            ScheduleKind::Every { every } => {
+                if every.as_millis() < 1000 {
+                    return Err(ScheduleError {
+                        field: "every",
+                        message: format!("{every} is shorter than the minimum of 1s"),
+                    });
+                }
+                Rule::Every {
+                    every_ms: every.as_millis_i64(),
+                    anchor: spec.start_at.unwrap_or(Timestamp::UNIX_EPOCH),
+                }
+            }
+        };
+        Ok(Schedule {
+            rule,
+            start_at: spec.start_at,
+            end_at: spec.end_at,
+        })
+    }
+
+    /// True for a one-off (`at`) schedule.
+    pub fn is_one_off(&self) -> bool {
+        matches!(self.rule, Rule::At(_))
+    }
+
+    /// The first slot at or after `from`; for `at`, the instant itself even when it is earlier
+    /// than `from` (a one-off job whose instant has passed fires now). `None` when the schedule
+    /// yields nothing more within its bounds.
+    pub fn first_slot(&self, from: Timestamp) -> Option<Timestamp> {
+        let from = self.start_at.map_or(from, |s| s.max(from));
+        let slot = match &self.rule {
+            Rule::At(at) => Some(*at),
+            _ => self.slot_after(from - SignedDuration::from_millis(1)),
+        };
+        slot.filter(|s| self.in_bounds(*s))
+    }
+
+    /// The first slot strictly after `after`, within the bounds; `None` past `end_at`, after a
+    /// one-off slot, or past the cron engine's horizon (local year 2199).
+    pub fn next_slot_after(&self, after: Timestamp) -> Option<Timestamp> {
+        let after = match self.start_at {
+            Some(s) if s > after => s - SignedDuration::from_millis(1),
+            _ => after,
+        };
+        match &self.rule {
+            Rule::At(at) => Some(*at).filter(|at| *at > after),
+            _ => self.slot_after(after),
+        }
+        .filter(|s| self.in_bounds(*s))
+    }
+
+    fn slot_after(&self, after: Timestamp) -> Option<Timestamp> {
+        match &self.rule {
+            Rule::Cron(cron, tz) => cron.next_after(after, tz).map(|z| z.timestamp()),
+            Rule::At(at) => Some(*at).filter(|at| *at > after),
+            Rule::Every { every_ms, anchor } => {
+                let since = after.as_millisecond() - anchor.as_millisecond();
+                let k = if since < 0 { 0 } else { since / every_ms + 1 };
+                let ms = anchor
+                    .as_millisecond()
+                    .checked_add(k.checked_mul(*every_ms)?)?;
+                Timestamp::from_millisecond(ms).ok()
+            }
+        }
+    }
+
+    fn in_bounds(&self, slot: Timestamp) -> bool {
+        self.start_at.is_none_or(|s| slot >= s) && self.end_at.is_none_or(|e| slot <= e)
+    }
+
+    /// The next `count` slots strictly after `after`.
+    pub fn upcoming(&self, after: Timestamp, count: usize) -> Vec<Timestamp> {
+        let mut out = Vec::with_capacity(count);
+        let mut cursor = after;
+        while out.len() < count {
+            match self.next_slot_after(cursor) {
+                Some(s) => {
+                    out.push(s);
+                    cursor = s;
+                }
+                None => break,
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::duration::Dur;
+    use proptest::prelude::*;
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn every(secs: u64, start: Option<&str>, end: Option<&str>) -> Schedule {
+        Schedule::compile(&ScheduleSpec {
+            kind: ScheduleKind::Every {
+                every: Dur::from_secs(secs),
+            },
+            start_at: start.map(ts),
+            end_at: end.map(ts),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn every_slots_sit_on_the_anchor_grid() {
+        let s = every(10, Some("2026-01-01T00:00:05Z"), None);
+        assert_eq!(
+            s.first_slot(ts("2026-01-01T00:00:00Z")),
+            Some(ts("2026-01-01T00:00:05Z"))
+        );
+        assert_eq!(
+            s.first_slot(ts("2026-01-01T00:00:05Z")),
+            Some(ts("2026-01-01T00:00:05Z"))
+        );
+        assert_eq!(
+            s.first_slot(ts("2026-01-01T00:00:06Z")),
+            Some(ts("2026-01-01T00:00:15Z"))
+        );
+        assert_eq!(
+            s.next_slot_after(ts("2026-01-01T00:00:15Z")),
+            Some(ts("2026-01-01T00:00:25Z"))
+        );
+    }
+
+    #[test]
+    fn end_at_stops_the_schedule() {
+        let s = every(
+            10,
+            Some("2026-01-01T00:00:00Z"),
+            Some("2026-01-01T00:00:20Z"),
+        );
+        assert_eq!(s.upcoming(ts("2025-12-31T00:00:00Z"), 10).len(), 3);
+    }
+
+    #[test]
+    fn a_past_one_off_slot_is_still_its_first_slot() {
+        let s = Schedule::compile(&ScheduleSpec {
+            kind: ScheduleKind::At {
+                at: ts("2020-01-01T00:00:00Z"),
+            },
+            start_at: None,
+            end_at: None,
+        })
+        .unwrap();
+        assert_eq!(
+            s.first_slot(ts("2026-01-01T00:00:00Z")),
+            Some(ts("2020-01-01T00:00:00Z"))
+        );
+        assert_eq!(s.next_slot_after(ts("2020-01-01T00:00:00Z")), None);
+    }
+
+    #[test]
+    fn cron_in_a_zone_and_start_at_bound() {
+        let s = Schedule::compile(&ScheduleSpec {
+            kind: ScheduleKind::Cron {
+                cron: "0 2 * * *".into(),
+                timezone: "Europe/Berlin".into(),
+            },
+            start_at: Some(ts("2026-06-10T00:00:00Z")),
+            end_at: None,
+        })
+        .unwrap();
+        assert_eq!(
+            s.first_slot(ts("2026-06-01T00:00:00Z")),
+            Some(ts("2026-06-11T00:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn bad_zone_and_short_every_name_their_field() {
+        let e = Schedule::compile(&ScheduleSpec {
+            kind: ScheduleKind::Cron {
+                cron: "* * * * *".into(),
+                timezone: "Mars/Base".into(),
+            },
+            start_at: None,
+            end_at: None,
+        })
+        .unwrap_err();
+        assert_eq!(e.field, "timezone");
+        let e = Schedule::compile(&ScheduleSpec {
+            kind: ScheduleKind::Every {
+                every: Dur::from_millis(500),
+            },
+            start_at: None,
+            end_at: None,
+        })
+        .unwrap_err();
+        assert_eq!(e.field, "every");
+    }
+
+    proptest! {
+        #[test]
+        fn every_slots_strictly_increase(secs in 1u64..100_000, start in 0i64..2_000_000_000_000, from in 0i64..2_000_000_000_000) {
+            let s = every(secs, None, None);
+            let s = Schedule { start_at: None, rule: Rule::Every { every_ms: (secs * 1000) as i64, anchor: Timestamp::from_millisecond(start).unwrap() }, ..s };
+            let slots = s.upcoming(Timestamp::from_millisecond(from).unwrap(), 5);
+            prop_assert_eq!(slots.len(), 5);
+            for w in slots.windows(2) {
+                prop_assert!(w[0] < w[1]);
+                prop_assert_eq!((w[1].as_millisecond() - start) % (secs as i64 * 1000), 0);
+            }
+        }
+    }
+}

@@ -1,0 +1,940 @@
+//! Turning untrusted JSON into a [`JobSpec`], naming every bad field (SPEC §4, G7).
+//!
+//! Validation walks the JSON value itself instead of deserializing into the spec types, so
+//! that one request gets one error per bad field — all of them, not just the first — each with
+//! the dotted path of the field (`schedule.cron`, `retry.max_attempts`, `target.headers.x`).
+//!
+//! Invariants: [`job_from_json`] either returns a spec whose schedule compiles and whose every
+//! field is in range, or returns at least one [`FieldError`]; it never panics.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::duration::Dur;
+use crate::job::{
+    AmqpTarget, ConcurrencyPolicy, ContainerTarget, HttpTarget, JobSpec, MisfirePolicy, NatsTarget,
+    RedisTarget, ScheduleKind, ScheduleSpec, TargetSpec,
+};
+use crate::names::check_name;
+use crate::retry::RetryPolicy;
+use crate::schedule::Schedule;
+
+/// One bad field: its dotted path and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FieldError {
+    /// Dotted path, e.g. `schedule.cron`; empty for the body as a whole.
+    pub field: String,
+    /// Lowercase reason.
+    pub message: String,
+}
+
+impl FieldError {
+    /// A field error.
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        FieldError {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// What validation needs to know about the server.
+#[derive(Debug, Clone, Default)]
+pub struct Context {
+    /// Named connections from server config: name → type (`nats`, `amqp`, `redis`, `container`).
+    pub connections: BTreeMap<String, String>,
+    /// The namespace from the request path.
+    pub namespace: String,
+    /// The job name from the request path (PUT, PATCH), if any.
+    pub name: Option<String>,
+}
+
+/// Read-only fields of the job resource: accepted on input (so a fetched job can be written
+/// back as it is) and ignored.
+pub const READ_ONLY_FIELDS: [&str; 7] = [
+    "state",
+    "version",
+    "created_at",
+    "updated_at",
+    "next_fire_at",
+    "next_fire_times",
+    "last_execution",
+];
+
+const JOB_FIELDS: [&str; 14] = [
+    "namespace",
+    "name",
+    "description",
+    "labels",
+    "schedule",
+    "target",
+    "retry",
+    "timeout",
+    "heartbeat_timeout",
+    "concurrency_policy",
+    "misfire_policy",
+    "misfire_threshold",
+    "jitter",
+    "paused",
+];
+
+/// Validates a job body.
+///
+/// # Errors
+/// Every bad field, each once, in document order: wrong types, unknown fields, bad names,
+/// durations, instants, zones, cron expressions, targets, unknown connections, out-of-range
+/// numbers, `end_at` not after `start_at`, a namespace or name that disagrees with the path.
+pub fn job_from_json(body: &Value, ctx: &Context) -> Result<JobSpec, Vec<FieldError>> {
+    let mut v = Walker::default();
+    let Some(obj) = body.as_object() else {
+        return Err(vec![FieldError::new("", "the body must be a JSON object")]);
+    };
+    v.unknown_fields(obj, "", &JOB_FIELDS, &READ_ONLY_FIELDS);
+
+    let namespace = match v.opt_str(obj, "namespace", "namespace") {
+        Some(ns) if ns != ctx.namespace => {
+            v.err(
+                "namespace",
+                format!("'{ns}' differs from '{}' in the path", ctx.namespace),
+            );
+            ns
+        }
+        _ => ctx.namespace.clone(),
+    };
+    if let Err(m) = check_name(&namespace) {
+        v.err("namespace", m);
+    }
+    let name = match (v.opt_str(obj, "name", "name"), &ctx.name) {
+        (Some(n), Some(p)) if &n != p => {
+            v.err("name", format!("'{n}' differs from '{p}' in the path"));
+            n
+        }
+        (Some(n), _) => n,
+        (None, Some(p)) => p.clone(),
+        (None, None) => {
+            v.err("name", "is required");
+            String::new()
+        }
+    };
+    if !name.is_empty()
+        && let Err(m) = check_name(&name)
+    {
+        v.err("name", m);
+    }
+
+    let description = v
+        .opt_str(obj, "description", "description")
+        .unwrap_or_default();
+    if description.len() > 4096 {
+        v.err("description", "is longer than 4096 bytes");
+    }
+    let labels = v.string_map(obj.get("labels"), "labels");
+    for key in labels.keys() {
+        if key.is_empty() || key.len() > 128 {
+            v.err(format!("labels.{key}"), "label keys must be 1 to 128 bytes");
+        }
+    }
+    let schedule = match obj.get("schedule") {
+        Some(s) => v.schedule(s),
+        None => {
+            v.err("schedule", "is required");
+            None
+        }
+    };
+    let target = match obj.get("target") {
+        Some(t) => v.target(t, ctx),
+        None => {
+            v.err("target", "is required");
+            None
+        }
+    };
+    let retry = v.retry(obj.get("retry"));
+    let timeout = v.duration(obj, "timeout", "timeout", Dur::from_secs(300), true);
+    let heartbeat_timeout = v.duration(
+        obj,
+        "heartbeat_timeout",
+        "heartbeat_timeout",
+        Dur::from_secs(30),
+        true,
+    );
+    if heartbeat_timeout.as_millis() > 0 && heartbeat_timeout.as_millis() < 1000 {
+        v.err("heartbeat_timeout", "must be at least 1s");
+    }
+    let concurrency_policy = v.enumeration(
+        obj,
+        "concurrency_policy",
+        &[
+            ("allow", ConcurrencyPolicy::Allow),
+            ("skip", ConcurrencyPolicy::Skip),
+            ("replace", ConcurrencyPolicy::Replace),
+        ],
+        ConcurrencyPolicy::Allow,
+    );
+    let misfire_policy = v.enumeration(
+        obj,
+        "misfire_policy",
+        &[
+            ("run_once", MisfirePolicy::RunOnce),
+            ("run_all", MisfirePolicy::RunAll),
+            ("skip", MisfirePolicy::Skip),
+        ],
+        MisfirePolicy::RunOnce,
+    );
+    let misfire_threshold = v.duration(
+        obj,
+        "misfire_threshold",
+        "misfire_threshold",
+        Dur::from_secs(60),
+        false,
+    );
+    let jitter = v.duration(obj, "jitter", "jitter", Dur::ZERO, false);
+    let paused = v.opt_bool(obj, "paused", "paused").unwrap_or(false);
+
+    match (schedule, target, v.errors.is_empty()) {
+        (Some(schedule), Some(target), true) => Ok(JobSpec {
+            namespace,
+            name,
+            description,
+            labels,
+            schedule,
+            target,
+            retry,
+            timeout,
+            heartbeat_timeout,
+            concurrency_policy,
+            misfire_policy,
+            misfire_threshold,
+            jitter,
+            paused,
+        }),
+        _ => Err(v.errors),
+    }
+}
+
+/// Applies a JSON merge patch (RFC 7396) to `target` in place: objects merge recursively,
+/// `null` removes a member, anything else replaces.
+pub fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(patch) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    if let Value::Object(obj) = target {
+        for (key, value) in patch {
+            if value.is_null() {
+                obj.remove(key);
+            } else {
+                merge_patch(obj.entry(key.clone()).or_insert(Value::Null), value);
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct Walker {
+    errors: Vec<FieldError>,
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+impl Walker {
+    fn err(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.errors.push(FieldError::new(field, message));
+    }
+
+    fn unknown_fields(
+        &mut self,
+        obj: &Map<String, Value>,
+        path: &str,
+        known: &[&str],
+        ignored: &[&str],
+    ) {
+        for key in obj.keys() {
+            if !known.contains(&key.as_str()) && !ignored.contains(&key.as_str()) {
+                self.err(
+                    join(path, key),
+                    format!("unknown field; expected one of {}", known.join(", ")),
+                );
+            }
+        }
+    }
+
+    fn object<'a>(&mut self, value: &'a Value, path: &str) -> Option<&'a Map<String, Value>> {
+        match value {
+            Value::Object(o) => Some(o),
+            other => {
+                self.err(path, format!("must be an object, not {}", type_name(other)));
+                None
+            }
+        }
+    }
+
+    fn opt_str(&mut self, obj: &Map<String, Value>, key: &str, path: &str) -> Option<String> {
+        match obj.get(key)? {
+            Value::String(s) => Some(s.clone()),
+            Value::Null => None,
+            other => {
+                self.err(path, format!("must be a string, not {}", type_name(other)));
+                None
+            }
+        }
+    }
+
+    fn req_str(&mut self, obj: &Map<String, Value>, key: &str, path: &str) -> Option<String> {
+        if !obj.contains_key(key) || obj.get(key).is_some_and(Value::is_null) {
+            self.err(path, "is required");
+            return None;
+        }
+        let s = self.opt_str(obj, key, path)?;
+        if s.trim().is_empty() {
+            self.err(path, "must not be empty");
+            return None;
+        }
+        Some(s)
+    }
+
+    fn opt_bool(&mut self, obj: &Map<String, Value>, key: &str, path: &str) -> Option<bool> {
+        match obj.get(key)? {
+            Value::Bool(b) => Some(*b),
+            Value::Null => None,
+            other => {
+                self.err(path, format!("must be a boolean, not {}", type_name(other)));
+                None
+            }
+        }
+    }
+
+    fn string_map(&mut self, value: Option<&Value>, path: &str) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        let Some(value) = value.filter(|v| !v.is_null()) else {
+            return out;
+        };
+        let Some(obj) = self.object(value, path) else {
+            return out;
+        };
+        for (k, v) in obj {
+            match v {
+                Value::String(s) => {
+                    out.insert(k.clone(), s.clone());
+                }
+                other => self.err(
+                    join(path, k),
+                    format!("must be a string, not {}", type_name(other)),
+                ),
+            }
+        }
+        out
+    }
+
+    fn duration(
+        &mut self,
+        obj: &Map<String, Value>,
+        key: &str,
+        path: &str,
+        default: Dur,
+        positive: bool,
+    ) -> Dur {
+        let Some(text) = self.opt_str(obj, key, path) else {
+            return default;
+        };
+        match text.parse::<Dur>() {
+            Ok(d) if positive && d.is_zero() => {
+                self.err(path, "must be greater than zero");
+                default
+            }
+            Ok(d) => d,
+            Err(e) => {
+                self.err(path, e.to_string());
+                default
+            }
+        }
+    }
+
+    fn instant(&mut self, obj: &Map<String, Value>, key: &str, path: &str) -> Option<Timestamp> {
+        let text = self.opt_str(obj, key, path)?;
+        match text.parse::<Timestamp>() {
+            Ok(t) => Some(crate::truncate_ms(t)),
+            Err(_) => {
+                self.err(
+                    path,
+                    format!("'{text}' is not an RFC 3339 instant (e.g. 2026-11-30T10:00:00Z)"),
+                );
+                None
+            }
+        }
+    }
+
+    fn enumeration<T: Copy>(
+        &mut self,
+        obj: &Map<String, Value>,
+        key: &str,
+        options: &[(&str, T)],
+        default: T,
+    ) -> T {
+        let Some(text) = self.opt_str(obj, key, key) else {
+            return default;
+        };
+        match options.iter().find(|(name, _)| *name == text) {
+            Some((_, value)) => *value,
+            None => {
+                let names: Vec<_> = options.iter().map(|(n, _)| *n).collect();
+                self.err(key, format!("'{text}' is not one of {}", names.join(", ")));
+                default
+            }
+        }
+    }
+
+    fn schedule(&mut self, value: &Value) -> Option<ScheduleSpec> {
+        let obj = self.object(value, "schedule")?;
+        self.unknown_fields(
+            obj,
+            "schedule",
+            &["cron", "timezone", "at", "every", "start_at", "end_at"],
+            &[],
+        );
+        let start_at = self.instant(obj, "start_at", "schedule.start_at");
+        let end_at = self.instant(obj, "end_at", "schedule.end_at");
+        if let (Some(s), Some(e)) = (start_at, end_at)
+            && e <= s
+        {
+            self.err("schedule.end_at", "must be later than schedule.start_at");
+        }
+        let kinds: Vec<&str> = ["cron", "at", "every"]
+            .into_iter()
+            .filter(|k| obj.get(*k).is_some_and(|v| !v.is_null()))
+            .collect();
+        let kind = match kinds.as_slice() {
+            ["cron"] => {
+                let cron = self.req_str(obj, "cron", "schedule.cron");
+                let timezone = self
+                    .opt_str(obj, "timezone", "schedule.timezone")
+                    .unwrap_or_else(|| "UTC".into());
+                cron.map(|cron| ScheduleKind::Cron { cron, timezone })
+            }
+            ["at"] => {
+                if obj.contains_key("timezone") {
+                    self.err("schedule.timezone", "only applies to cron schedules");
+                }
+                self.instant(obj, "at", "schedule.at")
+                    .map(|at| ScheduleKind::At { at })
+            }
+            ["every"] => {
+                if obj.contains_key("timezone") {
+                    self.err("schedule.timezone", "only applies to cron schedules");
+                }
+                let every = self.duration(obj, "every", "schedule.every", Dur::ZERO, true);
+                (!every.is_zero()).then_some(ScheduleKind::Every { every })
+            }
+            [] => {
+                self.err("schedule", "needs one of cron, at or every");
+                None
+            }
+            many => {
+                self.err(
+                    "schedule",
+                    format!(
+                        "has {}; give exactly one of cron, at or every",
+                        many.join(" and ")
+                    ),
+                );
+                None
+            }
+        }?;
+        let spec = ScheduleSpec {
+            kind,
+            start_at,
+            end_at,
+        };
+        match Schedule::compile(&spec) {
+            Ok(_) => Some(spec),
+            Err(e) => {
+                self.err(format!("schedule.{}", e.field), e.message);
+                None
+            }
+        }
+    }
+
+    fn retry(&mut self, value: Option<&Value>) -> RetryPolicy {
+        let default = RetryPolicy::default();
+        let Some(value) = value.filter(|v| !v.is_null()) else {
+            return default;
+        };
+        let Some(obj) = self.object(value, "retry") else {
+            return default;
+        };
+        self.unknown_fields(
+            obj,
+            "retry",
+            &[
+                "max_attempts",
+                "initial_interval",
+                "multiplier",
+                "max_interval",
+                "jitter",
+            ],
+            &[],
+        );
+        let max_attempts = match obj.get("max_attempts") {
+            None | Some(Value::Null) => default.max_attempts,
+            Some(v) => match v.as_i64() {
+                Some(n) if (1..=1000).contains(&n) => u32::try_from(n).unwrap_or(1),
+                Some(n) => {
+                    self.err("retry.max_attempts", format!("{n} is out of range 1-1000"));
+                    default.max_attempts
+                }
+                None => {
+                    self.err(
+                        "retry.max_attempts",
+                        format!("must be a whole number, not {v}"),
+                    );
+                    default.max_attempts
+                }
+            },
+        };
+        let multiplier = match obj.get("multiplier") {
+            None | Some(Value::Null) => default.multiplier,
+            Some(v) => match v.as_f64() {
+                Some(m) if (1.0..=100.0).contains(&m) => m,
+                _ => {
+                    self.err(
+                        "retry.multiplier",
+                        format!("{v} is not a number in 1.0-100.0"),
+                    );
+                    default.multiplier
+                }
+            },
+        };
+        let initial_interval = self.duration(
+            obj,
+            "initial_interval",
+            "retry.initial_interval",
+            default.initial_interval,
+            true,
+        );
+        let max_interval = self.duration(
+            obj,
+            "max_interval",
+            "retry.max_interval",
+            default.max_interval,
+            true,
+        );
+        if max_interval < initial_interval {
+            self.err(
+                "retry.max_interval",
+                "must not be shorter than retry.initial_interval",
+            );
+        }
+        let jitter = self
+            .opt_bool(obj, "jitter", "retry.jitter")
+            .unwrap_or(default.jitter);
+        RetryPolicy {
+            max_attempts,
+            initial_interval,
+            multiplier,
+            max_interval,
+            jitter,
+        }
+    }
+
+    fn target(&mut self, value: &Value, ctx: &Context) -> Option<TargetSpec> {
+        let obj = self.object(value, "target")?;
+        let kind = self.req_str(obj, "type", "target.type")?;
+        let known: &[&str] = match kind.as_str() {
+            "http" => &["type", "method", "url", "headers", "body", "success_codes"],
+            "nats" => &["type", "connection", "subject", "payload", "headers"],
+            "amqp" => &[
+                "type",
+                "connection",
+                "exchange",
+                "routing_key",
+                "payload",
+                "properties",
+            ],
+            "redis" => &["type", "connection", "stream", "fields"],
+            "container" => &[
+                "type",
+                "connection",
+                "image",
+                "command",
+                "env",
+                "permanent_exit_codes",
+            ],
+            other => {
+                self.err(
+                    "target.type",
+                    format!("'{other}' is not one of http, nats, amqp, redis, container"),
+                );
+                return None;
+            }
+        };
+        self.unknown_fields(obj, "target", known, &[]);
+        let before = self.errors.len();
+        let connection = (kind != "http")
+            .then(|| self.connection(obj, &kind, ctx))
+            .flatten();
+        let target = match kind.as_str() {
+            "http" => self.http_target(obj).map(TargetSpec::Http),
+            "nats" => {
+                let subject = self.req_str(obj, "subject", "target.subject");
+                if let Some(s) = &subject
+                    && (s.contains(char::is_whitespace) || s.contains(['*', '>']))
+                {
+                    self.err(
+                        "target.subject",
+                        "must be a concrete subject without spaces or wildcards",
+                    );
+                }
+                let payload = self
+                    .opt_str(obj, "payload", "target.payload")
+                    .unwrap_or_default();
+                let headers = self.string_map(obj.get("headers"), "target.headers");
+                Some(TargetSpec::Nats(NatsTarget {
+                    connection: connection.clone()?,
+                    subject: subject?,
+                    payload,
+                    headers,
+                }))
+            }
+            "amqp" => {
+                let exchange = self
+                    .opt_str(obj, "exchange", "target.exchange")
+                    .unwrap_or_default();
+                let routing_key = self
+                    .opt_str(obj, "routing_key", "target.routing_key")
+                    .unwrap_or_default();
+                let payload = self
+                    .opt_str(obj, "payload", "target.payload")
+                    .unwrap_or_default();
+                let properties = self.string_map(obj.get("properties"), "target.properties");
+                Some(TargetSpec::Amqp(AmqpTarget {
+                    connection: connection.clone()?,
+                    exchange,
+                    routing_key,
+                    payload,
+                    properties,
+                }))
+            }
+            "redis" => {
+                let stream = self.req_str(obj, "stream", "target.stream");
+                let fields = self.string_map(obj.get("fields"), "target.fields");
+                Some(TargetSpec::Redis(RedisTarget {
+                    connection: connection.clone()?,
+                    stream: stream?,
+                    fields,
+                }))
+            }
+            _ => {
+                let image = self.req_str(obj, "image", "target.image");
+                let command = self.string_list(obj.get("command"), "target.command");
+                let env = self.string_map(obj.get("env"), "target.env");
+                let permanent_exit_codes = match obj.get("permanent_exit_codes") {
+                    None | Some(Value::Null) => Vec::new(),
+                    Some(Value::Array(items)) => items
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, v)| match v.as_i64() {
+                            Some(c) if (1..=255).contains(&c) => Some(c),
+                            _ => {
+                                self.err(
+                                    format!("target.permanent_exit_codes.{i}"),
+                                    format!("{v} is not an exit code in 1-255"),
+                                );
+                                None
+                            }
+                        })
+                        .collect(),
+                    Some(other) => {
+                        self.err(
+                            "target.permanent_exit_codes",
+                            format!("must be an array, not {}", type_name(other)),
+                        );
+                        Vec::new()
+                    }
+                };
+                Some(TargetSpec::Container(ContainerTarget {
+                    connection: connection.clone()?,
+                    image: image?,
+                    command,
+                    env,
+                    permanent_exit_codes,
+                }))
+            }
+        };
+        target.filter(|_| self.errors.len() == before)
+    }
+
+    fn connection(
+        &mut self,
+        obj: &Map<String, Value>,
+        kind: &str,
+        ctx: &Context,
+    ) -> Option<String> {
+        let name = self.req_str(obj, "connection", "target.connection")?;
+        match ctx.connections.get(&name) {
+            Some(t) if t == kind => Some(name),
+            Some(t) => {
+                self.err(
+                    "target.connection",
+                    format!("'{name}' is a {t} connection, not {kind}"),
+                );
+                None
+            }
+            None => {
+                let known: Vec<_> = ctx
+                    .connections
+                    .iter()
+                    .filter(|(_, t)| *t == kind)
+                    .map(|(n, _)| n.as_str())
+                    .collect();
+                let hint = if known.is_empty() {
+                    format!("the server configures no {kind} connection")
+                } else {
+                    format!("configured {kind} connections: {}", known.join(", "))
+                };
+                self.err(
+                    "target.connection",
+                    format!("unknown connection '{name}'; {hint}"),
+                );
+                None
+            }
+        }
+    }
+
+    fn string_list(&mut self, value: Option<&Value>, path: &str) -> Vec<String> {
+        match value {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, v)| match v {
+                    Value::String(s) => Some(s.clone()),
+                    other => {
+                        self.err(
+                            format!("{path}.{i}"),
+                            format!("must be a string, not {}", type_name(other)),
+                        );
+                        None
+                    }
+                })
+                .collect(),
+            Some(other) => {
+                self.err(
+                    path,
+                    format!("must be an array of strings, not {}", type_name(other)),
+                );
+                Vec::new()
+            }
+        }
+    }
+
+    fn http_target(&mut self, obj: &Map<String, Value>) -> Option<HttpTarget> {
+        let method = self
+            .opt_str(obj, "method", "target.method")
+            .unwrap_or_else(|| "POST".into())
+            .to_ascii_uppercase();
+        if !["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"].contains(&method.as_str())
+        {
+            self.err(
+                "target.method",
+                format!("'{method}' is not one of GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS"),
+            );
+        }
+        let url = self.req_str(obj, "url", "target.url");
+        if let Some(u) = &url {
+            self.check_url(u);
+        }
+        let headers = self.string_map(obj.get("headers"), "target.headers");
+        for (k, v) in &headers {
+            let token = !k.is_empty()
+                && k.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+            if !token {
+                self.err(format!("target.headers.{k}"), "is not a valid header name");
+            } else if v.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+                self.err(
+                    format!("target.headers.{k}"),
+                    "value must not contain CR, LF or NUL",
+                );
+            }
+        }
+        let body = self.opt_str(obj, "body", "target.body");
+        if body.as_ref().is_some_and(|b| b.len() > 256 * 1024) {
+            self.err("target.body", "is larger than 256 KiB");
+        }
+        let success_codes = match obj.get("success_codes") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, v)| match v.as_u64() {
+                    Some(c) if (100..=599).contains(&c) => u16::try_from(c).ok(),
+                    _ => {
+                        self.err(
+                            format!("target.success_codes.{i}"),
+                            format!("{v} is not an HTTP status in 100-599"),
+                        );
+                        None
+                    }
+                })
+                .collect(),
+            Some(other) => {
+                self.err(
+                    "target.success_codes",
+                    format!("must be an array, not {}", type_name(other)),
+                );
+                Vec::new()
+            }
+        };
+        Some(HttpTarget {
+            method,
+            url: url?,
+            headers,
+            body,
+            success_codes,
+        })
+    }
+
+    fn check_url(&mut self, url: &str) {
+        let rest = url
+            .strip_prefix("http://")
+            .or_else(|| url.strip_prefix("https://"));
+        let Some(rest) = rest else {
+            self.err(
+                "target.url",
+                format!("'{url}' must be an absolute http:// or https:// URL"),
+            );
+            return;
+        };
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        let host = authority.rsplit('@').next().unwrap_or("");
+        if host.is_empty() || host.starts_with(':') {
+            self.err("target.url", format!("'{url}' has no host"));
+        } else if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            self.err(
+                "target.url",
+                "must not contain spaces or control characters",
+            );
+        } else if let Some((_, port)) = host.rsplit_once(':')
+            && !host.ends_with(']')
+            && port.parse::<u16>().is_err()
+        {
+            self.err("target.url", format!("'{port}' is not a port number"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ctx() -> Context {
+        Context {
+            connections: BTreeMap::from([("events".into(), "nats".into())]),
+            namespace: "billing".into(),
+            name: Some("nightly".into()),
+        }
+    }
+
+    fn valid() -> Value {
+        json!({
+            "schedule": {"cron": "0 2 * * *", "timezone": "Europe/Berlin"},
+            "target": {"type": "http", "url": "http://127.0.0.1:9/run"}
+        })
+    }
+
+    #[test]
+    fn minimal_job_gets_the_spec_defaults() {
+        let job = job_from_json(&valid(), &ctx()).unwrap();
+        assert_eq!(job.name, "nightly");
+        assert_eq!(job.retry, RetryPolicy::default());
+        assert_eq!(job.timeout, Dur::from_secs(300));
+        assert_eq!(job.misfire_policy, MisfirePolicy::RunOnce);
+        let TargetSpec::Http(http) = &job.target else {
+            panic!()
+        };
+        assert_eq!(http.method, "POST");
+    }
+
+    #[test]
+    fn every_bad_field_is_named_once() {
+        let body = json!({
+            "name": "Bad Name",
+            "schedule": {"cron": "61 * * * *", "timezone": "Nowhere/Town"},
+            "target": {"type": "http", "url": "ftp://x"},
+            "retry": {"max_attempts": 0},
+            "timeout": "soon",
+            "colour": "blue"
+        });
+        let errors = job_from_json(
+            &body,
+            &Context {
+                name: None,
+                ..ctx()
+            },
+        )
+        .unwrap_err();
+        let fields: Vec<_> = errors.iter().map(|e| e.field.as_str()).collect();
+        for f in [
+            "colour",
+            "name",
+            "schedule.cron",
+            "target.url",
+            "retry.max_attempts",
+            "timeout",
+        ] {
+            assert!(fields.contains(&f), "{f} missing from {fields:?}");
+        }
+    }
+
+    #[test]
+    fn a_fetched_job_can_be_written_back() {
+        let mut body = valid();
+        body["version"] = json!(3);
+        body["state"] = json!("active");
+        assert!(job_from_json(&body, &ctx()).is_ok());
+    }
+
+    #[test]
+    fn merge_patch_follows_rfc7396_examples() {
+        let mut doc = json!({"a": "b", "c": {"d": "e", "f": "g"}});
+        merge_patch(&mut doc, &json!({"a": "z", "c": {"f": null}}));
+        assert_eq!(doc, json!({"a": "z", "c": {"d": "e"}}));
+        let mut doc = json!({"a": [{"b": "c"}]});
+        merge_patch(&mut doc, &json!({"a": [1]}));
+        assert_eq!(doc, json!({"a": [1]}));
+    }
+
+    #[test]
+    fn unknown_and_mistyped_connections_are_rejected() {
+        let mut body = valid();
+        body["target"] = json!({"type": "redis", "connection": "events", "stream": "s"});
+        let errors = job_from_json(&body, &ctx()).unwrap_err();
+        assert_eq!(errors[0].field, "target.connection");
+        body["target"] = json!({"type": "nats", "connection": "nope", "subject": "a.b"});
+        let errors = job_from_json(&body, &ctx()).unwrap_err();
+        assert!(errors[0].message.contains("unknown connection 'nope'"));
+    }
+}

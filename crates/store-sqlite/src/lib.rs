@@ -1,0 +1,751 @@
+//! Sundial's embedded store: SQLite in one file, for one process.
+//!
+//! Invariants (beyond those of [`sundial_store`]):
+//! - One process at most runs the scheduler on a file: the first [`Store::shard_lease_renew`]
+//!   takes an exclusive OS lock on `<file>.scheduler.lock`, which the OS drops when the process
+//!   dies, so a crashed scheduler's successor starts at once and a second live one is refused
+//!   with [`Error::InUse`].
+//! - Writes go through one connection (SQLite has one writer anyway), each domain step in one
+//!   `BEGIN IMMEDIATE` transaction; reads use a small pool of their own (WAL mode).
+//! - Time is the injected [`Clock`]'s: in one process it is the only clock there is.
+//! - Instants are stored as INTEGER milliseconds since the Unix epoch, UTC.
+
+#![warn(missing_docs)]
+
+mod rows;
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use jiff::Timestamp;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Row, SqlitePool};
+use sundial_clock::Clock;
+use sundial_core::SHARD_COUNT;
+use sundial_core::execution::ExecutionState;
+use sundial_store::{
+    AttemptComplete, AttemptRef, ClaimedExecution, DueJob, Error, ExecutionClaim,
+    ExecutionListQuery, ExecutionRecord, JobListQuery, JobRecord, JobWrite, NewExecution, NextStep,
+    Result, ShardLease, ShardLeaseRequest, Store, TriggerCommit, TriggerCommitted, TriggerListDue,
+};
+
+use rows::{db_err, ms, ts};
+
+/// The SQLite-backed [`Store`].
+#[derive(Debug)]
+pub struct SqliteStore {
+    writer: SqlitePool,
+    reader: SqlitePool,
+    clock: Arc<dyn Clock>,
+    lock_path: Option<PathBuf>,
+    scheduler_lock: Mutex<Option<std::fs::File>>,
+    instance: String,
+}
+
+impl SqliteStore {
+    /// Opens (creating if missing) the database at `url` (`sqlite://PATH` or `sqlite:PATH`)
+    /// and applies pending migrations.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when the file cannot be opened or migrated.
+    pub async fn open(url: &str, clock: Arc<dyn Clock>) -> Result<Self> {
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(db_err)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(10))
+            .pragma("temp_store", "memory");
+        let lock_path = {
+            let file = options.get_filename();
+            let name = file.to_string_lossy();
+            (!name.is_empty() && name != ":memory:")
+                .then(|| PathBuf::from(format!("{name}.scheduler.lock")))
+        };
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options.clone())
+            .await
+            .map_err(db_err)?;
+        sqlx::migrate!("./migrations")
+            .run(&writer)
+            .await
+            .map_err(|e| Error::Unavailable(Box::new(e)))?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options.read_only(true))
+            .await
+            .map_err(db_err)?;
+        Ok(SqliteStore {
+            writer,
+            reader,
+            clock,
+            lock_path,
+            scheduler_lock: Mutex::new(None),
+            instance: uuid::Uuid::now_v7().to_string(),
+        })
+    }
+
+    async fn begin(&self) -> Result<sqlx::Transaction<'_, sqlx::Sqlite>> {
+        self.writer
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(db_err)
+    }
+
+    fn take_scheduler_lock(&self) -> Result<()> {
+        let mut held = self
+            .scheduler_lock
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if held.is_some() {
+            return Ok(());
+        }
+        let Some(path) = &self.lock_path else {
+            return Ok(());
+        };
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .map_err(|e| Error::Unavailable(Box::new(e)))?;
+        match file.try_lock() {
+            Ok(()) => {
+                *held = Some(file);
+                Ok(())
+            }
+            Err(std::fs::TryLockError::WouldBlock) => Err(Error::InUse(format!(
+                "another process runs the scheduler on this SQLite database ({} is locked); \
+                 an embedded store serves one scheduler — use PostgreSQL to run several",
+                path.display()
+            ))),
+            Err(std::fs::TryLockError::Error(e)) => Err(Error::Unavailable(Box::new(e))),
+        }
+    }
+}
+
+const JOB_COLUMNS: &str = "j.namespace, j.name, j.uid, j.shard, j.version, j.spec, j.created_at, \
+    j.updated_at, j.next_slot_at, j.next_fire_at";
+
+const LAST_EXECUTION: &str = "(SELECT e.id || '|' || e.state || '|' || e.scheduled_at \
+    FROM executions e WHERE e.job_uid = j.uid AND e.fire_at <= ?1 \
+    ORDER BY e.fire_at DESC LIMIT 1) AS last_execution";
+
+const EXECUTION_COLUMNS: &str = "id, namespace, job, job_version, trigger, scheduled_at, fire_at, \
+    queued_at, started_at, finished_at, state, attempt, max_attempts, due_at, worker";
+
+const CLAIMED_COLUMNS: &str = "id, namespace, job, attempt, max_attempts, scheduled_at, fire_at, \
+    started_at, lease_expires_at, run";
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn now(&self) -> Result<Timestamp> {
+        Ok(self.clock.now())
+    }
+
+    async fn job_get(&self, namespace: &str, name: &str) -> Result<Option<JobRecord>> {
+        let sql = format!(
+            "SELECT {JOB_COLUMNS}, {LAST_EXECUTION} FROM jobs j WHERE j.namespace = ?2 AND j.name = ?3"
+        );
+        let row = sqlx::query(&sql)
+            .bind(ms(self.clock.now()))
+            .bind(namespace)
+            .bind(name)
+            .fetch_optional(&self.reader)
+            .await
+            .map_err(db_err)?;
+        row.map(|r| rows::job(&r)).transpose()
+    }
+
+    async fn job_list(&self, q: &JobListQuery) -> Result<Vec<JobRecord>> {
+        let mut sql = format!(
+            "SELECT {JOB_COLUMNS}, {LAST_EXECUTION} FROM jobs j WHERE j.namespace = ?2 AND j.name > ?3"
+        );
+        if let Some(p) = q.paused {
+            sql.push_str(if p {
+                " AND j.paused = 1"
+            } else {
+                " AND j.paused = 0"
+            });
+        }
+        if q.label.is_some() {
+            sql.push_str(" AND json_extract(j.spec, '$.labels.' || json_quote(?5)) = ?6");
+        }
+        sql.push_str(" ORDER BY j.name LIMIT ?4");
+        let (key, value) = q.label.clone().unwrap_or_default();
+        let rows = sqlx::query(&sql)
+            .bind(ms(self.clock.now()))
+            .bind(&q.namespace)
+            .bind(q.after_name.as_deref().unwrap_or(""))
+            .bind(i64::from(q.limit))
+            .bind(key)
+            .bind(value)
+            .fetch_all(&self.reader)
+            .await
+            .map_err(db_err)?;
+        rows.iter().map(rows::job).collect()
+    }
+
+    async fn job_write(&self, w: &JobWrite) -> Result<JobRecord> {
+        let r = &w.record;
+        let spec = serde_json::to_string(&r.spec).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let now = self.clock.now();
+        let mut tx = self.begin().await?;
+        let version = match w.expected_version {
+            None => {
+                let inserted = sqlx::query(
+                    "INSERT INTO jobs (namespace, name, uid, shard, version, spec, paused, created_at, \
+                     updated_at, next_slot_at, next_fire_at) VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?7, ?8, ?9) \
+                     ON CONFLICT (namespace, name) DO NOTHING",
+                )
+                .bind(&r.spec.namespace)
+                .bind(&r.spec.name)
+                .bind(&r.uid)
+                .bind(i64::from(r.shard))
+                .bind(&spec)
+                .bind(r.spec.paused)
+                .bind(ms(now))
+                .bind(r.next_slot_at.map(ms))
+                .bind(r.next_fire_at.map(ms))
+                .execute(&mut *tx)
+                .await
+                .map_err(db_err)?;
+                if inserted.rows_affected() == 0 {
+                    return Err(Error::Conflict(format!(
+                        "job {}/{} already exists",
+                        r.spec.namespace, r.spec.name
+                    )));
+                }
+                1
+            }
+            Some(expected) => {
+                let updated = sqlx::query(
+                    "UPDATE jobs SET version = version + 1, spec = ?4, paused = ?5, updated_at = ?6, \
+                     next_slot_at = ?7, next_fire_at = ?8 \
+                     WHERE namespace = ?1 AND name = ?2 AND version = ?3",
+                )
+                .bind(&r.spec.namespace)
+                .bind(&r.spec.name)
+                .bind(expected)
+                .bind(&spec)
+                .bind(r.spec.paused)
+                .bind(ms(now))
+                .bind(r.next_slot_at.map(ms))
+                .bind(r.next_fire_at.map(ms))
+                .execute(&mut *tx)
+                .await
+                .map_err(db_err)?;
+                if updated.rows_affected() == 0 {
+                    return Err(version_mismatch(
+                        &mut tx,
+                        &r.spec.namespace,
+                        &r.spec.name,
+                        expected,
+                    )
+                    .await);
+                }
+                expected + 1
+            }
+        };
+        if w.cancel_pending {
+            cancel_pending(&mut tx, &r.uid, now).await?;
+        }
+        tx.commit().await.map_err(db_err)?;
+        Ok(JobRecord {
+            version,
+            created_at: if w.expected_version.is_none() {
+                now
+            } else {
+                r.created_at
+            },
+            updated_at: now,
+            ..r.clone()
+        })
+    }
+
+    async fn job_delete(
+        &self,
+        namespace: &str,
+        name: &str,
+        expected_version: Option<i64>,
+    ) -> Result<()> {
+        let now = self.clock.now();
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(
+            "DELETE FROM jobs WHERE namespace = ?1 AND name = ?2 AND (?3 IS NULL OR version = ?3) \
+             RETURNING uid",
+        )
+        .bind(namespace)
+        .bind(name)
+        .bind(expected_version)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        let Some(row) = row else {
+            return Err(
+                version_mismatch(&mut tx, namespace, name, expected_version.unwrap_or(0)).await,
+            );
+        };
+        let uid: String = row.try_get("uid").map_err(db_err)?;
+        cancel_pending(&mut tx, &uid, now).await?;
+        tx.commit().await.map_err(db_err)
+    }
+
+    async fn shard_lease_renew(&self, request: &ShardLeaseRequest) -> Result<Vec<ShardLease>> {
+        self.take_scheduler_lock()?;
+        let now = self.clock.now();
+        let expires = now + request.ttl.as_signed();
+        // The OS lock proves any other owner dead: take every shard, bumping the epoch when the
+        // owner (this process instance) changes.
+        let owner = format!("{}/{}", request.node, self.instance);
+        let mut tx = self.begin().await?;
+        let rows = sqlx::query(
+            "WITH RECURSIVE s(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM s WHERE n + 1 < ?1) \
+             INSERT INTO shard_leases (shard, owner, epoch, expires_at) SELECT n, ?2, 1, ?3 FROM s WHERE true \
+             ON CONFLICT (shard) DO UPDATE SET \
+               epoch = CASE WHEN owner = excluded.owner THEN epoch ELSE epoch + 1 END, \
+               owner = excluded.owner, expires_at = excluded.expires_at \
+             RETURNING shard, epoch, expires_at",
+        )
+        .bind(i64::from(SHARD_COUNT))
+        .bind(&owner)
+        .bind(ms(expires))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        tx.commit().await.map_err(db_err)?;
+        rows.iter().map(rows::shard_lease).collect()
+    }
+
+    async fn shard_lease_release(&self, node: &str) -> Result<()> {
+        let owner = format!("{node}/{}", self.instance);
+        sqlx::query("UPDATE shard_leases SET expires_at = 0 WHERE owner = ?1")
+            .bind(owner)
+            .execute(&self.writer)
+            .await
+            .map_err(db_err)?;
+        *self
+            .scheduler_lock
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = None;
+        Ok(())
+    }
+
+    async fn trigger_list_due(&self, q: &TriggerListDue) -> Result<Vec<DueJob>> {
+        let shard_filter = if q.shards.len() >= usize::from(SHARD_COUNT) {
+            String::new()
+        } else if q.shards.is_empty() {
+            return Ok(Vec::new());
+        } else {
+            let list: Vec<String> = q.shards.iter().map(u16::to_string).collect();
+            format!(" AND shard IN ({})", list.join(","))
+        };
+        let sql = format!(
+            "SELECT uid, shard, version, spec, next_slot_at FROM jobs \
+             WHERE next_fire_at <= ?1{shard_filter} ORDER BY next_fire_at LIMIT ?2"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(ms(q.horizon))
+            .bind(i64::from(q.limit))
+            .fetch_all(&self.reader)
+            .await
+            .map_err(db_err)?;
+        rows.iter().map(rows::due_job).collect()
+    }
+
+    async fn trigger_commit(&self, c: &TriggerCommit) -> Result<TriggerCommitted> {
+        let now = self.clock.now();
+        let owner_prefix = format!("{}/{}", c.node, self.instance);
+        let mut tx = self.begin().await?;
+        // Fencing: every shard the batch touches must still be ours with the epoch we read.
+        let held =
+            sqlx::query("SELECT shard, epoch, expires_at FROM shard_leases WHERE owner = ?1")
+                .bind(&owner_prefix)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(db_err)?;
+        let held: Vec<ShardLease> = held.iter().map(rows::shard_lease).collect::<Result<_>>()?;
+        for job in &c.jobs {
+            let read = c.leases.iter().find(|l| l.shard == job.shard);
+            let current = held.iter().find(|l| l.shard == job.shard);
+            let valid = matches!((read, current), (Some(r), Some(h)) if r.epoch == h.epoch && h.expires_at > now);
+            if !valid {
+                return Err(Error::StaleFence(format!(
+                    "shard {} is no longer leased to {} with the epoch read",
+                    job.shard, c.node
+                )));
+            }
+        }
+        let mut done = TriggerCommitted::default();
+        for job in &c.jobs {
+            let advanced = sqlx::query(
+                "UPDATE jobs SET next_slot_at = ?1, next_fire_at = ?2 \
+                 WHERE uid = ?3 AND version = ?4 AND next_slot_at = ?5",
+            )
+            .bind(job.next_slot_at.map(ms))
+            .bind(job.next_fire_at.map(ms))
+            .bind(&job.uid)
+            .bind(job.version)
+            .bind(ms(job.expected_next_slot))
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+            if advanced.rows_affected() == 0 {
+                done.jobs_changed += 1;
+                continue;
+            }
+            done.jobs_advanced += 1;
+            for e in &job.executions {
+                done.executions_inserted += insert_execution(&mut tx, e, now).await?;
+            }
+        }
+        tx.commit().await.map_err(db_err)?;
+        Ok(done)
+    }
+
+    async fn execution_insert(&self, e: &NewExecution) -> Result<ExecutionRecord> {
+        let now = self.clock.now();
+        let mut tx = self.begin().await?;
+        insert_execution(&mut tx, e, now).await?;
+        tx.commit().await.map_err(db_err)?;
+        self.execution_get(&e.namespace, &e.id)
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("execution {}", e.id)))
+    }
+
+    async fn execution_claim(&self, claim: &ExecutionClaim) -> Result<Vec<ClaimedExecution>> {
+        let now = ms(self.clock.now());
+        let mut tx = self.begin().await?;
+        let sql = format!(
+            "UPDATE executions SET state = 'running', attempt = attempt + 1, worker = ?1, \
+               started_at = coalesce(started_at, ?2), lease_expires_at = ?2 + lease_ms, due_at = NULL \
+             WHERE id IN (SELECT id FROM executions WHERE due_at <= ?2 ORDER BY due_at LIMIT ?3) \
+             RETURNING {CLAIMED_COLUMNS}"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(&claim.worker)
+            .bind(now)
+            .bind(i64::from(claim.limit))
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        let mut claimed: Vec<ClaimedExecution> =
+            rows.iter().map(rows::claimed).collect::<Result<_>>()?;
+        for c in &mut claimed {
+            c.started_at = ts(now)?;
+            sqlx::query(
+                "INSERT INTO attempts (execution_id, attempt, worker, started_at) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .bind(&c.id)
+            .bind(i64::from(c.attempt))
+            .bind(&claim.worker)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        }
+        tx.commit().await.map_err(db_err)?;
+        claimed.sort_by_key(|c| c.fire_at);
+        Ok(claimed)
+    }
+
+    async fn execution_next_due(&self) -> Result<Option<Timestamp>> {
+        let row = sqlx::query("SELECT min(due_at) AS due FROM executions WHERE due_at IS NOT NULL")
+            .fetch_one(&self.reader)
+            .await
+            .map_err(db_err)?;
+        let due: Option<i64> = row.try_get("due").map_err(db_err)?;
+        due.map(ts).transpose()
+    }
+
+    async fn attempt_heartbeat(&self, a: &AttemptRef) -> Result<Timestamp> {
+        let now = ms(self.clock.now());
+        let row = sqlx::query(
+            "UPDATE executions SET lease_expires_at = ?3 + lease_ms \
+             WHERE id = ?1 AND attempt = ?2 AND state = 'running' AND lease_expires_at >= ?3 \
+             RETURNING lease_expires_at",
+        )
+        .bind(&a.id)
+        .bind(i64::from(a.attempt))
+        .bind(now)
+        .fetch_optional(&self.writer)
+        .await
+        .map_err(db_err)?;
+        match row {
+            Some(r) => ts(r.try_get("lease_expires_at").map_err(db_err)?),
+            None => Err(stale_attempt(a)),
+        }
+    }
+
+    async fn attempt_complete(&self, c: &AttemptComplete) -> Result<()> {
+        let now = ms(self.clock.now());
+        let (state, due_at, finished_at) = match c.next {
+            NextStep::Succeeded => (ExecutionState::Succeeded, None, Some(now)),
+            NextStep::Failed => (ExecutionState::Failed, None, Some(now)),
+            NextStep::Dead => (ExecutionState::Dead, None, Some(now)),
+            NextStep::RetryAt(at) => (ExecutionState::RetryWait, Some(ms(at)), None),
+        };
+        let mut tx = self.begin().await?;
+        let updated = sqlx::query(
+            "UPDATE executions SET state = ?3, due_at = ?4, finished_at = ?5, lease_expires_at = NULL \
+             WHERE id = ?1 AND attempt = ?2 AND state = 'running' AND (?6 = 0 OR lease_expires_at < ?7)",
+        )
+        .bind(&c.attempt.id)
+        .bind(i64::from(c.attempt.attempt))
+        .bind(state.as_str())
+        .bind(due_at)
+        .bind(finished_at)
+        .bind(c.only_if_lapsed)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        if updated.rows_affected() == 0 {
+            return Err(stale_attempt(&c.attempt));
+        }
+        sqlx::query(
+            "UPDATE attempts SET finished_at = ?3, outcome = ?4, status_code = ?5, error = ?6 \
+             WHERE execution_id = ?1 AND attempt = ?2",
+        )
+        .bind(&c.attempt.id)
+        .bind(i64::from(c.attempt.attempt))
+        .bind(now)
+        .bind(c.outcome.as_str())
+        .bind(c.status_code)
+        .bind(c.error.as_deref())
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        tx.commit().await.map_err(db_err)
+    }
+
+    async fn attempt_list_lapsed(&self, limit: u32) -> Result<Vec<ClaimedExecution>> {
+        let sql = format!(
+            "SELECT {CLAIMED_COLUMNS} FROM executions WHERE state = 'running' AND lease_expires_at < ?1 \
+             ORDER BY lease_expires_at LIMIT ?2"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(ms(self.clock.now()))
+            .bind(i64::from(limit))
+            .fetch_all(&self.reader)
+            .await
+            .map_err(db_err)?;
+        rows.iter().map(rows::claimed).collect()
+    }
+
+    async fn execution_get(&self, namespace: &str, id: &str) -> Result<Option<ExecutionRecord>> {
+        let sql =
+            format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE id = ?1 AND namespace = ?2");
+        let Some(row) = sqlx::query(&sql)
+            .bind(id)
+            .bind(namespace)
+            .fetch_optional(&self.reader)
+            .await
+            .map_err(db_err)?
+        else {
+            return Ok(None);
+        };
+        let mut record = rows::execution(&row)?;
+        let attempts = sqlx::query(
+            "SELECT attempt, worker, started_at, finished_at, outcome, status_code, error \
+             FROM attempts WHERE execution_id = ?1 ORDER BY attempt",
+        )
+        .bind(id)
+        .fetch_all(&self.reader)
+        .await
+        .map_err(db_err)?;
+        record.attempts = attempts.iter().map(rows::attempt).collect::<Result<_>>()?;
+        Ok(Some(record))
+    }
+
+    async fn execution_list(&self, q: &ExecutionListQuery) -> Result<Vec<ExecutionRecord>> {
+        let mut sql = format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE namespace = ?1");
+        if q.job.is_some() {
+            sql.push_str(" AND job = ?2");
+        }
+        match q.state {
+            Some(ExecutionState::Queued) => {
+                sql.push_str(" AND state IN ('scheduled', 'queued') AND fire_at <= ?3")
+            }
+            Some(ExecutionState::Scheduled) => {
+                sql.push_str(" AND state = 'scheduled' AND fire_at > ?3")
+            }
+            Some(_) => sql.push_str(" AND state = ?4"),
+            None => {}
+        }
+        if q.before.is_some() {
+            sql.push_str(" AND (scheduled_at < ?5 OR (scheduled_at = ?5 AND id < ?6))");
+        }
+        sql.push_str(" ORDER BY scheduled_at DESC, id DESC LIMIT ?7");
+        let (before_at, before_id) = q
+            .before
+            .clone()
+            .map_or((0, String::new()), |(t, id)| (ms(t), id));
+        let rows = sqlx::query(&sql)
+            .bind(&q.namespace)
+            .bind(q.job.as_deref())
+            .bind(ms(self.clock.now()))
+            .bind(q.state.map(ExecutionState::as_str))
+            .bind(before_at)
+            .bind(before_id)
+            .bind(i64::from(q.limit))
+            .fetch_all(&self.reader)
+            .await
+            .map_err(db_err)?;
+        rows.iter().map(rows::execution).collect()
+    }
+
+    async fn execution_cancel(&self, namespace: &str, id: &str) -> Result<ExecutionRecord> {
+        let now = ms(self.clock.now());
+        let mut tx = self.begin().await?;
+        let row =
+            sqlx::query("SELECT state, attempt FROM executions WHERE id = ?1 AND namespace = ?2")
+                .bind(id)
+                .bind(namespace)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db_err)?
+                .ok_or_else(|| Error::NotFound(format!("execution {id}")))?;
+        let state: ExecutionState =
+            rows::parse(row.try_get::<String, _>("state").map_err(db_err)?)?;
+        if state.is_terminal() {
+            return Err(Error::Conflict(format!(
+                "execution {id} is already {state}"
+            )));
+        }
+        let attempt: i64 = row.try_get("attempt").map_err(db_err)?;
+        sqlx::query(
+            "UPDATE executions SET state = 'cancelled', due_at = NULL, lease_expires_at = NULL, \
+             finished_at = ?2 WHERE id = ?1",
+        )
+        .bind(id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        sqlx::query(
+            "UPDATE attempts SET finished_at = ?3, outcome = 'cancelled' \
+             WHERE execution_id = ?1 AND attempt = ?2 AND finished_at IS NULL",
+        )
+        .bind(id)
+        .bind(attempt)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        tx.commit().await.map_err(db_err)?;
+        self.execution_get(namespace, id)
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("execution {id}")))
+    }
+
+    async fn execution_redrive(
+        &self,
+        namespace: &str,
+        id: &str,
+        extra_attempts: u32,
+    ) -> Result<ExecutionRecord> {
+        let now = ms(self.clock.now());
+        let mut tx = self.begin().await?;
+        let updated = sqlx::query(
+            "UPDATE executions SET state = 'queued', due_at = ?3, queued_at = ?3, finished_at = NULL, \
+             max_attempts = attempt + ?4 WHERE id = ?1 AND namespace = ?2 AND state IN ('dead', 'failed')",
+        )
+        .bind(id)
+        .bind(namespace)
+        .bind(now)
+        .bind(i64::from(extra_attempts))
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        if updated.rows_affected() == 0 {
+            let state: Option<String> =
+                sqlx::query_scalar("SELECT state FROM executions WHERE id = ?1 AND namespace = ?2")
+                    .bind(id)
+                    .bind(namespace)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(db_err)?;
+            return Err(match state {
+                None => Error::NotFound(format!("execution {id}")),
+                Some(s) => Error::Conflict(format!(
+                    "execution {id} is {s}; only dead or failed executions can be re-driven"
+                )),
+            });
+        }
+        tx.commit().await.map_err(db_err)?;
+        self.execution_get(namespace, id)
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("execution {id}")))
+    }
+}
+
+type Tx<'a> = sqlx::Transaction<'a, sqlx::Sqlite>;
+
+async fn insert_execution(tx: &mut Tx<'_>, e: &NewExecution, now: Timestamp) -> Result<u32> {
+    let run = serde_json::to_string(&e.run).map_err(|err| Error::Corrupt(err.to_string()))?;
+    let waiting = !e.state.is_terminal();
+    let done = sqlx::query(
+        "INSERT INTO executions (id, namespace, job, job_uid, job_version, shard, trigger, scheduled_at, \
+         fire_at, queued_at, due_at, finished_at, state, max_attempts, lease_ms, run) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10, ?11, ?12, ?13, ?14, ?15) ON CONFLICT DO NOTHING",
+    )
+    .bind(&e.id)
+    .bind(&e.namespace)
+    .bind(&e.job)
+    .bind(&e.job_uid)
+    .bind(e.job_version)
+    .bind(i64::from(e.shard))
+    .bind(e.trigger.as_str())
+    .bind(ms(e.scheduled_at))
+    .bind(ms(e.fire_at))
+    .bind(waiting.then(|| ms(e.fire_at)))
+    .bind((!waiting).then(|| ms(now)))
+    .bind(e.state.as_str())
+    .bind(i64::from(e.run.retry.max_attempts))
+    .bind(e.run.heartbeat_timeout.as_millis_i64())
+    .bind(run)
+    .execute(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    Ok(u32::try_from(done.rows_affected()).unwrap_or(0))
+}
+
+/// Cancels the not-yet-started executions of a job incarnation.
+async fn cancel_pending(tx: &mut Tx<'_>, uid: &str, now: Timestamp) -> Result<()> {
+    sqlx::query(
+        "UPDATE executions SET state = 'cancelled', due_at = NULL, finished_at = ?2 \
+         WHERE job_uid = ?1 AND due_at IS NOT NULL AND attempt = 0",
+    )
+    .bind(uid)
+    .bind(ms(now))
+    .execute(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    Ok(())
+}
+
+async fn version_mismatch(tx: &mut Tx<'_>, namespace: &str, name: &str, expected: i64) -> Error {
+    let found: std::result::Result<Option<i64>, _> =
+        sqlx::query_scalar("SELECT version FROM jobs WHERE namespace = ?1 AND name = ?2")
+            .bind(namespace)
+            .bind(name)
+            .fetch_optional(&mut **tx)
+            .await;
+    match found {
+        Ok(Some(actual)) => Error::StaleVersion { expected, actual },
+        Ok(None) => Error::NotFound(format!("job {namespace}/{name}")),
+        Err(e) => db_err(e),
+    }
+}
+
+fn stale_attempt(a: &AttemptRef) -> Error {
+    Error::StaleFence(format!(
+        "attempt {} of execution {} is not the current running attempt or its lease lapsed",
+        a.attempt, a.id
+    ))
+}

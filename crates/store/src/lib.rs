@@ -1,0 +1,186 @@
+//! The store: Sundial's single source of truth and only coordinator (DESIGN.md decision 1).
+//!
+//! [`Store`] has one method per domain step. Scheduler, worker and API hold an
+//! `Arc<dyn Store>`; backends (embedded SQLite, shared PostgreSQL) implement it and run the same
+//! conformance suite ([`testkit`]).
+//!
+//! Invariants every backend keeps:
+//! - At most one execution per (job incarnation, slot): inserts for a slot that already has an
+//!   execution do nothing (SPEC G1).
+//! - A trigger commit whose shard lease is not held by the caller with the epoch it read
+//!   changes nothing and fails with [`Error::StaleFence`] (SPEC G3).
+//! - A heartbeat or completion for an attempt that is not the execution's current running
+//!   attempt changes nothing and fails with [`Error::StaleFence`] (SPEC G3).
+//! - Time for every due check and lease comes from the store's own time authority
+//!   ([`Store::now`]): the database clock, or the injected clock of an embedded store.
+
+#![warn(missing_docs)]
+
+pub mod records;
+pub mod testkit;
+
+use async_trait::async_trait;
+use jiff::Timestamp;
+
+pub use records::*;
+
+/// A store failure, classified so callers decide without downcasting (STYLE.md §3).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The addressed job or execution does not exist.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// A create found the job already there, or a state change is not allowed from the
+    /// current state.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// A conditional write carried a version that is not the current one.
+    #[error("version {expected} is not the current version {actual}")]
+    StaleVersion {
+        /// The version the caller expected.
+        expected: i64,
+        /// The version found.
+        actual: i64,
+    },
+    /// A write carried a fencing token (shard epoch or attempt number) that is no longer
+    /// current, or a lease that has lapsed.
+    #[error("stale fencing token: {0}")]
+    StaleFence(String),
+    /// The store is held by another process (e.g. a second scheduler on one SQLite file).
+    #[error("store is in use: {0}")]
+    InUse(String),
+    /// The database could not be reached or timed out; the operation may be retried.
+    #[error("store unavailable")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// Stored data could not be decoded.
+    #[error("corrupt record: {0}")]
+    Corrupt(String),
+}
+
+impl Error {
+    /// True when retrying the same call later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Unavailable(_))
+    }
+}
+
+/// Result alias for store calls.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The persistence and coordination surface of Sundial. See the module invariants; each
+/// method's `# Contract` states ordering, idempotency and conflict behaviour.
+#[async_trait]
+pub trait Store: Send + Sync + std::fmt::Debug {
+    /// The store's time authority, UTC at millisecond resolution.
+    async fn now(&self) -> Result<Timestamp>;
+
+    /// One job by namespace and name, with its last execution.
+    async fn job_get(&self, namespace: &str, name: &str) -> Result<Option<JobRecord>>;
+
+    /// A page of jobs of a namespace, ordered by name.
+    async fn job_list(&self, query: &JobListQuery) -> Result<Vec<JobRecord>>;
+
+    /// Creates or replaces a job.
+    ///
+    /// # Contract
+    /// - `expected_version: None` creates; [`Error::Conflict`] if the job exists.
+    /// - `expected_version: Some(v)` replaces only while the stored version is `v`, else
+    ///   [`Error::StaleVersion`] (or [`Error::NotFound`]); the stored version becomes `v + 1`.
+    /// - With `cancel_pending`, the job's executions that have not started (`scheduled`,
+    ///   `queued`, `retry_wait`) are `cancelled` in the same transaction.
+    async fn job_write(&self, write: &JobWrite) -> Result<JobRecord>;
+
+    /// Deletes a job and cancels its not-yet-started executions; history is kept.
+    ///
+    /// # Contract
+    /// [`Error::NotFound`] if absent; [`Error::StaleVersion`] if `expected_version` is given and
+    /// differs.
+    async fn job_delete(
+        &self,
+        namespace: &str,
+        name: &str,
+        expected_version: Option<i64>,
+    ) -> Result<()>;
+
+    /// Renews this node's shard leases and takes the shards due to it.
+    ///
+    /// # Contract
+    /// Returns every shard the node holds after the call, each with its epoch. A shard whose
+    /// owner changes gets a new, larger epoch. The embedded store gives one node all shards
+    /// and fails with [`Error::InUse`] while another live node holds them.
+    async fn shard_lease_renew(&self, request: &ShardLeaseRequest) -> Result<Vec<ShardLease>>;
+
+    /// Releases the node's shard leases (clean shutdown), so another node can take them at once.
+    async fn shard_lease_release(&self, node: &str) -> Result<()>;
+
+    /// Active jobs in the given shards whose next fire time is at or before `horizon`, earliest
+    /// first, at most `limit`.
+    async fn trigger_list_due(&self, query: &TriggerListDue) -> Result<Vec<DueJob>>;
+
+    /// Commits one trigger batch in one transaction: advances each job's next slot and inserts
+    /// its executions.
+    ///
+    /// # Contract
+    /// - Fenced: unless every shard of the batch is leased to `node` with the epoch given,
+    ///   nothing is written and [`Error::StaleFence`] is returned.
+    /// - Each advance applies only while the job still has the version and next slot it was
+    ///   read with; otherwise that job's executions are not inserted (it changed meanwhile).
+    /// - Inserting an execution for a slot that already has one does nothing (idempotent).
+    async fn trigger_commit(&self, commit: &TriggerCommit) -> Result<TriggerCommitted>;
+
+    /// Inserts one execution outside the schedule (a manual trigger), due at once.
+    async fn execution_insert(&self, execution: &NewExecution) -> Result<ExecutionRecord>;
+
+    /// Claims up to `limit` due executions for a worker: each becomes `running` with its
+    /// attempt number incremented (the new fencing token) and a lease of its heartbeat timeout.
+    ///
+    /// # Contract
+    /// Due means `scheduled`/`queued`/`retry_wait` with due time ≤ now; oldest due first. No
+    /// execution is handed to two claimers.
+    async fn execution_claim(&self, claim: &ExecutionClaim) -> Result<Vec<ClaimedExecution>>;
+
+    /// The earliest due time among executions waiting for a worker, if any.
+    async fn execution_next_due(&self) -> Result<Option<Timestamp>>;
+
+    /// Extends a running attempt's lease to now + its heartbeat timeout.
+    ///
+    /// # Contract
+    /// [`Error::StaleFence`] (and no change) unless the execution is `running` with this
+    /// attempt number and an unexpired lease. Returns the new lease expiry.
+    async fn attempt_heartbeat(&self, attempt: &AttemptRef) -> Result<Timestamp>;
+
+    /// Records how an attempt ended and moves the execution on.
+    ///
+    /// # Contract
+    /// [`Error::StaleFence`] (and no change) unless the execution is `running` with this
+    /// attempt number — and, for `only_if_lapsed`, its lease has expired.
+    async fn attempt_complete(&self, completion: &AttemptComplete) -> Result<()>;
+
+    /// Running attempts whose lease has lapsed (their worker is presumed dead), at most `limit`.
+    async fn attempt_list_lapsed(&self, limit: u32) -> Result<Vec<ClaimedExecution>>;
+
+    /// One execution of a namespace with its attempts.
+    async fn execution_get(&self, namespace: &str, id: &str) -> Result<Option<ExecutionRecord>>;
+
+    /// A page of executions, newest slot first.
+    async fn execution_list(&self, query: &ExecutionListQuery) -> Result<Vec<ExecutionRecord>>;
+
+    /// Cancels a non-terminal execution; a running attempt is recorded `cancelled` and its
+    /// worker's next heartbeat or completion is refused.
+    ///
+    /// # Contract
+    /// [`Error::NotFound`]; [`Error::Conflict`] for a terminal execution.
+    async fn execution_cancel(&self, namespace: &str, id: &str) -> Result<ExecutionRecord>;
+
+    /// Re-drives a `dead` or `failed` execution: the same execution goes back to `queued`,
+    /// due now, with `extra_attempts` more attempts allowed, numbered on from the last.
+    ///
+    /// # Contract
+    /// [`Error::NotFound`]; [`Error::Conflict`] for any other state.
+    async fn execution_redrive(
+        &self,
+        namespace: &str,
+        id: &str,
+        extra_attempts: u32,
+    ) -> Result<ExecutionRecord>;
+}

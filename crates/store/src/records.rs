@@ -1,0 +1,375 @@
+//! The inputs and outputs of [`crate::Store`] methods. Instants are UTC at millisecond
+//! resolution; durations are [`Dur`].
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use sundial_core::Dur;
+use sundial_core::execution::{AttemptOutcome, ExecutionState, Trigger};
+use sundial_core::job::{ConcurrencyPolicy, JobSpec, TargetSpec};
+use sundial_core::retry::RetryPolicy;
+
+/// A stored job: the spec plus what the store and scheduler keep about it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRecord {
+    /// The definition as last written.
+    pub spec: JobSpec,
+    /// Identity of this incarnation of the name (a new one after delete and re-create), so a
+    /// re-created job never collides with its predecessor's slots.
+    pub uid: String,
+    /// `shard_of(namespace, name)`.
+    pub shard: u16,
+    /// Starts at 1, grows by one with every write by a user.
+    pub version: i64,
+    /// Creation instant.
+    pub created_at: Timestamp,
+    /// Last write by a user.
+    pub updated_at: Timestamp,
+    /// The next slot not yet triggered; `None` when paused or completed.
+    pub next_slot_at: Option<Timestamp>,
+    /// That slot's fire time (slot + jitter).
+    pub next_fire_at: Option<Timestamp>,
+    /// The newest execution whose fire time has passed.
+    pub last_execution: Option<ExecutionSummary>,
+}
+
+impl JobRecord {
+    /// `paused`, `completed` (the schedule yields nothing more) or `active`.
+    pub fn state(&self) -> &'static str {
+        if self.spec.paused {
+            "paused"
+        } else if self.next_slot_at.is_none() {
+            "completed"
+        } else {
+            "active"
+        }
+    }
+}
+
+/// The `last_execution` of a job.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExecutionSummary {
+    /// Execution id.
+    pub id: String,
+    /// Stored state.
+    pub state: ExecutionState,
+    /// Its slot.
+    pub scheduled_at: Timestamp,
+}
+
+/// `job_list` parameters.
+#[derive(Debug, Clone, Default)]
+pub struct JobListQuery {
+    /// Namespace.
+    pub namespace: String,
+    /// Only paused (true) or unpaused (false) jobs.
+    pub paused: Option<bool>,
+    /// Only jobs with this label key and value.
+    pub label: Option<(String, String)>,
+    /// Names strictly after this one (the page token).
+    pub after_name: Option<String>,
+    /// Page size, 1 to 1000.
+    pub limit: u32,
+}
+
+/// `job_write` parameters.
+#[derive(Debug, Clone)]
+pub struct JobWrite {
+    /// The job as it should be stored; `version` is ignored (the store assigns it).
+    pub record: JobRecord,
+    /// `None` to create; `Some(v)` to replace version `v`.
+    pub expected_version: Option<i64>,
+    /// Cancel the job's not-yet-started executions in the same transaction.
+    pub cancel_pending: bool,
+}
+
+/// `shard_lease_renew` parameters.
+#[derive(Debug, Clone)]
+pub struct ShardLeaseRequest {
+    /// The scheduler node.
+    pub node: String,
+    /// Lease time to live.
+    pub ttl: Dur,
+}
+
+/// A shard held by a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardLease {
+    /// Shard number, `0..1024`.
+    pub shard: u16,
+    /// The fencing token of this ownership; grows with every change of owner.
+    pub epoch: i64,
+    /// When the lease lapses unless renewed.
+    pub expires_at: Timestamp,
+}
+
+/// `trigger_list_due` parameters.
+#[derive(Debug, Clone)]
+pub struct TriggerListDue {
+    /// Shards to look in.
+    pub shards: Vec<u16>,
+    /// Jobs whose next fire time is at or before this instant.
+    pub horizon: Timestamp,
+    /// At most this many jobs.
+    pub limit: u32,
+}
+
+/// A job whose next slot is due within the horizon.
+#[derive(Debug, Clone)]
+pub struct DueJob {
+    /// The definition.
+    pub spec: JobSpec,
+    /// Incarnation identity.
+    pub uid: String,
+    /// Shard.
+    pub shard: u16,
+    /// Version read (the advance is conditional on it).
+    pub version: i64,
+    /// Next slot read (the advance is conditional on it).
+    pub next_slot_at: Timestamp,
+}
+
+/// One trigger transaction.
+#[derive(Debug, Clone)]
+pub struct TriggerCommit {
+    /// The scheduler node.
+    pub node: String,
+    /// The shard leases the batch relies on, as read.
+    pub leases: Vec<ShardLease>,
+    /// Per job: the advance and its executions.
+    pub jobs: Vec<JobTrigger>,
+}
+
+/// The trigger of one job.
+#[derive(Debug, Clone)]
+pub struct JobTrigger {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Incarnation read.
+    pub uid: String,
+    /// Shard.
+    pub shard: u16,
+    /// Version read.
+    pub version: i64,
+    /// Next slot read.
+    pub expected_next_slot: Timestamp,
+    /// The new next slot; `None` completes the job.
+    pub next_slot_at: Option<Timestamp>,
+    /// Its fire time.
+    pub next_fire_at: Option<Timestamp>,
+    /// Executions to insert for the slots passed.
+    pub executions: Vec<NewExecution>,
+}
+
+/// What a trigger commit did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TriggerCommitted {
+    /// Jobs advanced.
+    pub jobs_advanced: u32,
+    /// Jobs skipped because they changed since read.
+    pub jobs_changed: u32,
+    /// Executions inserted.
+    pub executions_inserted: u32,
+}
+
+/// What a worker needs to run an execution, fixed when the execution is created.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSpec {
+    /// The target.
+    pub target: TargetSpec,
+    /// Retry policy.
+    pub retry: RetryPolicy,
+    /// Per-attempt timeout.
+    pub timeout: Dur,
+    /// Attempt lease length; renewed every third of it.
+    pub heartbeat_timeout: Dur,
+    /// Concurrency policy.
+    pub concurrency_policy: ConcurrencyPolicy,
+}
+
+impl RunSpec {
+    /// The run-relevant part of a job spec.
+    pub fn of(spec: &JobSpec) -> Self {
+        RunSpec {
+            target: spec.target.clone(),
+            retry: spec.retry.clone(),
+            timeout: spec.timeout,
+            heartbeat_timeout: spec.heartbeat_timeout,
+            concurrency_policy: spec.concurrency_policy,
+        }
+    }
+}
+
+/// An execution to insert.
+#[derive(Debug, Clone)]
+pub struct NewExecution {
+    /// UUIDv7 text.
+    pub id: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Job name.
+    pub job: String,
+    /// Job incarnation.
+    pub job_uid: String,
+    /// Job version it was created from.
+    pub job_version: i64,
+    /// Shard of the job.
+    pub shard: u16,
+    /// Why.
+    pub trigger: Trigger,
+    /// Its slot (for a manual trigger, the instant of the request).
+    pub scheduled_at: Timestamp,
+    /// When it becomes due.
+    pub fire_at: Timestamp,
+    /// `scheduled` or `queued` to run; `skipped`/`missed` as a record only.
+    pub state: ExecutionState,
+    /// What to run.
+    pub run: RunSpec,
+}
+
+/// `execution_claim` parameters.
+#[derive(Debug, Clone)]
+pub struct ExecutionClaim {
+    /// The worker node.
+    pub worker: String,
+    /// At most this many.
+    pub limit: u32,
+}
+
+/// An execution handed to a worker (or found with a lapsed lease).
+#[derive(Debug, Clone)]
+pub struct ClaimedExecution {
+    /// Execution id.
+    pub id: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Job name.
+    pub job: String,
+    /// The attempt number this claim holds: the fencing token.
+    pub attempt: u32,
+    /// Attempts allowed.
+    pub max_attempts: u32,
+    /// Slot.
+    pub scheduled_at: Timestamp,
+    /// Fire time.
+    pub fire_at: Timestamp,
+    /// When the attempt started.
+    pub started_at: Timestamp,
+    /// Lease expiry.
+    pub lease_expires_at: Timestamp,
+    /// What to run.
+    pub run: RunSpec,
+}
+
+/// Names one attempt of one execution: the fencing key of heartbeats and completions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptRef {
+    /// Execution id.
+    pub id: String,
+    /// Attempt number.
+    pub attempt: u32,
+}
+
+/// Where an execution goes after an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextStep {
+    /// Terminal `succeeded`.
+    Succeeded,
+    /// Terminal `failed` (permanent error).
+    Failed,
+    /// Terminal `dead` (attempts exhausted).
+    Dead,
+    /// `retry_wait` until the instant.
+    RetryAt(Timestamp),
+}
+
+/// `attempt_complete` parameters.
+#[derive(Debug, Clone)]
+pub struct AttemptComplete {
+    /// The attempt (fencing token).
+    pub attempt: AttemptRef,
+    /// How it ended.
+    pub outcome: AttemptOutcome,
+    /// HTTP status, container exit code, ... when there was one.
+    pub status_code: Option<i64>,
+    /// Error text, at most a few KiB.
+    pub error: Option<String>,
+    /// Where the execution goes.
+    pub next: NextStep,
+    /// Only complete when the lease has lapsed (the reaper's path).
+    pub only_if_lapsed: bool,
+}
+
+/// One attempt as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AttemptRecord {
+    /// Number, from 1.
+    pub attempt: u32,
+    /// Worker node.
+    pub worker: String,
+    /// Start.
+    pub started_at: Timestamp,
+    /// End, when ended.
+    pub finished_at: Option<Timestamp>,
+    /// How it ended; `None` while running.
+    pub outcome: Option<AttemptOutcome>,
+    /// HTTP status or exit code.
+    pub status_code: Option<i64>,
+    /// Error text.
+    pub error: Option<String>,
+    /// `finished_at - started_at` in milliseconds.
+    pub duration_ms: Option<i64>,
+}
+
+/// One execution as recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutionRecord {
+    /// UUIDv7 text.
+    pub id: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Job name.
+    pub job: String,
+    /// Job version it was created from.
+    pub job_version: i64,
+    /// Why.
+    pub trigger: Trigger,
+    /// Slot.
+    pub scheduled_at: Timestamp,
+    /// Fire time.
+    pub fire_at: Timestamp,
+    /// When it was (last) queued: its fire time, or the instant of a manual trigger or re-drive.
+    pub queued_at: Timestamp,
+    /// First attempt's start.
+    pub started_at: Option<Timestamp>,
+    /// When it reached a terminal state.
+    pub finished_at: Option<Timestamp>,
+    /// Stored state (`scheduled` covers `queued`; see `ExecutionState::as_of`).
+    pub state: ExecutionState,
+    /// Current or last attempt number (0 before the first).
+    pub attempt: u32,
+    /// Attempts allowed.
+    pub max_attempts: u32,
+    /// Next attempt's due time in `retry_wait`.
+    pub next_attempt_at: Option<Timestamp>,
+    /// Worker of the current or last attempt.
+    pub worker: Option<String>,
+    /// Attempts, oldest first (empty in listings).
+    pub attempts: Vec<AttemptRecord>,
+}
+
+/// `execution_list` parameters.
+#[derive(Debug, Clone, Default)]
+pub struct ExecutionListQuery {
+    /// Namespace.
+    pub namespace: String,
+    /// Only this job's executions.
+    pub job: Option<String>,
+    /// Only this state as a reader sees it (`queued` and `scheduled` split at `now`).
+    pub state: Option<ExecutionState>,
+    /// Page token: executions strictly before this (scheduled_at, id) in the order.
+    pub before: Option<(Timestamp, String)>,
+    /// Page size, 1 to 1000.
+    pub limit: u32,
+}
