@@ -1,0 +1,219 @@
+//! Cron expressions for Sundial: parsing, matching, describing, and the next fire instant in an
+//! IANA time zone.
+//!
+//! # Dialect
+//!
+//! The contract is `shared/conformance/cron/README.md` (SPEC.md §5); in short:
+//!
+//! - **Fields.** 5 fields `minute hour day-of-month month day-of-week` (second 0), 6 with a
+//!   leading `second`, 7 with a trailing `year`; separated by spaces or tabs, ends trimmed.
+//!   Ranges: second and minute 0-59, hour 0-23, day-of-month 1-31, month 1-12 or `JAN`-`DEC`,
+//!   day-of-week 0-7 or `SUN`-`SAT` (0 and 7 are Sunday), year 1970-2199.
+//! - **Items.** `*`, `n`, `a-b` (`a <= b`; inverted ranges such as `FRI-SUN` are rejected),
+//!   `*/s`, `a-b/s`, `n/s` (from `n` to the field's maximum; day-of-week's maximum is 7, so
+//!   `1/2` is Mon, Wed, Fri, Sun), comma lists. Steps are >= 1 and may exceed the span. `?`
+//!   means `*` and is allowed only as the whole day-of-month or day-of-week field.
+//! - **Day-of-month extras** (Quartz): `L` last day, `L-n` (n 1-30) n days before it, `LW`
+//!   last weekday, `nW` (n 1-31) the weekday nearest day n within the month.
+//!   **Day-of-week extras** (Quartz): `dL` last weekday d of the month, `d#k` (k 1-5) its k-th
+//!   occurrence. Each extra stands alone in its field.
+//! - **Macros** (Vixie cron): `@yearly`/`@annually` = `0 0 1 1 *`, `@monthly` = `0 0 1 * *`,
+//!   `@weekly` = `0 0 * * 0`, `@daily`/`@midnight` = `0 0 * * *`, `@hourly` = `0 * * * *`.
+//! - Case-insensitive throughout (names, `L`, `W`, macros).
+//! - **Day rule** (Vixie cron, `man 5 crontab`): a day field is a *star* when its text starts
+//!   with `*` or is `?`. If either is a star, a day must match month AND day-of-month AND
+//!   day-of-week; otherwise month AND (day-of-month OR day-of-week). The year must match.
+//!
+//! # Time zones and DST (cronie's convention)
+//!
+//! A job is *wildcard* when its second (if given), minute or hour text starts with `*`, else
+//! *fixed-time* (cronie `src/cron.c`, which took the idea from Vixie cron 3's DST handling):
+//!
+//! - fixed-time: each matching wall time of a matching local date fires once — a repeated wall
+//!   time at its first instant, a skipped one at the transition (the first instant after the
+//!   gap), so `30 2 * * *` still fires on the night clocks jump from 02:00 to 03:00;
+//! - wildcard: an instant fires when its local wall time matches — skipped wall times never
+//!   fire, repeated ones fire twice.
+//!
+//! Equal instants fire once.
+//!
+//! # Invariants
+//!
+//! - Results of [`Cron::next_after`] are strictly after the given instant, so
+//!   [`Cron::iter_after`] yields strictly increasing instants.
+//! - The search never scans minute by minute: it jumps field by field (year, month, day from a
+//!   per-month mask that applies `L`, `W`, `#` and the day rule, hour, minute, second), and
+//!   per zone transition for wildcard jobs. The rarest schedule costs well under a millisecond.
+//! - The search stops after local date 2199-12-31.
+//! - Pure: no I/O, no clock reads, no panics on any input.
+//!
+//! # Example
+//!
+//! ```
+//! use sundial_cron::Cron;
+//!
+//! let cron: Cron = "30 2 * * *".parse()?;
+//! let tz = jiff::tz::TimeZone::get("America/New_York")?;
+//! let after: jiff::Timestamp = "2026-03-08T05:00:00Z".parse()?;
+//! // 02:30 does not exist on 2026-03-08: a fixed-time job fires when the gap ends.
+//! let next = cron.next_after(after, &tz).expect("fires again");
+//! assert_eq!(next.timestamp().to_string(), "2026-03-08T07:00:00Z");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![warn(missing_docs)]
+
+mod describe;
+mod error;
+mod next;
+mod parse;
+mod spec;
+
+use std::fmt;
+use std::str::FromStr;
+
+use jiff::civil::DateTime;
+use jiff::tz::TimeZone;
+use jiff::{Timestamp, Zoned};
+
+pub use error::{Field, ParseError};
+
+use spec::Schedule;
+
+/// A parsed cron expression of the Sundial dialect (see the [crate docs](crate)).
+///
+/// Two values are equal when their text and their meaning are equal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cron {
+    text: String,
+    schedule: Schedule,
+}
+
+impl Cron {
+    /// Parses an expression of the dialect: 5, 6 or 7 fields, or a macro; case-insensitive.
+    ///
+    /// # Errors
+    ///
+    /// A [`ParseError`] naming the field (if the problem lies in one), the 0-based character
+    /// offset of the offending token, and the reason — for a wrong number of fields, an unknown
+    /// macro, a value out of range, an inverted range, a bad step, an unknown name, a misplaced
+    /// `?`, `L`, `W` or `#`, or any other character.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use sundial_cron::{Cron, Field};
+    ///
+    /// let err = Cron::parse("0 0 32 * *").unwrap_err();
+    /// assert_eq!(err.field, Some(Field::DayOfMonth));
+    /// assert_eq!(err.position, 4);
+    /// assert_eq!(err.to_string(), "day-of-month: 32 is out of range 1-31");
+    /// ```
+    pub fn parse(expr: &str) -> Result<Cron, ParseError> {
+        let schedule = parse::parse(expr)?;
+        Ok(Cron {
+            text: expr.to_string(),
+            schedule,
+        })
+    }
+
+    /// The first fire instant strictly after `after` (a UTC instant), with wall times evaluated
+    /// in `tz` under the dialect's DST rules (fixed-time vs wildcard, cronie's convention).
+    ///
+    /// The result is a [`Zoned`] in `tz`, carrying the zone's UTC offset at that instant.
+    /// Returns `None` when no instant exists through local date 2199-12-31 (e.g. `0 0 30 2 *`,
+    /// or a year field wholly in the past). Cost: a few field jumps per month visited, never a
+    /// scan over minutes.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use sundial_cron::Cron;
+    ///
+    /// let cron = Cron::parse("0 1-3 * * *")?;
+    /// let tz = jiff::tz::TimeZone::get("America/New_York")?;
+    /// let from: jiff::Timestamp = "2026-03-08T05:00:00Z".parse()?;
+    /// let fires: Vec<String> = cron
+    ///     .iter_after(from, &tz)
+    ///     .take(2)
+    ///     .map(|z| z.timestamp().to_string())
+    ///     .collect();
+    /// // 02:00 is skipped and maps onto 03:00, which fires once.
+    /// assert_eq!(fires, ["2026-03-08T06:00:00Z", "2026-03-08T07:00:00Z"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn next_after(&self, after: Timestamp, tz: &TimeZone) -> Option<Zoned> {
+        self.schedule.next_after(after, tz)
+    }
+
+    /// The successive fire instants strictly after `after` (UTC), as [`Zoned`] values in `tz`,
+    /// in strictly increasing order; each is [`next_after`](Self::next_after) of the previous.
+    ///
+    /// The iterator owns what it needs (it borrows neither `self` nor `tz`) and ends after
+    /// local date 2199-12-31.
+    pub fn iter_after(
+        &self,
+        after: Timestamp,
+        tz: &TimeZone,
+    ) -> impl Iterator<Item = Zoned> + use<> {
+        let schedule = self.schedule;
+        let tz = tz.clone();
+        let mut cursor = Some(after);
+        std::iter::from_fn(move || {
+            let next = schedule.next_after(cursor?, &tz);
+            cursor = next.as_ref().map(Zoned::timestamp);
+            next
+        })
+    }
+
+    /// Whether a local civil date-time (wall clock; sub-second digits are ignored) matches
+    /// every field and the day rule.
+    ///
+    /// This is the pure field test: it knows nothing of time zones, so a wall time inside a
+    /// DST gap can match even though it never occurs.
+    pub fn matches(&self, civil: DateTime) -> bool {
+        let to_u32 = |v: i8| u32::from(v.unsigned_abs());
+        self.schedule.matches(
+            i32::from(civil.year()),
+            to_u32(civil.month()),
+            to_u32(civil.day()),
+            (
+                to_u32(civil.hour()),
+                to_u32(civil.minute()),
+                to_u32(civil.second()),
+            ),
+        )
+    }
+
+    /// A description in English, e.g. `"at 02:00, every day"` or
+    /// `"every 5 minutes between 09:00 and 17:59, Monday through Friday"`.
+    pub fn describe(&self) -> String {
+        describe::describe(&self.schedule)
+    }
+
+    /// The original expression text, exactly as given to [`parse`](Self::parse).
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// True when the expression has a seconds field (6 or 7 fields); macros and 5-field
+    /// expressions fire at second 0.
+    pub fn has_seconds(&self) -> bool {
+        self.schedule.has_seconds
+    }
+}
+
+impl FromStr for Cron {
+    type Err = ParseError;
+
+    /// Same as [`Cron::parse`].
+    fn from_str(s: &str) -> Result<Cron, ParseError> {
+        Cron::parse(s)
+    }
+}
+
+impl fmt::Display for Cron {
+    /// Writes the original expression text.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}

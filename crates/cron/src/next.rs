@@ -1,0 +1,307 @@
+//! The search for the next fire instant.
+//!
+//! Two layers:
+//!
+//! 1. [`Schedule::next_civil`] finds the first matching *civil* (wall-clock) time in a half-open
+//!    civil range, jumping field by field: to the next matching year, then month, then day
+//!    (from a per-month bit mask that applies `L`, `W`, `#` and the day rule), hour, minute,
+//!    second, carrying into the next larger unit when a field has no match left. It never
+//!    steps minute by minute; its loop runs a handful of times per month it visits.
+//! 2. Mapping civil times to instants in the job's zone, under the cronie DST convention
+//!    (cronie `src/cron.c`, "fixed-time" vs "wildcard" jobs):
+//!    - *fixed-time* jobs map each matching civil time to one instant: the instant itself when
+//!      unambiguous, the earlier one in a fold (repeated hour), the transition instant in a gap
+//!      (skipped hour). That mapping never decreases along civil time, so the answer is the
+//!      first civil match whose instant is after the start.
+//!    - *wildcard* jobs fire at every instant whose local wall time matches: the timeline is cut
+//!      into spans of constant UTC offset at the zone's transitions, and each span is searched
+//!      in civil time with its own offset, so skipped times never fire and repeated ones fire
+//!      twice.
+
+use jiff::civil::DateTime;
+use jiff::tz::{AmbiguousOffset, Offset, TimeZone};
+use jiff::{Timestamp, Zoned};
+
+use crate::spec::{MAX_YEAR, Schedule, days_in_month};
+
+/// A civil date-time at seconds precision. Field order makes the derived ordering chronological.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Civil {
+    pub(crate) year: i32,
+    pub(crate) month: u32,
+    pub(crate) day: u32,
+    pub(crate) hour: u32,
+    pub(crate) minute: u32,
+    pub(crate) second: u32,
+}
+
+impl Civil {
+    /// The first civil second past the search horizon (local date `MAX_YEAR-12-31`).
+    const END: Civil = Civil::midnight(MAX_YEAR + 1, 1, 1);
+
+    const fn midnight(year: i32, month: u32, day: u32) -> Civil {
+        Civil {
+            year,
+            month,
+            day,
+            hour: 0,
+            minute: 0,
+            second: 0,
+        }
+    }
+
+    /// `dt` truncated to the second.
+    pub(crate) fn floor(dt: DateTime) -> Civil {
+        Civil {
+            year: i32::from(dt.year()),
+            month: dt.month().unsigned_abs().into(),
+            day: dt.day().unsigned_abs().into(),
+            hour: dt.hour().unsigned_abs().into(),
+            minute: dt.minute().unsigned_abs().into(),
+            second: dt.second().unsigned_abs().into(),
+        }
+    }
+
+    /// `dt` rounded up to the second.
+    fn ceil(dt: DateTime) -> Civil {
+        let floor = Civil::floor(dt);
+        if dt.subsec_nanosecond() == 0 {
+            floor
+        } else {
+            floor.succ()
+        }
+    }
+
+    /// The next civil second.
+    fn succ(self) -> Civil {
+        let mut c = self;
+        c.second += 1;
+        if c.second == 60 {
+            c.second = 0;
+            c.minute += 1;
+        }
+        if c.minute == 60 {
+            c.minute = 0;
+            c.hour += 1;
+        }
+        if c.hour == 24 {
+            c.hour = 0;
+            c.day += 1;
+        }
+        if c.day > days_in_month(c.year, c.month) {
+            c.day = 1;
+            c.month += 1;
+        }
+        if c.month > 12 {
+            c.month = 1;
+            c.year += 1;
+        }
+        c
+    }
+
+    /// The jiff form; `None` only for values jiff cannot represent (never for search results).
+    fn to_datetime(self) -> Option<DateTime> {
+        DateTime::new(
+            i16::try_from(self.year).ok()?,
+            i8::try_from(self.month).ok()?,
+            i8::try_from(self.day).ok()?,
+            i8::try_from(self.hour).ok()?,
+            i8::try_from(self.minute).ok()?,
+            i8::try_from(self.second).ok()?,
+            0,
+        )
+        .ok()
+    }
+}
+
+impl Schedule {
+    /// The first matching civil time `c` with `start <= c < end`.
+    ///
+    /// Each pass of the loop either returns or moves one field to its next candidate (resetting
+    /// the smaller fields), so a search costs a few passes per visited month, at most
+    /// `12 × 230` months.
+    pub(crate) fn next_civil(&self, start: Civil, end: Civil) -> Option<Civil> {
+        let end = end.min(Civil::END);
+        let mut c = start;
+        // Day mask of the month last computed, keyed by (year, month).
+        let mut cached: Option<(i32, u32, u32)> = None;
+        loop {
+            if c >= end {
+                return None;
+            }
+            let year = self.years.next_from(c.year)?;
+            if year != c.year {
+                c = Civil::midnight(year, 1, 1);
+                continue;
+            }
+            match self.months.next_from(c.month) {
+                Some(month) if month == c.month => {}
+                Some(month) => {
+                    c = Civil::midnight(c.year, month, 1);
+                    continue;
+                }
+                None => {
+                    c = Civil::midnight(c.year + 1, 1, 1);
+                    continue;
+                }
+            }
+            let mask = match cached {
+                Some((y, m, mask)) if y == c.year && m == c.month => mask,
+                _ => {
+                    let mask = self.day_mask(c.year, c.month);
+                    cached = Some((c.year, c.month, mask));
+                    mask
+                }
+            };
+            let rest = if c.day < 32 { mask >> c.day } else { 0 };
+            if rest == 0 {
+                c = next_month(c);
+                continue;
+            }
+            let day = c.day + rest.trailing_zeros();
+            if day != c.day {
+                c = Civil::midnight(c.year, c.month, day);
+            }
+            match self.hours.next_from(c.hour) {
+                Some(hour) if hour == c.hour => {}
+                Some(hour) => {
+                    c.hour = hour;
+                    c.minute = 0;
+                    c.second = 0;
+                }
+                None => {
+                    c = next_day(c);
+                    continue;
+                }
+            }
+            match self.minutes.next_from(c.minute) {
+                Some(minute) if minute == c.minute => {}
+                Some(minute) => {
+                    c.minute = minute;
+                    c.second = 0;
+                }
+                None => {
+                    c.hour += 1;
+                    c.minute = 0;
+                    c.second = 0;
+                    if c.hour == 24 {
+                        c = next_day(c);
+                    }
+                    continue;
+                }
+            }
+            match self.seconds.next_from(c.second) {
+                Some(second) => c.second = second,
+                None => {
+                    c.minute += 1;
+                    c.second = 0;
+                    if c.minute == 60 {
+                        c.minute = 0;
+                        c.hour += 1;
+                        if c.hour == 24 {
+                            c = next_day(c);
+                        }
+                    }
+                    continue;
+                }
+            }
+            return (c < end).then_some(c);
+        }
+    }
+
+    /// The first fire instant strictly after `after` in `tz` (see the module docs).
+    pub(crate) fn next_after(&self, after: Timestamp, tz: &TimeZone) -> Option<Zoned> {
+        let instant = if self.fixed_time {
+            self.next_fixed(after, tz)
+        } else {
+            self.next_wildcard(after, tz)
+        }?;
+        Some(instant.to_zoned(tz.clone()))
+    }
+
+    /// Fixed-time jobs: the first civil match whose (cronie-mapped) instant is after `after`.
+    fn next_fixed(&self, after: Timestamp, tz: &TimeZone) -> Option<Timestamp> {
+        let offset = tz.to_offset(after);
+        let local = Civil::floor(offset.to_datetime(after));
+        // Civil times up to `local` map to instants at or before `after`: start past it.
+        let mut start = local.succ();
+        // In the second pass of a repeated hour, the repeated civil times already fired (at
+        // their earlier instant): start where the fold ends.
+        if let Some(dt) = local.to_datetime()
+            && let AmbiguousOffset::Fold {
+                before,
+                after: later,
+            } = tz.to_ambiguous_timestamp(dt).offset()
+            && offset == later
+            && let Ok(earlier) = before.to_timestamp(dt)
+            && let Some(transition) = tz.following(earlier).next()
+        {
+            start = start.max(Civil::ceil(before.to_datetime(transition.timestamp())));
+        }
+        loop {
+            let c = self.next_civil(start, Civil::END)?;
+            let dt = c.to_datetime()?;
+            let instant = match tz.to_ambiguous_timestamp(dt).offset() {
+                AmbiguousOffset::Unambiguous { offset } => offset.to_timestamp(dt).ok()?,
+                AmbiguousOffset::Fold { before, .. } => before.to_timestamp(dt).ok()?,
+                AmbiguousOffset::Gap { before, after } => gap_end(tz, dt, before, after)?,
+            };
+            if instant > after {
+                return Some(instant);
+            }
+            start = c.succ();
+        }
+    }
+
+    /// Wildcard jobs: search each span of constant offset in turn.
+    fn next_wildcard(&self, after: Timestamp, tz: &TimeZone) -> Option<Timestamp> {
+        let mut span_start = after;
+        let mut inclusive = false;
+        loop {
+            let offset = tz.to_offset(span_start);
+            let local = offset.to_datetime(span_start);
+            let start = if inclusive {
+                Civil::ceil(local)
+            } else {
+                Civil::floor(local).succ()
+            };
+            if start >= Civil::END {
+                return None;
+            }
+            let transition = tz.following(span_start).next().map(|t| t.timestamp());
+            let end = transition.map_or(Civil::END, |t| Civil::ceil(offset.to_datetime(t)));
+            if let Some(c) = self.next_civil(start, end) {
+                return offset.to_timestamp(c.to_datetime()?).ok();
+            }
+            span_start = transition?;
+            inclusive = true;
+        }
+    }
+}
+
+/// The instant a gap ends: the transition that skipped the civil time `dt`.
+fn gap_end(tz: &TimeZone, dt: DateTime, before: Offset, after: Offset) -> Option<Timestamp> {
+    // With the later offset `dt` reads as an instant just before the transition.
+    let probe = after.to_timestamp(dt).ok()?;
+    match tz.following(probe).next() {
+        Some(transition) => Some(transition.timestamp()),
+        None => before.to_timestamp(dt).ok(),
+    }
+}
+
+fn next_day(c: Civil) -> Civil {
+    let day = c.day + 1;
+    if day > days_in_month(c.year, c.month) {
+        next_month(c)
+    } else {
+        Civil::midnight(c.year, c.month, day)
+    }
+}
+
+fn next_month(c: Civil) -> Civil {
+    if c.month >= 12 {
+        Civil::midnight(c.year + 1, 1, 1)
+    } else {
+        Civil::midnight(c.year, c.month + 1, 1)
+    }
+}

@@ -1,0 +1,468 @@
+//! The parser: expression text to [`Schedule`].
+//!
+//! Grammar (see the module docs of the crate for the meaning):
+//!
+//! ```text
+//! expr  := macro | f f f f f | f f f f f f | f f f f f f f     (fields split on spaces/tabs)
+//! field := '?' | dom-special | dow-special | item (',' item)*
+//! item  := base ('/' step)?
+//! base  := '*' | value ('-' value)?
+//! value := digits | name                                       (names: JAN-DEC, SUN-SAT)
+//! dom-special := 'L' | 'L-' n | 'LW' | n 'W'                   (day-of-month only)
+//! dow-special := value 'L' | value '#' k                       (day-of-week only)
+//! ```
+
+use crate::error::{Field, ParseError};
+use crate::spec::{Bits, DayRule, Schedule, WeekdayRule, YearSet};
+
+const MONTHS: [&str; 12] = [
+    "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
+];
+const WEEKDAYS: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
+
+/// The macros and their expansions (Vixie cron, `man 5 crontab`; `@reboot` is not a schedule).
+const MACROS: [(&str, &str); 7] = [
+    ("@yearly", "0 0 1 1 *"),
+    ("@annually", "0 0 1 1 *"),
+    ("@monthly", "0 0 1 * *"),
+    ("@weekly", "0 0 * * 0"),
+    ("@daily", "0 0 * * *"),
+    ("@midnight", "0 0 * * *"),
+    ("@hourly", "0 * * * *"),
+];
+
+/// A token of the input with its 0-based character offset.
+#[derive(Debug, Clone, Copy)]
+struct Token<'a> {
+    text: &'a str,
+    pos: usize,
+}
+
+/// Splits on spaces and tabs, remembering character offsets.
+fn tokenize(expr: &str) -> Vec<Token<'_>> {
+    let mut tokens = Vec::new();
+    let mut start: Option<(usize, usize)> = None; // (byte, char)
+    for (ci, (bi, c)) in expr.char_indices().enumerate() {
+        let separator = c == ' ' || c == '\t' || (c.is_whitespace() && start.is_none());
+        match (separator, start) {
+            (true, Some((b0, c0))) => {
+                tokens.push(Token {
+                    text: &expr[b0..bi],
+                    pos: c0,
+                });
+                start = None;
+            }
+            (false, None) => start = Some((bi, ci)),
+            _ => {}
+        }
+    }
+    if let Some((b0, c0)) = start {
+        let text = expr[b0..].trim_end();
+        tokens.push(Token { text, pos: c0 });
+    }
+    tokens
+}
+
+/// Parses a whole expression.
+pub(crate) fn parse(expr: &str) -> Result<Schedule, ParseError> {
+    let tokens = tokenize(expr);
+    if let Some(first) = tokens.first()
+        && first.text.starts_with('@')
+    {
+        return parse_macro(&tokens);
+    }
+    parse_fields(&tokens, expr.chars().count())
+}
+
+fn parse_macro(tokens: &[Token<'_>]) -> Result<Schedule, ParseError> {
+    let name = tokens[0];
+    let Some(&(_, expansion)) = MACROS
+        .iter()
+        .find(|(m, _)| m.eq_ignore_ascii_case(name.text))
+    else {
+        return Err(ParseError::new(
+            None,
+            name.pos,
+            format!(
+                "unknown macro {}, expected one of @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly",
+                name.text
+            ),
+        ));
+    };
+    if let Some(extra) = tokens.get(1) {
+        return Err(ParseError::new(
+            None,
+            extra.pos,
+            format!("macro {} takes no fields, found {}", name.text, extra.text),
+        ));
+    }
+    let expanded = tokenize(expansion);
+    parse_fields(&expanded, expansion.len())
+}
+
+fn parse_fields(tokens: &[Token<'_>], input_chars: usize) -> Result<Schedule, ParseError> {
+    let layout: &[Field] = match tokens.len() {
+        5 => &[
+            Field::Minute,
+            Field::Hour,
+            Field::DayOfMonth,
+            Field::Month,
+            Field::DayOfWeek,
+        ],
+        6 => &[
+            Field::Second,
+            Field::Minute,
+            Field::Hour,
+            Field::DayOfMonth,
+            Field::Month,
+            Field::DayOfWeek,
+        ],
+        7 => &[
+            Field::Second,
+            Field::Minute,
+            Field::Hour,
+            Field::DayOfMonth,
+            Field::Month,
+            Field::DayOfWeek,
+            Field::Year,
+        ],
+        n => {
+            let position = tokens.get(7).map_or(input_chars, |t| t.pos);
+            return Err(ParseError::new(
+                None,
+                position,
+                format!("expected 5, 6 or 7 fields, found {n}"),
+            ));
+        }
+    };
+
+    let mut schedule = Schedule {
+        seconds: Bits(1),
+        minutes: Bits::default(),
+        hours: Bits::default(),
+        days: DayRule::Days(Bits::default()),
+        months: Bits::default(),
+        weekdays: WeekdayRule::Days(Bits::default()),
+        years: YearSet::all(),
+        dom_star: false,
+        dow_star: false,
+        fixed_time: true,
+        has_seconds: tokens.len() >= 6,
+        has_year: tokens.len() == 7,
+    };
+    for (&field, &token) in layout.iter().zip(tokens) {
+        let star = token.text.starts_with('*');
+        match field {
+            Field::Second => schedule.seconds = parse_bits(field, token)?,
+            Field::Minute => schedule.minutes = parse_bits(field, token)?,
+            Field::Hour => schedule.hours = parse_bits(field, token)?,
+            Field::Month => schedule.months = parse_bits(field, token)?,
+            Field::DayOfMonth => {
+                schedule.days = parse_day_of_month(token)?;
+                schedule.dom_star = star || token.text == "?";
+            }
+            Field::DayOfWeek => {
+                schedule.weekdays = parse_day_of_week(token)?;
+                schedule.dow_star = star || token.text == "?";
+            }
+            Field::Year => schedule.years = parse_years(token)?,
+        }
+        if matches!(field, Field::Second | Field::Minute | Field::Hour) && star {
+            schedule.fixed_time = false;
+        }
+    }
+    Ok(schedule)
+}
+
+/// One list item as a stepped range: `lo, lo+step, ...` up to `hi`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Span {
+    lo: u32,
+    hi: u32,
+    step: u32,
+}
+
+fn parse_bits(field: Field, token: Token<'_>) -> Result<Bits, ParseError> {
+    let mut bits = Bits::default();
+    for span in parse_list(field, token)? {
+        bits.insert_step(span.lo, span.hi, span.step);
+    }
+    Ok(bits)
+}
+
+fn parse_years(token: Token<'_>) -> Result<YearSet, ParseError> {
+    let mut years = YearSet::empty();
+    for span in parse_list(Field::Year, token)? {
+        years.insert_step(span.lo, span.hi, span.step);
+    }
+    Ok(years)
+}
+
+fn parse_day_of_month(token: Token<'_>) -> Result<DayRule, ParseError> {
+    let field = Field::DayOfMonth;
+    if token.text == "?" {
+        return Ok(DayRule::Days(Bits::range(1, 31)));
+    }
+    let upper = token.text.to_ascii_uppercase();
+    if !upper.contains(['L', 'W']) {
+        return parse_bits(field, token).map(DayRule::Days);
+    }
+    special_alone(field, token, "L and W")?;
+    let err = |pos: usize, msg: String| ParseError::new(Some(field), pos, msg);
+    if upper == "L" {
+        return Ok(DayRule::Last { before: 0 });
+    }
+    if upper == "LW" {
+        return Ok(DayRule::LastWeekday);
+    }
+    if let Some(n) = upper.strip_prefix("L-") {
+        let pos = token.pos + 2;
+        let n = parse_number(n)
+            .filter(|n| (1..=30).contains(n))
+            .ok_or_else(|| err(pos, format!("L-{n}: the offset must be a number 1-30")))?;
+        return Ok(DayRule::Last { before: n as u8 });
+    }
+    if let Some(n) = upper.strip_suffix('W') {
+        let n = parse_number(n)
+            .filter(|n| (1..=31).contains(n))
+            .ok_or_else(|| {
+                err(
+                    token.pos,
+                    format!("{}: W needs a day 1-31 before it, e.g. 15W", token.text),
+                )
+            })?;
+        return Ok(DayRule::NearestWeekday(n as u8));
+    }
+    Err(err(
+        token.pos,
+        format!(
+            "{} is not a valid form, expected L, L-n, LW or nW (day-of-week uses dL)",
+            token.text
+        ),
+    ))
+}
+
+fn parse_day_of_week(token: Token<'_>) -> Result<WeekdayRule, ParseError> {
+    let field = Field::DayOfWeek;
+    if token.text == "?" {
+        return Ok(WeekdayRule::Days(Bits::range(0, 6)));
+    }
+    let upper = token.text.to_ascii_uppercase();
+    let err = |pos: usize, msg: String| ParseError::new(Some(field), pos, msg);
+    if let Some((day, nth)) = upper.split_once('#') {
+        special_alone(field, token, "#")?;
+        let weekday = parse_value(field, day, token.pos)?;
+        let nth_pos = token.pos + day.chars().count() + 1;
+        let nth = parse_number(nth)
+            .filter(|k| (1..=5).contains(k))
+            .ok_or_else(|| {
+                err(
+                    nth_pos,
+                    format!("{}: # needs an occurrence 1-5", token.text),
+                )
+            })?;
+        return Ok(WeekdayRule::Nth {
+            weekday: (weekday % 7) as u8,
+            nth: nth as u8,
+        });
+    }
+    // No weekday name contains an L, so any L is the `dL` form.
+    if upper.contains('L') {
+        special_alone(field, token, "L")?;
+        let Some(day) = upper.strip_suffix('L') else {
+            return Err(err(
+                token.pos,
+                format!("{}: L must come last, as in 5L", token.text),
+            ));
+        };
+        if day.is_empty() {
+            return Err(err(
+                token.pos,
+                "L needs a weekday before it, e.g. 5L for the last Friday".to_string(),
+            ));
+        }
+        let weekday = parse_value(field, day, token.pos)?;
+        return Ok(WeekdayRule::Last((weekday % 7) as u8));
+    }
+    let mut bits = Bits::default();
+    for span in parse_list(field, token)? {
+        let mut v = span.lo;
+        while v <= span.hi {
+            bits.insert_step(v % 7, v % 7, 1);
+            v = match v.checked_add(span.step) {
+                Some(next) => next,
+                None => break,
+            };
+        }
+    }
+    Ok(WeekdayRule::Days(bits))
+}
+
+/// Rejects a special form (`L`, `W`, `#`) that is part of a list or has a step.
+fn special_alone(field: Field, token: Token<'_>, what: &str) -> Result<(), ParseError> {
+    if let Some(i) = token.text.find([',', '/']) {
+        let pos = token.pos + token.text[..i].chars().count();
+        let kind = if token.text[i..].starts_with(',') {
+            "be part of a list"
+        } else {
+            "take a step"
+        };
+        return Err(ParseError::new(
+            Some(field),
+            pos,
+            format!(
+                "{}: {what} must stand alone in the field and cannot {kind}",
+                token.text
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Parses a comma list of items into spans, checking ranges and syntax.
+fn parse_list(field: Field, token: Token<'_>) -> Result<Vec<Span>, ParseError> {
+    let (min, max) = field.bounds();
+    let err = |pos: usize, msg: String| ParseError::new(Some(field), pos, msg);
+    if token.text.contains('?') {
+        let pos = token.pos
+            + token.text[..token.text.find('?').unwrap_or(0)]
+                .chars()
+                .count();
+        let msg = if matches!(field, Field::DayOfMonth | Field::DayOfWeek) {
+            "? must be the whole field".to_string()
+        } else {
+            "? is only allowed in day-of-month and day-of-week".to_string()
+        };
+        return Err(err(pos, msg));
+    }
+    let mut spans = Vec::new();
+    let mut pos = token.pos;
+    for item in token.text.split(',') {
+        let item_pos = pos;
+        pos += item.chars().count() + 1;
+        if item.is_empty() {
+            return Err(err(item_pos, "empty list item".to_string()));
+        }
+        let (base, step) = match item.split_once('/') {
+            None => (item, None),
+            Some((base, step)) => (base, Some(step)),
+        };
+        let step_pos = item_pos + base.chars().count() + 1;
+        let step = match step {
+            None => None,
+            Some("") => return Err(err(step_pos, format!("{item}: missing step after /"))),
+            Some(s) if s.contains('/') => {
+                return Err(err(step_pos, format!("{item}: only one step is allowed")));
+            }
+            Some(s) => match parse_number(s) {
+                Some(0) => return Err(err(step_pos, format!("{item}: step must be at least 1"))),
+                Some(n) => Some(n),
+                None => {
+                    return Err(err(
+                        step_pos,
+                        format!("{item}: step {s} is not a positive number"),
+                    ));
+                }
+            },
+        };
+        let span = if base == "*" {
+            // Day-of-week `*` covers 0-6; 7 would only repeat Sunday.
+            let hi = if field == Field::DayOfWeek { 6 } else { max };
+            Span {
+                lo: min,
+                hi,
+                step: step.unwrap_or(1),
+            }
+        } else if base.is_empty() {
+            return Err(err(item_pos, format!("{item}: missing value before /")));
+        } else {
+            let mut parts = base.split('-');
+            let lo_text = parts.next().unwrap_or_default();
+            let hi_text = parts.next();
+            if parts.next().is_some() {
+                return Err(err(
+                    item_pos,
+                    format!("{base}: a range has exactly one -, as in a-b"),
+                ));
+            }
+            if lo_text.is_empty() {
+                return Err(err(item_pos, format!("{base}: missing range start")));
+            }
+            let lo = parse_value(field, lo_text, item_pos)?;
+            match hi_text {
+                Some(hi_text) => {
+                    let hi_pos = item_pos + lo_text.chars().count() + 1;
+                    if hi_text.is_empty() {
+                        return Err(err(hi_pos, format!("{base}: missing range end")));
+                    }
+                    let hi = parse_value(field, hi_text, hi_pos)?;
+                    if lo > hi {
+                        return Err(err(
+                            item_pos,
+                            format!("{base}: range is inverted ({lo} > {hi}), write it low-high"),
+                        ));
+                    }
+                    Span {
+                        lo,
+                        hi,
+                        step: step.unwrap_or(1),
+                    }
+                }
+                // `n/s` runs from n to the field's maximum.
+                None => Span {
+                    lo,
+                    hi: if step.is_some() { max } else { lo },
+                    step: step.unwrap_or(1),
+                },
+            }
+        };
+        spans.push(span);
+    }
+    Ok(spans)
+}
+
+/// Parses a single value: a number in the field's range or a name the field accepts.
+fn parse_value(field: Field, text: &str, pos: usize) -> Result<u32, ParseError> {
+    let (min, max) = field.bounds();
+    let err = |msg: String| ParseError::new(Some(field), pos, msg);
+    if text.bytes().all(|b| b.is_ascii_digit()) && !text.is_empty() {
+        return match parse_number(text) {
+            Some(v) if (min..=max).contains(&v) => Ok(v),
+            _ => Err(err(format!("{text} is out of range {min}-{max}"))),
+        };
+    }
+    if text.bytes().all(|b| b.is_ascii_alphabetic()) && !text.is_empty() {
+        let names: &[&str] = match field {
+            Field::Month => &MONTHS,
+            Field::DayOfWeek => &WEEKDAYS,
+            _ => {
+                return Err(err(format!(
+                    "{text} is not a number; names are only allowed in month and day-of-week"
+                )));
+            }
+        };
+        return match names.iter().position(|n| n.eq_ignore_ascii_case(text)) {
+            Some(i) => Ok(i as u32 + min),
+            None => Err(err(format!(
+                "unknown name {text}, expected one of {}",
+                names.join(", ")
+            ))),
+        };
+    }
+    Err(err(format!(
+        "{text} is not a number{}",
+        if matches!(field, Field::Month | Field::DayOfWeek) {
+            " or name"
+        } else {
+            ""
+        }
+    )))
+}
+
+/// Parses ASCII digits; `None` for anything else or values past `u32::MAX`.
+fn parse_number(text: &str) -> Option<u32> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
