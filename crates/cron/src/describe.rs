@@ -122,9 +122,21 @@ fn plural(n: u32, unit: &str) -> String {
 
 pub(crate) fn describe(s: &Schedule) -> String {
     let mut parts = vec![time_phrase(s)];
-    parts.push(day_phrase(s));
-    if let Some(months) = month_phrase(s.months) {
-        parts.push(months);
+    // "on January 1" reads better than "on day 1 of the month, in January".
+    match (s.days, bits_shape(s.months, 1, 12), dow_phrase(s.weekdays)) {
+        (DayRule::Days(days), Shape::One(month), None)
+            if days.len() == 1 && bits_shape(days, 1, 31) != Shape::All =>
+        {
+            let day = days.iter().next().unwrap_or(1);
+            parts.push(format!(
+                "on {} {day}",
+                MONTH_NAMES[(month.clamp(1, 12) - 1) as usize]
+            ));
+        }
+        _ => {
+            parts.push(day_phrase(s));
+            parts.extend(month_phrase(s.months));
+        }
     }
     if let Some(years) = year_phrase(s) {
         parts.push(years);
@@ -165,7 +177,7 @@ fn time_phrase(s: &Schedule) -> String {
     phrase.extend(minute_phrase);
     match &hours {
         Shape::All => {
-            if matches!(minutes, Shape::One(_)) {
+            if matches!(minutes, Shape::One(_) | Shape::Range(..) | Shape::List(_)) {
                 phrase.push("of every hour".to_string());
             }
         }
@@ -178,11 +190,11 @@ fn time_phrase(s: &Schedule) -> String {
             whole,
         } => {
             if *whole {
-                phrase.push(format!("past {}", plural(*step, "hour")));
+                phrase.push(format!("of every {} hour", ordinal(*step)));
             } else {
                 phrase.push(format!(
-                    "past {} from {first:02}:00 through {last:02}:59",
-                    plural(*step, "hour")
+                    "of every {} hour from {first:02}:00 through {last:02}:59",
+                    ordinal(*step)
                 ));
             }
         }
@@ -226,7 +238,9 @@ fn day_phrase(s: &Schedule) -> String {
         (None, None) => "every day".to_string(),
         (Some(dom), None) => dom,
         (None, Some(dow)) => dow,
-        (Some(dom), Some(dow)) if s.dom_star || s.dow_star => format!("{dom}, if it is {dow}"),
+        (Some(dom), Some(_)) if s.dom_star || s.dow_star => {
+            format!("{dom}, if it is {}", dow_condition(s.weekdays))
+        }
         (Some(dom), Some(dow)) => format!("{dom} and {dow}"),
     }
 }
@@ -258,7 +272,7 @@ fn dom_phrase(rule: DayRule) -> Option<String> {
         DayRule::Last { before: 0 } => "on the last day of the month".to_string(),
         DayRule::Last { before } => {
             let unit = if before == 1 { "day" } else { "days" };
-            format!("{before} {unit} before the last day of the month")
+            format!("on the last day of the month minus {before} {unit}")
         }
         DayRule::LastWeekday => "on the last weekday of the month".to_string(),
         DayRule::NearestWeekday(n) => {
@@ -289,12 +303,38 @@ fn dow_phrase(rule: WeekdayRule) -> Option<String> {
     })
 }
 
+/// The day-of-week test as a condition on a day: "a Friday", "a Monday or a Friday", "the
+/// last Friday of the month".
+fn dow_condition(rule: WeekdayRule) -> String {
+    match rule {
+        WeekdayRule::Days(bits) => {
+            let days: Vec<String> = bits
+                .iter()
+                .map(|w| format!("a {}", WEEKDAY_NAMES[(w % 7) as usize]))
+                .collect();
+            match days.as_slice() {
+                [init @ .., last] if !init.is_empty() => format!("{} or {last}", init.join(", ")),
+                _ => days.concat(),
+            }
+        }
+        WeekdayRule::Last(w) => format!(
+            "the last {} of the month",
+            WEEKDAY_NAMES[usize::from(w % 7)]
+        ),
+        WeekdayRule::Nth { weekday, nth } => format!(
+            "the {} {} of the month",
+            ordinal(nth.into()),
+            WEEKDAY_NAMES[usize::from(weekday % 7)]
+        ),
+    }
+}
+
 fn month_phrase(months: Bits) -> Option<String> {
     let name = |m: u32| MONTH_NAMES[(m.clamp(1, 12) - 1) as usize];
     Some(match bits_shape(months, 1, 12) {
         Shape::All => return None,
         Shape::One(m) => format!("in {}", name(m)),
-        Shape::Range(a, b) => format!("{} through {}", name(a), name(b)),
+        Shape::Range(a, b) => format!("from {} through {}", name(a), name(b)),
         Shape::Step { .. } | Shape::List(_) => {
             let list: Vec<&str> = months.iter().map(name).collect();
             format!("in {}", join_and(&list))

@@ -217,3 +217,217 @@ impl fmt::Display for Cron {
         f.write_str(&self.text)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The next `n` fire instants as RFC 3339 strings with the zone's offset.
+    fn fires(expr: &str, zone: &str, from: &str, n: usize) -> Vec<String> {
+        let cron = Cron::parse(expr).unwrap_or_else(|e| panic!("{expr}: {e}"));
+        let tz = TimeZone::get(zone).unwrap_or_else(|e| panic!("{zone}: {e}"));
+        let from: Timestamp = from.parse().unwrap_or_else(|e| panic!("{from}: {e}"));
+        cron.iter_after(from, &tz)
+            .take(n)
+            .map(|z| z.timestamp().display_with_offset(z.offset()).to_string())
+            .collect()
+    }
+
+    const NY: &str = "America/New_York";
+
+    #[test]
+    fn readme_1_fixed_time_in_a_gap_fires_when_the_gap_ends() {
+        assert_eq!(
+            fires("30 2 * * *", NY, "2026-03-07T00:00:00Z", 3),
+            [
+                "2026-03-07T02:30:00-05:00",
+                "2026-03-08T03:00:00-04:00",
+                "2026-03-09T02:30:00-04:00"
+            ]
+        );
+    }
+
+    #[test]
+    fn readme_2_a_skipped_hour_merges_with_the_next_one() {
+        assert_eq!(
+            fires("0 1-3 * * *", NY, "2026-03-08T05:00:00Z", 2),
+            ["2026-03-08T01:00:00-05:00", "2026-03-08T03:00:00-04:00"]
+        );
+    }
+
+    #[test]
+    fn readme_3_fixed_time_in_a_fold_fires_once() {
+        assert_eq!(
+            fires("30 1 * * *", NY, "2026-10-31T12:00:00Z", 2),
+            ["2026-11-01T01:30:00-04:00", "2026-11-02T01:30:00-05:00"]
+        );
+        // Starting between the two 01:30s changes nothing.
+        assert_eq!(
+            fires("30 1 * * *", NY, "2026-11-01T05:45:00Z", 1),
+            ["2026-11-02T01:30:00-05:00"]
+        );
+        assert_eq!(
+            fires("30 1 * * *", NY, "2026-11-01T06:15:00Z", 1),
+            ["2026-11-02T01:30:00-05:00"]
+        );
+    }
+
+    #[test]
+    fn readme_4_wildcard_in_a_fold_fires_twice() {
+        assert_eq!(
+            fires("30 * * * *", NY, "2026-11-01T04:00:00Z", 4),
+            [
+                "2026-11-01T00:30:00-04:00",
+                "2026-11-01T01:30:00-04:00",
+                "2026-11-01T01:30:00-05:00",
+                "2026-11-01T02:30:00-05:00"
+            ]
+        );
+    }
+
+    #[test]
+    fn readme_5_wildcard_in_a_gap_never_fires() {
+        assert_eq!(
+            fires("*/15 * * * *", NY, "2026-03-08T06:40:00Z", 3),
+            [
+                "2026-03-08T01:45:00-05:00",
+                "2026-03-08T03:00:00-04:00",
+                "2026-03-08T03:15:00-04:00"
+            ]
+        );
+    }
+
+    #[test]
+    fn readme_6_midnight_in_a_gap_fires_at_one() {
+        assert_eq!(
+            fires("0 0 * * *", "America/Santiago", "2026-09-05T12:00:00Z", 2),
+            ["2026-09-06T01:00:00-03:00", "2026-09-07T00:00:00-03:00"]
+        );
+    }
+
+    #[test]
+    fn readme_7_a_skipped_day_fires_when_it_ends() {
+        assert_eq!(
+            fires("0 12 * * *", "Pacific/Apia", "2011-12-29T00:00:00Z", 3),
+            [
+                "2011-12-29T12:00:00-10:00",
+                "2011-12-31T00:00:00+14:00",
+                "2011-12-31T12:00:00+14:00"
+            ]
+        );
+    }
+
+    #[test]
+    fn readme_8_vixie_day_rule() {
+        // Both restricted: the 13th OR a Friday. 2026-02-13 is a Friday.
+        assert_eq!(
+            fires("0 0 13 * 5", "UTC", "2026-02-01T00:00:00Z", 3),
+            [
+                "2026-02-06T00:00:00+00:00",
+                "2026-02-13T00:00:00+00:00",
+                "2026-02-20T00:00:00+00:00"
+            ]
+        );
+        // Day-of-month starts with `*`: odd days AND Fridays.
+        assert_eq!(
+            fires("0 0 */2 * 5", "UTC", "2026-02-01T00:00:00Z", 2),
+            ["2026-02-13T00:00:00+00:00", "2026-02-27T00:00:00+00:00"]
+        );
+    }
+
+    #[test]
+    fn search_ends_after_2199() {
+        assert!(fires("0 0 30 2 *", "UTC", "2026-01-01T00:00:00Z", 1).is_empty());
+        assert_eq!(
+            fires("59 23 31 12 *", "UTC", "2199-06-01T00:00:00Z", 2),
+            ["2199-12-31T23:59:00+00:00"]
+        );
+        assert!(fires("* * * * *", "UTC", "2200-01-01T00:00:00Z", 1).is_empty());
+        assert!(fires("* * * * *", "UTC", "9999-01-01T00:00:00Z", 1).is_empty());
+    }
+
+    #[test]
+    fn starts_before_1970_find_the_first_valid_year() {
+        assert_eq!(
+            fires("0 0 1 1 *", "UTC", "1900-06-01T00:00:00Z", 1),
+            ["1970-01-01T00:00:00+00:00"]
+        );
+    }
+
+    #[test]
+    fn results_are_strictly_after_the_start_even_with_fractional_seconds() {
+        assert_eq!(
+            fires("* * * * * *", "UTC", "2026-01-01T00:00:00.5Z", 2),
+            ["2026-01-01T00:00:01+00:00", "2026-01-01T00:00:02+00:00"]
+        );
+        assert_eq!(
+            fires("0 0 * * *", "UTC", "2026-01-01T00:00:00Z", 1),
+            ["2026-01-02T00:00:00+00:00"]
+        );
+    }
+
+    #[test]
+    fn matches_tests_fields_and_day_rule_on_wall_time() {
+        let cron = Cron::parse("30 2 * * *").expect("valid");
+        assert!(cron.matches(jiff::civil::date(2026, 3, 8).at(2, 30, 0, 0)));
+        assert!(!cron.matches(jiff::civil::date(2026, 3, 8).at(2, 30, 1, 0)));
+        let cron = Cron::parse("0 0 ? * 5L").expect("valid");
+        assert!(cron.matches(jiff::civil::date(2026, 2, 27).at(0, 0, 0, 0)));
+        assert!(!cron.matches(jiff::civil::date(2026, 2, 20).at(0, 0, 0, 0)));
+        let cron = Cron::parse("0 0 0 1 1 * 2030").expect("valid");
+        assert!(!cron.matches(jiff::civil::date(2031, 1, 1).at(0, 0, 0, 0)));
+        assert!(!cron.matches(jiff::civil::date(1969, 1, 1).at(0, 0, 0, 0)));
+    }
+
+    #[test]
+    fn text_accessors_keep_the_original_expression() {
+        let cron: Cron = " @Daily ".parse().expect("valid");
+        assert_eq!(cron.as_str(), " @Daily ");
+        assert_eq!(cron.to_string(), " @Daily ");
+        assert!(!cron.has_seconds());
+        assert!(Cron::parse("0 0 0 * * *").expect("valid").has_seconds());
+        assert_ne!(cron, Cron::parse("0 0 * * *").expect("valid"));
+    }
+
+    #[test]
+    fn describe_reads_as_english() {
+        let cases = [
+            ("0 2 * * *", "at 02:00, every day"),
+            (
+                "*/5 9-17 * * MON-FRI",
+                "every 5 minutes between 09:00 and 17:59, Monday through Friday",
+            ),
+            ("@hourly", "at minute 0 of every hour, every day"),
+            ("0 6,18 * * *", "at 06:00 and 18:00, every day"),
+            ("*/15 * * * * *", "every 15 seconds, every day"),
+            (
+                "0 0 13 * 5",
+                "at 00:00, on day 13 of the month and on Friday",
+            ),
+            (
+                "0 0 */2 * 5",
+                "at 00:00, on odd days of the month, if it is a Friday",
+            ),
+            (
+                "0 0 L-3 * *",
+                "at 00:00, on the last day of the month minus 3 days",
+            ),
+            (
+                "0 0 15W * *",
+                "at 00:00, on the weekday nearest day 15 of the month",
+            ),
+            ("0 0 ? * 1#2", "at 00:00, on the 2nd Monday of the month"),
+            ("0 0 ? * 5L", "at 00:00, on the last Friday of the month"),
+            ("@yearly", "at 00:00, on January 1"),
+            ("0 0 0 1 1 * 2030", "at 00:00, on January 1, in 2030"),
+            (
+                "0 0 1 3-5 *",
+                "at 00:00, on day 1 of the month, from March through May",
+            ),
+        ];
+        for (expr, want) in cases {
+            let cron = Cron::parse(expr).expect("valid");
+            assert_eq!(cron.describe(), want, "{expr}");
+        }
+    }
+}

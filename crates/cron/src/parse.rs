@@ -466,3 +466,323 @@ fn parse_number(text: &str) -> Option<u32> {
     }
     text.parse().ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parses `expr`, expecting an error; returns (field, position, Display text).
+    fn reject(expr: &str) -> (Option<Field>, usize, String) {
+        match parse(expr) {
+            Ok(schedule) => panic!("{expr:?} parsed as {schedule:?}"),
+            Err(e) => (e.field, e.position, e.to_string()),
+        }
+    }
+
+    fn accept(expr: &str) -> Schedule {
+        parse(expr).unwrap_or_else(|e| panic!("{expr:?}: {e}"))
+    }
+
+    #[test]
+    fn wrong_field_count_has_no_field_prefix() {
+        assert_eq!(
+            reject("* * * *"),
+            (None, 7, "expected 5, 6 or 7 fields, found 4".into())
+        );
+        assert_eq!(
+            reject(""),
+            (None, 0, "expected 5, 6 or 7 fields, found 0".into())
+        );
+        assert_eq!(
+            reject("0 0 1 1 * 2030 x y"),
+            (None, 17, "expected 5, 6 or 7 fields, found 8".into())
+        );
+    }
+
+    #[test]
+    fn unknown_macro_and_macro_with_fields_are_rejected() {
+        let (field, pos, msg) = reject("@reboot");
+        assert_eq!((field, pos), (None, 0));
+        assert!(msg.starts_with("unknown macro @reboot"), "{msg}");
+        assert_eq!(
+            reject("  @daily 0"),
+            (None, 9, "macro @daily takes no fields, found 0".into())
+        );
+    }
+
+    #[test]
+    fn out_of_range_values_name_the_field_and_range() {
+        assert_eq!(
+            reject("0 0 32 * *"),
+            (
+                Some(Field::DayOfMonth),
+                4,
+                "day-of-month: 32 is out of range 1-31".into()
+            )
+        );
+        assert_eq!(
+            reject("60 * * * * *"),
+            (
+                Some(Field::Second),
+                0,
+                "second: 60 is out of range 0-59".into()
+            )
+        );
+        assert_eq!(
+            reject("0 0-24 * * *"),
+            (Some(Field::Hour), 4, "hour: 24 is out of range 0-23".into())
+        );
+        assert_eq!(
+            reject("* * * 13 *"),
+            (
+                Some(Field::Month),
+                6,
+                "month: 13 is out of range 1-12".into()
+            )
+        );
+        assert_eq!(
+            reject("* * * * 8"),
+            (
+                Some(Field::DayOfWeek),
+                8,
+                "day-of-week: 8 is out of range 0-7".into()
+            )
+        );
+        assert_eq!(
+            reject("0 0 0 * * * 1969"),
+            (
+                Some(Field::Year),
+                12,
+                "year: 1969 is out of range 1970-2199".into()
+            )
+        );
+        assert_eq!(
+            reject("99999999999 * * * *").2,
+            "minute: 99999999999 is out of range 0-59"
+        );
+    }
+
+    #[test]
+    fn inverted_ranges_are_rejected() {
+        assert_eq!(
+            reject("5-1 * * * *"),
+            (
+                Some(Field::Minute),
+                0,
+                "minute: 5-1: range is inverted (5 > 1), write it low-high".into()
+            )
+        );
+        let (field, pos, _) = reject("0 0 * * FRI-SUN");
+        assert_eq!((field, pos), (Some(Field::DayOfWeek), 8));
+        // 7 is Sunday at the top of the range.
+        accept("0 0 * * FRI-7");
+    }
+
+    #[test]
+    fn list_and_range_syntax_errors_point_at_the_item() {
+        assert_eq!(
+            reject("1,,2 * * * *"),
+            (Some(Field::Minute), 2, "minute: empty list item".into())
+        );
+        assert_eq!(reject("1, * * * *").1, 2);
+        assert_eq!(
+            reject("1-2-3 * * * *").2,
+            "minute: 1-2-3: a range has exactly one -, as in a-b"
+        );
+        assert_eq!(reject("-1 * * * *").2, "minute: -1: missing range start");
+        assert_eq!(reject("1- * * * *").2, "minute: 1-: missing range end");
+        assert_eq!(reject("** * * * *").2, "minute: ** is not a number");
+        assert_eq!(reject("*5 * * * *").2, "minute: *5 is not a number");
+        assert_eq!(reject("1.5 * * * *").2, "minute: 1.5 is not a number");
+        assert_eq!(
+            reject("0 0 * 1-FOO *"),
+            (
+                Some(Field::Month),
+                8,
+                "month: unknown name FOO, expected one of JAN, FEB, MAR, APR, MAY, JUN, JUL, AUG, \
+                 SEP, OCT, NOV, DEC"
+                    .into()
+            )
+        );
+        assert_eq!(
+            reject("JAN * * * *").2,
+            "minute: JAN is not a number; names are only allowed in month and day-of-week"
+        );
+        assert_eq!(reject("0 0 * * JAN").1, 8);
+    }
+
+    #[test]
+    fn step_errors_are_specific() {
+        assert_eq!(
+            reject("*/0 * * * *"),
+            (
+                Some(Field::Minute),
+                2,
+                "minute: */0: step must be at least 1".into()
+            )
+        );
+        assert_eq!(reject("*/ * * * *").2, "minute: */: missing step after /");
+        assert_eq!(reject("/5 * * * *").2, "minute: /5: missing value before /");
+        assert_eq!(
+            reject("*/2/3 * * * *").2,
+            "minute: */2/3: only one step is allowed"
+        );
+        assert_eq!(
+            reject("*/a * * * *").2,
+            "minute: */a: step a is not a positive number"
+        );
+        assert_eq!(
+            reject("*/-1 * * * *").2,
+            "minute: */-1: step -1 is not a positive number"
+        );
+    }
+
+    #[test]
+    fn question_mark_only_as_a_whole_day_field() {
+        assert_eq!(
+            reject("0 ? * * *"),
+            (
+                Some(Field::Hour),
+                2,
+                "hour: ? is only allowed in day-of-month and day-of-week".into()
+            )
+        );
+        assert_eq!(
+            reject("0 0 ?,1 * *"),
+            (
+                Some(Field::DayOfMonth),
+                4,
+                "day-of-month: ? must be the whole field".into()
+            )
+        );
+        let s = accept("0 0 ? * ?");
+        assert!(s.dom_star && s.dow_star);
+    }
+
+    #[test]
+    fn special_day_forms_stand_alone_and_check_their_numbers() {
+        assert_eq!(
+            reject("0 0 L,15 * *"),
+            (
+                Some(Field::DayOfMonth),
+                5,
+                "day-of-month: L,15: L and W must stand alone in the field and cannot be part of \
+                 a list"
+                    .into()
+            )
+        );
+        assert_eq!(
+            reject("0 0 L/2 * *").2,
+            "day-of-month: L/2: L and W must stand alone in the field and cannot take a step"
+        );
+        assert_eq!(
+            reject("0 0 L-31 * *"),
+            (
+                Some(Field::DayOfMonth),
+                6,
+                "day-of-month: L-31: the offset must be a number 1-30".into()
+            )
+        );
+        assert_eq!(
+            reject("0 0 0W * *").2,
+            "day-of-month: 0W: W needs a day 1-31 before it, e.g. 15W"
+        );
+        assert_eq!(
+            reject("0 0 5L * *").2,
+            "day-of-month: 5L is not a valid form, expected L, L-n, LW or nW (day-of-week uses dL)"
+        );
+        assert_eq!(
+            reject("0 0 ? * 1#6"),
+            (
+                Some(Field::DayOfWeek),
+                10,
+                "day-of-week: 1#6: # needs an occurrence 1-5".into()
+            )
+        );
+        assert_eq!(
+            reject("0 0 ? * 1#2,3#2").2,
+            "day-of-week: 1#2,3#2: # must stand alone in the field and cannot be part of a list"
+        );
+        assert_eq!(
+            reject("0 0 * * 5L,1").2,
+            "day-of-week: 5L,1: L must stand alone in the field and cannot be part of a list"
+        );
+        assert_eq!(
+            reject("0 0 * * L").2,
+            "day-of-week: L needs a weekday before it, e.g. 5L for the last Friday"
+        );
+        assert_eq!(
+            reject("0 0 * * L5").2,
+            "day-of-week: L5: L must come last, as in 5L"
+        );
+        assert_eq!(reject("0 0 ? * 8L").2, "day-of-week: 8 is out of range 0-7");
+        assert_eq!(
+            reject("0 0 * * 15W").2,
+            "day-of-week: 15W is not a number or name"
+        );
+    }
+
+    #[test]
+    fn positions_count_characters_not_bytes() {
+        // "é" is two bytes but one character.
+        assert_eq!(reject("0 0 * * é").1, 8);
+        assert_eq!(reject("\t0 0 * é *").1, 7);
+    }
+
+    #[test]
+    fn special_forms_parse_case_insensitively() {
+        assert_eq!(accept("0 0 l * *").days, DayRule::Last { before: 0 });
+        assert_eq!(accept("0 0 L-3 * *").days, DayRule::Last { before: 3 });
+        assert_eq!(accept("0 0 lw * *").days, DayRule::LastWeekday);
+        assert_eq!(accept("0 0 15w * *").days, DayRule::NearestWeekday(15));
+        assert_eq!(accept("0 0 ? * fril").weekdays, WeekdayRule::Last(5));
+        assert_eq!(accept("0 0 ? * 7L").weekdays, WeekdayRule::Last(0));
+        assert_eq!(
+            accept("0 0 ? * sun#1").weekdays,
+            WeekdayRule::Nth { weekday: 0, nth: 1 }
+        );
+        assert_eq!(accept("@MONTHLY"), accept("0 0 1 * *"));
+    }
+
+    #[test]
+    fn steps_run_to_the_field_maximum() {
+        // `n/s` runs to the maximum; day-of-week's maximum is 7 (Sunday).
+        assert_eq!(
+            accept("0 0 * * 1/2").weekdays,
+            WeekdayRule::Days(Bits(0b0010_1011))
+        );
+        assert_eq!(
+            accept("30/10 * * * *").minutes,
+            Bits((1 << 30) | (1 << 40) | (1 << 50))
+        );
+        assert_eq!(accept("*/90 * * * *").minutes, Bits(1));
+        assert_eq!(accept("5-5/3 * * * *").minutes, Bits(1 << 5));
+        assert_eq!(
+            accept("0 0 1 JAN/3 *").months,
+            Bits((1 << 1) | (1 << 4) | (1 << 7) | (1 << 10))
+        );
+        assert_eq!(
+            accept("0 0 * * 0-7").weekdays,
+            WeekdayRule::Days(Bits(0x7f))
+        );
+    }
+
+    #[test]
+    fn star_and_fixed_time_flags_follow_the_text() {
+        let s = accept("0 0 */2 * 5");
+        assert!(s.dom_star && !s.dow_star && s.fixed_time);
+        let s = accept("0 0 15,* * 1");
+        assert!(!s.dom_star, "a list containing * does not start with *");
+        assert!(!accept("*/15 2 * * *").fixed_time);
+        assert!(!accept("*/10 30 2 * * *").fixed_time);
+        assert!(accept("0-59 0-23 * * *").fixed_time);
+        let s = accept("0 0 0 1 1 * 2030");
+        assert!(s.has_seconds && s.has_year && s.years.contains(2030) && !s.years.contains(2031));
+    }
+
+    #[test]
+    fn fields_split_on_spaces_and_tabs_with_ends_trimmed() {
+        assert_eq!(accept(" 30 4 * * * "), accept("30\t4 * *  *"));
+        assert_eq!(accept("0\t0  1 * *\n"), accept("0 0 1 * *"));
+    }
+}

@@ -109,12 +109,12 @@ fn bundled_offsets_disagree(case: &Case) -> bool {
     let Ok(tz) = TimeZone::get(&case.tz) else {
         return false;
     };
-    case.expect.iter().any(|text| {
-        match (text.parse::<Timestamp>(), offset_suffix(text)) {
+    case.expect.iter().any(
+        |text| match (text.parse::<Timestamp>(), offset_suffix(text)) {
             (Ok(instant), Some(expected)) => tz.to_offset(instant) != expected,
             _ => false,
-        }
-    })
+        },
+    )
 }
 
 /// The `±HH:MM` suffix of an RFC 3339 string as an offset.
