@@ -29,7 +29,8 @@ use sundial_core::execution::ExecutionState;
 use sundial_store::{
     AttemptComplete, AttemptRef, ClaimedExecution, DueJob, Error, ExecutionClaim,
     ExecutionListQuery, ExecutionRecord, JobListQuery, JobRecord, JobWrite, NewExecution, NextStep,
-    Result, ShardLease, ShardLeaseRequest, Store, TriggerCommit, TriggerCommitted, TriggerListDue,
+    PendingExecutions, Result, RunSpec, ShardLease, ShardLeaseRequest, Store, TriggerCommit,
+    TriggerCommitted, TriggerListDue,
 };
 
 use rows::{db_err, ms, ts};
@@ -251,8 +252,25 @@ impl Store for SqliteStore {
                 expected + 1
             }
         };
-        if w.cancel_pending {
-            cancel_pending(&mut tx, &r.uid, now).await?;
+        match w.pending {
+            PendingExecutions::Keep => {}
+            PendingExecutions::Cancel => cancel_pending(&mut tx, &r.uid, now).await?,
+            PendingExecutions::Update => {
+                let run = serde_json::to_string(&RunSpec::of(&r.spec))
+                    .map_err(|e| Error::Corrupt(e.to_string()))?;
+                sqlx::query(
+                    "UPDATE executions SET run = ?2, job_version = ?3, max_attempts = ?4, lease_ms = ?5 \
+                     WHERE job_uid = ?1 AND due_at IS NOT NULL AND attempt = 0",
+                )
+                .bind(&r.uid)
+                .bind(run)
+                .bind(version)
+                .bind(i64::from(r.spec.retry.max_attempts))
+                .bind(r.spec.heartbeat_timeout.as_millis_i64())
+                .execute(&mut *tx)
+                .await
+                .map_err(db_err)?;
+            }
         }
         tx.commit().await.map_err(db_err)?;
         Ok(JobRecord {

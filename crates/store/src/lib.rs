@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod records;
+/// The store conformance suite every backend runs from its own tests.
 pub mod testkit;
 
 use async_trait::async_trait;
@@ -86,8 +87,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// - `expected_version: None` creates; [`Error::Conflict`] if the job exists.
     /// - `expected_version: Some(v)` replaces only while the stored version is `v`, else
     ///   [`Error::StaleVersion`] (or [`Error::NotFound`]); the stored version becomes `v + 1`.
-    /// - With `cancel_pending`, the job's executions that have not started (`scheduled`,
-    ///   `queued`, `retry_wait`) are `cancelled` in the same transaction.
+    /// - Per `pending`, the job's executions that have not started (`scheduled` or `queued`
+    ///   with no attempt yet) are left, rewritten with the new definition, or `cancelled`, in
+    ///   the same transaction.
     async fn job_write(&self, write: &JobWrite) -> Result<JobRecord>;
 
     /// Deletes a job and cancels its not-yet-started executions; history is kept.

@@ -78,8 +78,20 @@ pub struct JobWrite {
     pub record: JobRecord,
     /// `None` to create; `Some(v)` to replace version `v`.
     pub expected_version: Option<i64>,
-    /// Cancel the job's not-yet-started executions in the same transaction.
-    pub cancel_pending: bool,
+    /// What happens to the job's not-yet-started executions, in the same transaction.
+    pub pending: PendingExecutions,
+}
+
+/// What a job write does to the job's executions that have not started yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PendingExecutions {
+    /// Leave them as they are (nothing that affects a run changed).
+    Keep,
+    /// Give them the new definition's [`RunSpec`] and version, so every run that has not
+    /// started runs what the job says now.
+    Update,
+    /// Cancel them (the schedule or time zone changed, or the job was paused).
+    Cancel,
 }
 
 /// `shard_lease_renew` parameters.

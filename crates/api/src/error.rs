@@ -1,0 +1,121 @@
+//! The one mapping from errors to HTTP responses: RFC 9457 `application/problem+json`.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use sundial_core::validate::FieldError;
+use sundial_store::Error as StoreError;
+
+/// An API failure, rendered as a problem document.
+#[derive(Debug)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Short, fixed summary of the problem type.
+    pub title: &'static str,
+    /// This occurrence, in words.
+    pub detail: String,
+    /// Every offending field, for validation failures.
+    pub errors: Vec<FieldError>,
+}
+
+impl ApiError {
+    /// A problem without field errors.
+    pub fn new(status: StatusCode, title: &'static str, detail: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            title,
+            detail: detail.into(),
+            errors: Vec::new(),
+        }
+    }
+
+    /// 422: the body parsed but fields are invalid.
+    pub fn invalid(errors: Vec<FieldError>) -> Self {
+        let detail = match errors.as_slice() {
+            [one] if one.field.is_empty() => one.message.clone(),
+            [one] => format!("{}: {}", one.field, one.message),
+            many => format!("{} fields are invalid", many.len()),
+        };
+        ApiError {
+            status: StatusCode::UNPROCESSABLE_ENTITY,
+            title: "invalid request",
+            detail,
+            errors,
+        }
+    }
+
+    /// 400: a bad query parameter or malformed request.
+    pub fn bad_request(field: &str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            title: "bad request",
+            detail: format!("{field}: {message}"),
+            errors: vec![FieldError::new(field, message)],
+        }
+    }
+
+    /// 404.
+    pub fn not_found(what: impl Into<String>) -> Self {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not found",
+            format!("{} not found", what.into()),
+        )
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound(what) => ApiError::not_found(what),
+            StoreError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "conflict", m),
+            StoreError::StaleVersion { expected, actual } => ApiError::new(
+                StatusCode::PRECONDITION_FAILED,
+                "precondition failed",
+                format!("If-Match names version {expected}, the current version is {actual}"),
+            ),
+            StoreError::StaleFence(m) => ApiError::new(StatusCode::CONFLICT, "conflict", m),
+            StoreError::InUse(m) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store in use", m)
+            }
+            StoreError::Unavailable(source) => {
+                tracing::error!(error = %source, "store unavailable");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "store unavailable",
+                    "the store is unavailable; retry later",
+                )
+            }
+            StoreError::Corrupt(m) => {
+                tracing::error!(error = %m, "corrupt record");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal error",
+                    "a stored record could not be read",
+                )
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({
+            "type": "about:blank",
+            "title": self.title,
+            "status": self.status.as_u16(),
+            "detail": self.detail,
+        });
+        if !self.errors.is_empty() {
+            body["errors"] = json!(self.errors);
+        }
+        let mut response = (self.status, body.to_string()).into_response();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        response
+    }
+}

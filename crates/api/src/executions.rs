@@ -1,0 +1,147 @@
+//! Execution routes: history per job and per namespace (`?state=dead` is the dead-letter
+//! listing), one execution with its attempts, cancel, and re-drive.
+
+use std::collections::HashMap;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use jiff::Timestamp;
+use serde_json::{Value, json};
+use sundial_core::execution::ExecutionState;
+use sundial_store::ExecutionListQuery;
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::request::limit;
+use crate::resource::execution_json;
+
+/// Page tokens are `<scheduled_at ms>_<id>` of the last item of the previous page.
+fn page_token(raw: Option<&String>) -> Result<Option<(Timestamp, String)>, ApiError> {
+    let Some(raw) = raw else { return Ok(None) };
+    let bad = || {
+        ApiError::bad_request(
+            "page_token",
+            format!("'{raw}' is not a page token from this API"),
+        )
+    };
+    let (ms, id) = raw.split_once('_').ok_or_else(bad)?;
+    let at = ms
+        .parse::<i64>()
+        .ok()
+        .and_then(|ms| Timestamp::from_millisecond(ms).ok())
+        .ok_or_else(bad)?;
+    Ok(Some((at, id.to_owned())))
+}
+
+async fn list(
+    state: &AppState,
+    ns: String,
+    job: Option<String>,
+    q: &HashMap<String, String>,
+) -> Result<Response, ApiError> {
+    let wanted = q
+        .get("state")
+        .map(|s| s.parse::<ExecutionState>())
+        .transpose()
+        .map_err(|m| ApiError::bad_request("state", m))?;
+    let limit = limit(q.get("limit").map(String::as_str))?;
+    let before = page_token(q.get("page_token"))?;
+    if let Some(name) = &job
+        && state.store.job_get(&ns, name).await?.is_none()
+        && before.is_none()
+    {
+        // History outlives its job; only a name that never ran is unknown.
+        let probe = ExecutionListQuery {
+            namespace: ns.clone(),
+            job: job.clone(),
+            limit: 1,
+            ..Default::default()
+        };
+        if state.store.execution_list(&probe).await?.is_empty() {
+            return Err(ApiError::not_found(format!("job {ns}/{name}")));
+        }
+    }
+    let query = ExecutionListQuery {
+        namespace: ns,
+        job,
+        state: wanted,
+        before,
+        limit,
+    };
+    let items = state.store.execution_list(&query).await?;
+    let now = state.store.now().await?;
+    let next = (items.len() == limit as usize)
+        .then(|| {
+            items
+                .last()
+                .map(|e| format!("{}_{}", e.scheduled_at.as_millisecond(), e.id))
+        })
+        .flatten();
+    let items: Vec<Value> = items.iter().map(|e| execution_json(e, now)).collect();
+    Ok(Json(json!({"items": items, "next_page_token": next})).into_response())
+}
+
+/// `GET /v1/namespaces/{ns}/jobs/{name}/executions?state=&limit=&page_token=`, newest first.
+pub(crate) async fn list_for_job(
+    State(state): State<AppState>,
+    Path((ns, name)): Path<(String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    list(&state, ns, Some(name), &q).await
+}
+
+/// `GET /v1/namespaces/{ns}/executions?state=&limit=&page_token=`, newest first.
+pub(crate) async fn list_for_namespace(
+    State(state): State<AppState>,
+    Path(ns): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    list(&state, ns, None, &q).await
+}
+
+/// `GET /v1/namespaces/{ns}/executions/{id}` with its attempts.
+pub(crate) async fn get_one(
+    State(state): State<AppState>,
+    Path((ns, id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let e = state
+        .store
+        .execution_get(&ns, &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("execution {id}")))?;
+    let now = state.store.now().await?;
+    Ok(Json(execution_json(&e, now)).into_response())
+}
+
+/// `POST .../executions/{id}/cancel`: 409 when already terminal.
+pub(crate) async fn cancel(
+    State(state): State<AppState>,
+    Path((ns, id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let e = state.store.execution_cancel(&ns, &id).await?;
+    let now = state.store.now().await?;
+    Ok(Json(execution_json(&e, now)).into_response())
+}
+
+/// `POST .../executions/{id}/retry`: re-drives a `dead` or `failed` execution with a fresh
+/// allowance of its job's `max_attempts`; 409 for any other state.
+pub(crate) async fn retry(
+    State(state): State<AppState>,
+    Path((ns, id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let current = state
+        .store
+        .execution_get(&ns, &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("execution {id}")))?;
+    let extra = match state.store.job_get(&ns, &current.job).await? {
+        Some(job) => job.spec.retry.max_attempts,
+        None => current.max_attempts.max(1),
+    };
+    let e = state.store.execution_redrive(&ns, &id, extra).await?;
+    state.worker_wake.notify_one();
+    let now = state.store.now().await?;
+    Ok((StatusCode::OK, Json(execution_json(&e, now))).into_response())
+}

@@ -1,0 +1,460 @@
+//! Job routes: create, replace, merge-patch, read, list, delete, pause, resume, trigger; and
+//! the cron preview.
+//!
+//! The rules for a job's next slot on write live in [`next_record`]: a new job starts at its
+//! first slot at or after creation; a change of schedule, time zone or a resume starts at the
+//! first slot after now and cancels the executions that had not started; other changes keep
+//! the schedule's position and rewrite the not-started executions with the new definition.
+
+use std::collections::HashMap;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use jiff::Timestamp;
+use serde_json::{Value, json};
+use sundial_core::hash::shard_of;
+use sundial_core::job::{JobSpec, ScheduleKind};
+use sundial_core::schedule::Schedule;
+use sundial_core::validate::{self, Context, FieldError};
+use sundial_store::{JobListQuery, JobRecord, JobWrite, PendingExecutions, RunSpec};
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::request::{if_match, json_body, limit};
+use crate::resource::{execution_json, job_json};
+
+fn context(state: &AppState, ns: &str, name: Option<&str>) -> Context {
+    Context {
+        connections: state.connections.clone(),
+        namespace: ns.to_owned(),
+        name: name.map(str::to_owned),
+    }
+}
+
+fn check_path(ns: &str, name: Option<&str>) -> Result<(), ApiError> {
+    let mut errors = Vec::new();
+    if let Err(m) = sundial_core::names::check_name(ns) {
+        errors.push(FieldError::new("namespace", m));
+    }
+    if let Some(name) = name
+        && let Err(m) = sundial_core::names::check_name(name)
+    {
+        errors.push(FieldError::new("name", m));
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError {
+            status: StatusCode::BAD_REQUEST,
+            ..ApiError::invalid(errors)
+        })
+    }
+}
+
+fn with_etag(status: StatusCode, job: &JobRecord, body: Value) -> Response {
+    let mut response = (status, Json(body)).into_response();
+    if let Ok(v) = HeaderValue::from_str(&format!("\"{}\"", job.version)) {
+        response.headers_mut().insert(header::ETAG, v);
+    }
+    response
+}
+
+/// Computes the stored form of `spec` written over `existing` at `now`: identity, next slot
+/// and what happens to executions that have not started. See the module doc for the rules.
+pub(crate) fn next_record(
+    mut spec: JobSpec,
+    existing: Option<&JobRecord>,
+    now: Timestamp,
+) -> (JobRecord, PendingExecutions) {
+    // `every` slots sit on a grid anchored at start_at, which defaults to the creation time
+    // (SPEC §2); keep the anchor across writes that leave the interval alone.
+    if let ScheduleKind::Every { every } = spec.schedule.kind
+        && spec.schedule.start_at.is_none()
+    {
+        let kept = existing.and_then(|old| match old.spec.schedule.kind {
+            ScheduleKind::Every { every: old_every } if old_every == every => {
+                old.spec.schedule.start_at
+            }
+            _ => None,
+        });
+        spec.schedule.start_at = Some(kept.unwrap_or(now));
+    }
+    // Validation compiled this schedule already; a failure here means nothing will fire.
+    let schedule = Schedule::compile(&spec.schedule).ok();
+    let after_now = |s: &Schedule| s.next_slot_after(now);
+    let (uid, created_at, next_slot_at, pending) = match existing {
+        None => {
+            let first = if spec.paused {
+                None
+            } else {
+                schedule.as_ref().and_then(|s| s.first_slot(now))
+            };
+            (
+                uuid::Uuid::now_v7().to_string(),
+                now,
+                first,
+                PendingExecutions::Keep,
+            )
+        }
+        Some(old) => {
+            let (next, pending) = if spec.paused {
+                (None, PendingExecutions::Cancel)
+            } else if old.spec.schedule != spec.schedule || old.spec.paused {
+                (
+                    schedule.as_ref().and_then(after_now),
+                    PendingExecutions::Cancel,
+                )
+            } else if RunSpec::of(&old.spec) != RunSpec::of(&spec) {
+                (old.next_slot_at, PendingExecutions::Update)
+            } else {
+                (old.next_slot_at, PendingExecutions::Keep)
+            };
+            (old.uid.clone(), old.created_at, next, pending)
+        }
+    };
+    let next_fire_at = next_slot_at.map(|s| sundial_scheduler::fire_time(&uid, s, spec.jitter));
+    let record = JobRecord {
+        shard: shard_of(&spec.namespace, &spec.name),
+        spec,
+        uid,
+        version: existing.map_or(0, |o| o.version),
+        created_at,
+        updated_at: now,
+        next_slot_at,
+        next_fire_at,
+        last_execution: existing.and_then(|o| o.last_execution.clone()),
+    };
+    (record, pending)
+}
+
+/// Writes `spec` over `existing` (or creates it), conditional on `expected` (If-Match) when
+/// given, else on the version read.
+async fn write(
+    state: &AppState,
+    spec: JobSpec,
+    existing: Option<JobRecord>,
+    expected: Option<i64>,
+) -> Result<JobRecord, ApiError> {
+    if let Some(v) = expected {
+        match &existing {
+            None => {
+                return Err(ApiError::new(
+                    StatusCode::PRECONDITION_FAILED,
+                    "precondition failed",
+                    format!("If-Match names version {v}, but the job does not exist"),
+                ));
+            }
+            Some(old) if old.version != v => {
+                return Err(sundial_store::Error::StaleVersion {
+                    expected: v,
+                    actual: old.version,
+                }
+                .into());
+            }
+            Some(_) => {}
+        }
+    }
+    let now = state.store.now().await?;
+    let (record, pending) = next_record(spec, existing.as_ref(), now);
+    let written = state
+        .store
+        .job_write(&JobWrite {
+            record,
+            expected_version: existing.map(|o| o.version),
+            pending,
+        })
+        .await?;
+    state.scheduler_wake.notify_one();
+    Ok(written)
+}
+
+async fn load(state: &AppState, ns: &str, name: &str) -> Result<JobRecord, ApiError> {
+    state
+        .store
+        .job_get(ns, name)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("job {ns}/{name}")))
+}
+
+/// `PUT /v1/namespaces/{ns}/jobs/{name}`: create (201) or replace (200).
+pub(crate) async fn put(
+    State(state): State<AppState>,
+    Path((ns, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    check_path(&ns, Some(&name))?;
+    let expected = if_match(&headers)?;
+    let body = json_body(&headers, body).await?;
+    let spec = validate::job_from_json(&body, &context(&state, &ns, Some(&name)))
+        .map_err(ApiError::invalid)?;
+    let existing = state.store.job_get(&ns, &name).await?;
+    let status = if existing.is_some() {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    let job = write(&state, spec, existing, expected).await?;
+    Ok(with_etag(status, &job, job_json(&job, true)))
+}
+
+/// `POST /v1/namespaces/{ns}/jobs`: create with `name` in the body; 409 if it exists.
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    Path(ns): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    check_path(&ns, None)?;
+    let body = json_body(&headers, body).await?;
+    let spec =
+        validate::job_from_json(&body, &context(&state, &ns, None)).map_err(ApiError::invalid)?;
+    if state.store.job_get(&ns, &spec.name).await?.is_some() {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!("job {ns}/{} already exists", spec.name),
+        ));
+    }
+    let job = write(&state, spec, None, None).await?;
+    Ok(with_etag(StatusCode::CREATED, &job, job_json(&job, true)))
+}
+
+/// `GET /v1/namespaces/{ns}/jobs/{name}`, with `next_fire_times`.
+pub(crate) async fn get_one(
+    State(state): State<AppState>,
+    Path((ns, name)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let job = load(&state, &ns, &name).await?;
+    Ok(with_etag(StatusCode::OK, &job, job_json(&job, true)))
+}
+
+/// `GET /v1/namespaces/{ns}/jobs?paused=&label=k=v&limit=&page_token=`.
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Path(ns): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    check_path(&ns, None)?;
+    let paused = match q.get("paused").map(String::as_str) {
+        None => None,
+        Some("true") => Some(true),
+        Some("false") => Some(false),
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "paused",
+                format!("'{other}' is not true or false"),
+            ));
+        }
+    };
+    let label = match q.get("label") {
+        None => None,
+        Some(text) => match text.split_once('=') {
+            Some((k, v)) if !k.is_empty() => Some((k.to_owned(), v.to_owned())),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "label",
+                    format!("'{text}' is not of the form key=value"),
+                ));
+            }
+        },
+    };
+    let limit = limit(q.get("limit").map(String::as_str))?;
+    let jobs = state
+        .store
+        .job_list(&JobListQuery {
+            namespace: ns,
+            paused,
+            label,
+            after_name: q.get("page_token").cloned(),
+            limit,
+        })
+        .await?;
+    let next = (jobs.len() == limit as usize)
+        .then(|| jobs.last().map(|j| j.spec.name.clone()))
+        .flatten();
+    let items: Vec<Value> = jobs.iter().map(|j| job_json(j, false)).collect();
+    Ok(Json(json!({"items": items, "next_page_token": next})).into_response())
+}
+
+/// `PATCH /v1/namespaces/{ns}/jobs/{name}`: JSON merge patch (RFC 7396) of the writable fields.
+pub(crate) async fn patch(
+    State(state): State<AppState>,
+    Path((ns, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    check_path(&ns, Some(&name))?;
+    let expected = if_match(&headers)?;
+    let patch = json_body(&headers, body).await?;
+    if !patch.is_object() {
+        return Err(ApiError::invalid(vec![FieldError::new(
+            "",
+            "a merge patch must be a JSON object",
+        )]));
+    }
+    let existing = load(&state, &ns, &name).await?;
+    let mut doc = serde_json::to_value(&existing.spec)
+        .map_err(|e| sundial_store::Error::Corrupt(e.to_string()))?;
+    validate::merge_patch(&mut doc, &patch);
+    let spec = validate::job_from_json(&doc, &context(&state, &ns, Some(&name)))
+        .map_err(ApiError::invalid)?;
+    let job = write(&state, spec, Some(existing), expected).await?;
+    Ok(with_etag(StatusCode::OK, &job, job_json(&job, true)))
+}
+
+/// `DELETE /v1/namespaces/{ns}/jobs/{name}`: 204; not-started executions are cancelled.
+pub(crate) async fn delete(
+    State(state): State<AppState>,
+    Path((ns, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let expected = if_match(&headers)?;
+    state.store.job_delete(&ns, &name, expected).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn set_paused(
+    state: &AppState,
+    ns: &str,
+    name: &str,
+    headers: &HeaderMap,
+    paused: bool,
+) -> Result<Response, ApiError> {
+    let expected = if_match(headers)?;
+    let existing = load(state, ns, name).await?;
+    if existing.spec.paused == paused {
+        return Ok(with_etag(
+            StatusCode::OK,
+            &existing,
+            job_json(&existing, true),
+        ));
+    }
+    let spec = JobSpec {
+        paused,
+        ..existing.spec.clone()
+    };
+    let job = write(state, spec, Some(existing), expected).await?;
+    Ok(with_etag(StatusCode::OK, &job, job_json(&job, true)))
+}
+
+/// `POST .../pause`: slots that pass while paused are not fired; not-started executions are
+/// cancelled.
+pub(crate) async fn pause(
+    State(state): State<AppState>,
+    Path((ns, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    set_paused(&state, &ns, &name, &headers, true).await
+}
+
+/// `POST .../resume`: continues with the first slot after now.
+pub(crate) async fn resume(
+    State(state): State<AppState>,
+    Path((ns, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    set_paused(&state, &ns, &name, &headers, false).await
+}
+
+/// `POST .../trigger`: a manual execution, queued at once (201).
+pub(crate) async fn trigger(
+    State(state): State<AppState>,
+    Path((ns, name)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let job = load(&state, &ns, &name).await?;
+    let now = state.store.now().await?;
+    let execution = state
+        .store
+        .execution_insert(&sundial_scheduler::manual_execution(&job, now))
+        .await?;
+    state.worker_wake.notify_one();
+    Ok((StatusCode::CREATED, Json(execution_json(&execution, now))).into_response())
+}
+
+/// `POST /v1/cron/next` with `{"cron", "timezone"?, "from"?, "count"?}` →
+/// `{"fire_times": [RFC 3339 with the zone's offset]}`; `count` 1-1000, default 5.
+pub(crate) async fn cron_next(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let body = json_body(&headers, body).await?;
+    let Some(obj) = body.as_object() else {
+        return Err(ApiError::invalid(vec![FieldError::new(
+            "",
+            "the body must be a JSON object",
+        )]));
+    };
+    let mut errors = Vec::new();
+    for key in obj.keys() {
+        if !["cron", "timezone", "from", "count"].contains(&key.as_str()) {
+            errors.push(FieldError::new(
+                key.clone(),
+                "unknown field; expected cron, timezone, from, count",
+            ));
+        }
+    }
+    let cron = match obj.get("cron").and_then(Value::as_str) {
+        Some(text) => sundial_cron::Cron::parse(text)
+            .map_err(|e| errors.push(FieldError::new("cron", e.to_string())))
+            .ok(),
+        None => {
+            errors.push(FieldError::new("cron", "is required and must be a string"));
+            None
+        }
+    };
+    let tz_name = obj.get("timezone").map_or(Some("UTC"), Value::as_str);
+    let tz = match tz_name {
+        Some(name) => jiff::tz::TimeZone::get(name)
+            .map_err(|_| {
+                errors.push(FieldError::new(
+                    "timezone",
+                    format!("'{name}' is not a known IANA time zone"),
+                ))
+            })
+            .ok(),
+        None => {
+            errors.push(FieldError::new("timezone", "must be a string"));
+            None
+        }
+    };
+    let from = match obj.get("from") {
+        None | Some(Value::Null) => Some(state.store.now().await?),
+        Some(v) => v
+            .as_str()
+            .and_then(|s| s.parse::<Timestamp>().ok())
+            .or_else(|| {
+                errors.push(FieldError::new(
+                    "from",
+                    format!("{v} is not an RFC 3339 instant"),
+                ));
+                None
+            }),
+    };
+    let count = match obj.get("count") {
+        None | Some(Value::Null) => 5,
+        Some(v) => match v.as_u64() {
+            Some(n) if (1..=1000).contains(&n) => n as usize,
+            _ => {
+                errors.push(FieldError::new(
+                    "count",
+                    format!("{v} is not a whole number in 1-1000"),
+                ));
+                0
+            }
+        },
+    };
+    let (Some(cron), Some(tz), Some(from), true) = (cron, tz, from, errors.is_empty()) else {
+        return Err(ApiError::invalid(errors));
+    };
+    let times: Vec<String> = cron
+        .iter_after(from, &tz)
+        .take(count)
+        .map(|z| z.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string())
+        .collect();
+    Ok(Json(json!({"fire_times": times})).into_response())
+}

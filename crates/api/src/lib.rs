@@ -1,0 +1,120 @@
+//! Sundial's HTTP API (SPEC §4): jobs, executions, cron previews and the ops endpoints.
+//!
+//! Invariants:
+//! - A rejected request writes nothing: every body is validated in full before the store is
+//!   touched, and each write is one store call (SPEC G7).
+//! - Every error is an RFC 9457 problem document naming every offending field ([`error`]).
+//! - Writes are conditional on the version read (`If-Match` when given, the version just read
+//!   otherwise), so concurrent writers never lose each other's updates silently.
+
+#![warn(missing_docs)]
+
+pub mod error;
+mod executions;
+mod jobs;
+mod request;
+pub mod resource;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::json;
+use sundial_store::Store;
+use tokio::sync::Notify;
+
+/// Largest request body accepted, in bytes (1 MiB); larger bodies get 413.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// What the handlers share.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// The store.
+    pub store: Arc<dyn Store>,
+    /// Notified after a job write, so an in-process scheduler triggers at once.
+    pub scheduler_wake: Arc<Notify>,
+    /// Notified after a manual trigger or re-drive, so an in-process worker claims at once.
+    pub worker_wake: Arc<Notify>,
+    /// Named connections from server config: name → type.
+    pub connections: BTreeMap<String, String>,
+    /// This node's id and roles, for `/v1/cluster`.
+    pub node: String,
+    /// Roles this process runs.
+    pub roles: Vec<String>,
+}
+
+/// The API router with every route of SPEC §4 that this server implements.
+pub fn router(state: AppState) -> Router {
+    let ns = "/v1/namespaces/{ns}";
+    Router::new()
+        .route(
+            "/healthz",
+            get(|| async { axum::Json(json!({"status": "ok"})) }),
+        )
+        .route("/readyz", get(readyz))
+        .route("/v1/cluster", get(cluster))
+        .route("/v1/cron/next", post(jobs::cron_next))
+        .route(&format!("{ns}/jobs"), get(jobs::list).post(jobs::create))
+        .route(
+            &format!("{ns}/jobs/{{name}}"),
+            get(jobs::get_one)
+                .put(jobs::put)
+                .patch(jobs::patch)
+                .delete(jobs::delete),
+        )
+        .route(&format!("{ns}/jobs/{{name}}/pause"), post(jobs::pause))
+        .route(&format!("{ns}/jobs/{{name}}/resume"), post(jobs::resume))
+        .route(&format!("{ns}/jobs/{{name}}/trigger"), post(jobs::trigger))
+        .route(
+            &format!("{ns}/jobs/{{name}}/executions"),
+            get(executions::list_for_job),
+        )
+        .route(
+            &format!("{ns}/executions"),
+            get(executions::list_for_namespace),
+        )
+        .route(&format!("{ns}/executions/{{id}}"), get(executions::get_one))
+        .route(
+            &format!("{ns}/executions/{{id}}/cancel"),
+            post(executions::cancel),
+        )
+        .route(
+            &format!("{ns}/executions/{{id}}/retry"),
+            post(executions::retry),
+        )
+        .fallback(|| async {
+            error::ApiError::new(StatusCode::NOT_FOUND, "not found", "no such route")
+        })
+        .method_not_allowed_fallback(|| async {
+            error::ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method not allowed",
+                "this route does not take that method",
+            )
+        })
+        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    match state.store.now().await {
+        Ok(_) => axum::Json(json!({"status": "ready"})).into_response(),
+        Err(e) => error::ApiError::from(e).into_response(),
+    }
+}
+
+async fn cluster(State(state): State<AppState>) -> Response {
+    let queue_depth = match state.store.execution_next_due().await {
+        Ok(next) => json!({"next_due_at": next}),
+        Err(e) => return error::ApiError::from(e).into_response(),
+    };
+    axum::Json(json!({
+        "nodes": [{"id": state.node, "roles": state.roles}],
+        "queue": queue_depth,
+    }))
+    .into_response()
+}

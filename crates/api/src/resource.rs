@@ -1,0 +1,55 @@
+//! The JSON shapes of the job and execution resources (SPEC §2, §3).
+
+use jiff::Timestamp;
+use serde_json::{Value, json};
+use sundial_core::schedule::Schedule;
+use sundial_store::{ExecutionRecord, JobRecord};
+
+/// A job as the API shows it: its spec plus the read-only fields; with `next_fire_times`
+/// (the next five slots) when `with_upcoming`.
+pub fn job_json(job: &JobRecord, with_upcoming: bool) -> Value {
+    let mut v = serde_json::to_value(&job.spec).unwrap_or_else(|_| json!({}));
+    v["state"] = json!(job.state());
+    v["version"] = json!(job.version);
+    v["created_at"] = json!(job.created_at);
+    v["updated_at"] = json!(job.updated_at);
+    v["next_fire_at"] = json!(job.next_fire_at);
+    v["last_execution"] = json!(job.last_execution);
+    if with_upcoming {
+        let upcoming = match (job.next_slot_at, Schedule::compile(&job.spec.schedule)) {
+            (Some(next), Ok(schedule)) => {
+                let mut slots = vec![next];
+                slots.extend(schedule.upcoming(next, 4));
+                slots
+                    .into_iter()
+                    .map(|s| sundial_scheduler::fire_time(&job.uid, s, job.spec.jitter))
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
+        v["next_fire_times"] = json!(upcoming);
+    }
+    v
+}
+
+/// An execution as the API shows it at `now` (a due `scheduled` execution reads `queued`).
+pub fn execution_json(e: &ExecutionRecord, now: Timestamp) -> Value {
+    json!({
+        "id": e.id,
+        "namespace": e.namespace,
+        "job": e.job,
+        "job_version": e.job_version,
+        "trigger": e.trigger,
+        "scheduled_at": e.scheduled_at,
+        "fire_at": e.fire_at,
+        "queued_at": e.queued_at,
+        "started_at": e.started_at,
+        "finished_at": e.finished_at,
+        "state": e.state.as_of(e.fire_at, now),
+        "attempt": e.attempt,
+        "max_attempts": e.max_attempts,
+        "next_attempt_at": e.next_attempt_at,
+        "worker": e.worker,
+        "attempts": e.attempts,
+    })
+}

@@ -1,0 +1,413 @@
+//! Client commands: `job ...` and `exec ...` over the HTTP API (SPEC §6).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand, ValueEnum};
+use serde::Deserialize as _;
+use serde_json::Value;
+
+use crate::output::{print_executions, print_jobs, problem_text};
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Aligned columns for people.
+    Table,
+    /// The API's JSON.
+    Json,
+}
+
+/// Flags every client command takes.
+#[derive(Debug, Clone, Args)]
+pub struct ClientOpts {
+    /// API base URL
+    #[arg(
+        long,
+        global = true,
+        env = "SUNDIAL_SERVER",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    pub server: String,
+    /// Bearer token
+    #[arg(long, global = true, env = "SUNDIAL_TOKEN")]
+    pub token: Option<String>,
+    /// Namespace
+    #[arg(
+        short = 'n',
+        long,
+        global = true,
+        env = "SUNDIAL_NAMESPACE",
+        default_value = "default"
+    )]
+    pub namespace: String,
+    /// Output format
+    #[arg(short = 'o', long, global = true, value_enum, default_value = "table")]
+    pub output: Format,
+}
+
+/// `sundial job ...`
+#[derive(Debug, Args)]
+pub struct JobArgs {
+    #[command(subcommand)]
+    command: JobCommand,
+    #[command(flatten)]
+    opts: ClientOpts,
+}
+
+#[derive(Debug, Subcommand)]
+enum JobCommand {
+    /// Create or replace the jobs in a YAML or JSON file (one job, a list, or several YAML documents).
+    Apply {
+        /// The file; `-` reads standard input
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+    },
+    /// List the namespace's jobs.
+    List {
+        /// Only paused (true) or unpaused (false) jobs
+        #[arg(long)]
+        paused: Option<bool>,
+        /// Only jobs with this label, as key=value
+        #[arg(long)]
+        label: Option<String>,
+    },
+    /// Show one job with its next fire times.
+    Get { name: String },
+    /// Pause a job.
+    Pause { name: String },
+    /// Resume a paused job.
+    Resume { name: String },
+    /// Run a job now.
+    Trigger { name: String },
+    /// Delete a job (its history is kept).
+    Delete { name: String },
+    /// A job's executions, newest first.
+    History {
+        name: String,
+        /// Only executions in this state
+        #[arg(long)]
+        state: Option<String>,
+        /// At most this many
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
+}
+
+/// `sundial exec ...`
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    #[command(subcommand)]
+    command: ExecCommand,
+    #[command(flatten)]
+    opts: ClientOpts,
+}
+
+#[derive(Debug, Subcommand)]
+enum ExecCommand {
+    /// Show one execution with its attempts.
+    Get { id: String },
+    /// Cancel an execution that has not finished.
+    Cancel { id: String },
+    /// Re-drive a dead or failed execution.
+    Retry { id: String },
+    /// The namespace's executions, newest first (`--state dead` is the dead-letter listing).
+    List {
+        /// Only executions in this state
+        #[arg(long)]
+        state: Option<String>,
+        /// At most this many
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
+}
+
+/// A thin API client.
+pub struct Api {
+    http: reqwest::Client,
+    opts: ClientOpts,
+}
+
+impl Api {
+    /// A client for the server in `opts`.
+    pub fn new(opts: ClientOpts) -> Self {
+        Api {
+            http: reqwest::Client::new(),
+            opts,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!(
+            "{}/v1/namespaces/{}{path}",
+            self.opts.server.trim_end_matches('/'),
+            self.opts.namespace
+        )
+    }
+
+    /// Sends a request to `path` under the namespace; returns the status and the JSON body.
+    ///
+    /// # Errors
+    /// When the server cannot be reached or answers with something that is not JSON.
+    pub async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> anyhow::Result<(u16, Value)> {
+        let url = self.url(path);
+        let mut req = self.http.request(method, &url);
+        if let Some(token) = &self.opts.token {
+            req = req.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            req = req
+                .header("content-type", "application/json")
+                .body(body.to_string());
+        }
+        let resp = req.send().await.with_context(|| {
+            format!(
+                "cannot reach the Sundial API at {} (is `sundial server` running?)",
+                self.opts.server
+            )
+        })?;
+        let status = resp.status().as_u16();
+        let text = resp.text().await.context("reading the response")?;
+        let value = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        };
+        Ok((status, value))
+    }
+
+    /// Like [`Api::send`], but a 4xx/5xx answer becomes an error with the problem's text.
+    ///
+    /// # Errors
+    /// Unreachable server or an error status.
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> anyhow::Result<Value> {
+        let (status, value) = self.send(method, path, body).await?;
+        if status >= 400 {
+            bail!("{}", problem_text(&value));
+        }
+        Ok(value)
+    }
+}
+
+fn print(format: Format, value: &Value, table: impl FnOnce(&Value)) {
+    match format {
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(value).unwrap_or_default()
+        ),
+        Format::Table => table(value),
+    }
+}
+
+/// Reads one or many jobs from YAML or JSON text: a job object, a list of jobs, an object
+/// with a `jobs` list, or several YAML documents.
+///
+/// # Errors
+/// Text that is neither, naming the document.
+pub fn parse_jobs(text: &str) -> anyhow::Result<Vec<Value>> {
+    let mut docs = Vec::new();
+    if let Ok(v) = serde_json::from_str::<Value>(text) {
+        docs.push(v);
+    } else {
+        for (i, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
+            let v = Value::deserialize(doc)
+                .with_context(|| format!("document {} is not valid YAML", i + 1))?;
+            if !v.is_null() {
+                docs.push(v);
+            }
+        }
+    }
+    let mut jobs = Vec::new();
+    for doc in docs {
+        match doc {
+            Value::Array(items) => jobs.extend(items),
+            Value::Object(mut obj) if obj.get("jobs").is_some_and(Value::is_array) => {
+                if let Some(Value::Array(items)) = obj.remove("jobs") {
+                    jobs.extend(items);
+                }
+            }
+            other => jobs.push(other),
+        }
+    }
+    if jobs.is_empty() {
+        bail!("the file holds no job");
+    }
+    Ok(jobs)
+}
+
+/// `sundial job ...`
+pub async fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
+    let format = args.opts.output;
+    let api = Api::new(args.opts.clone());
+    use reqwest::Method;
+    match args.command {
+        JobCommand::Apply { file } => {
+            let text = if file.as_os_str() == "-" {
+                std::io::read_to_string(std::io::stdin()).context("reading standard input")?
+            } else {
+                std::fs::read_to_string(&file)
+                    .with_context(|| format!("-f: cannot read {}", file.display()))?
+            };
+            return apply(&api, &text).await;
+        }
+        JobCommand::List { paused, label } => {
+            let mut query = vec!["limit=1000".to_owned()];
+            if let Some(p) = paused {
+                query.push(format!("paused={p}"));
+            }
+            if let Some(l) = label {
+                query.push(format!("label={l}"));
+            }
+            let v = api
+                .call(Method::GET, &format!("/jobs?{}", query.join("&")), None)
+                .await?;
+            print(format, &v, |v| {
+                print_jobs(v["items"].as_array().map_or(&[][..], Vec::as_slice))
+            });
+        }
+        JobCommand::Get { name } => {
+            let v = api
+                .call(Method::GET, &format!("/jobs/{name}"), None)
+                .await?;
+            print(format, &v, |v| {
+                println!("{}", serde_yaml_ng::to_string(v).unwrap_or_default())
+            });
+        }
+        JobCommand::Pause { name } => {
+            let v = api
+                .call(Method::POST, &format!("/jobs/{name}/pause"), None)
+                .await?;
+            print(format, &v, |v| {
+                println!("job {name} {}", v["state"].as_str().unwrap_or("?"))
+            });
+        }
+        JobCommand::Resume { name } => {
+            let v = api
+                .call(Method::POST, &format!("/jobs/{name}/resume"), None)
+                .await?;
+            print(format, &v, |v| {
+                println!(
+                    "job {name} {}; next fire at {}",
+                    v["state"].as_str().unwrap_or("?"),
+                    v["next_fire_at"].as_str().unwrap_or("-")
+                )
+            });
+        }
+        JobCommand::Trigger { name } => {
+            let v = api
+                .call(Method::POST, &format!("/jobs/{name}/trigger"), None)
+                .await?;
+            print(format, &v, |v| {
+                println!("execution {} queued", v["id"].as_str().unwrap_or("?"))
+            });
+        }
+        JobCommand::Delete { name } => {
+            api.call(Method::DELETE, &format!("/jobs/{name}"), None)
+                .await?;
+            if format == Format::Table {
+                println!("job {name} deleted");
+            }
+        }
+        JobCommand::History { name, state, limit } => {
+            let mut path = format!("/jobs/{name}/executions?limit={limit}");
+            if let Some(s) = state {
+                path.push_str(&format!("&state={s}"));
+            }
+            let v = api.call(Method::GET, &path, None).await?;
+            print(format, &v, |v| {
+                print_executions(v["items"].as_array().map_or(&[][..], Vec::as_slice))
+            });
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Applies every job of a file with PUT; reports each; fails if any was rejected.
+async fn apply(api: &Api, text: &str) -> anyhow::Result<ExitCode> {
+    let jobs = parse_jobs(text)?;
+    let mut failed = 0;
+    for (i, job) in jobs.iter().enumerate() {
+        let name = job.get("name").and_then(Value::as_str);
+        let ns = job
+            .get("namespace")
+            .and_then(Value::as_str)
+            .unwrap_or(&api.opts.namespace);
+        let Some(name) = name else {
+            eprintln!("job #{}: name: is required", i + 1);
+            failed += 1;
+            continue;
+        };
+        let scoped = Api::new(ClientOpts {
+            namespace: ns.to_owned(),
+            ..api.opts.clone()
+        });
+        let (status, v) = scoped
+            .send(reqwest::Method::PUT, &format!("/jobs/{name}"), Some(job))
+            .await?;
+        match status {
+            200 | 201 => {
+                let verb = if status == 201 {
+                    "created"
+                } else {
+                    "configured"
+                };
+                println!(
+                    "job {ns}/{name} {verb} (version {}, next fire at {})",
+                    v["version"],
+                    v["next_fire_at"].as_str().unwrap_or("-")
+                );
+            }
+            _ => {
+                eprintln!("job {ns}/{name} rejected: {}", problem_text(&v));
+                failed += 1;
+            }
+        }
+    }
+    if failed > 0 {
+        bail!("{failed} of {} jobs rejected", jobs.len());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sundial exec ...`
+pub async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
+    let format = args.opts.output;
+    let api = Api::new(args.opts);
+    use reqwest::Method;
+    let (method, path) = match &args.command {
+        ExecCommand::Get { id } => (Method::GET, format!("/executions/{id}")),
+        ExecCommand::Cancel { id } => (Method::POST, format!("/executions/{id}/cancel")),
+        ExecCommand::Retry { id } => (Method::POST, format!("/executions/{id}/retry")),
+        ExecCommand::List { state, limit } => {
+            let mut path = format!("/executions?limit={limit}");
+            if let Some(s) = state {
+                path.push_str(&format!("&state={s}"));
+            }
+            let v = api.call(Method::GET, &path, None).await?;
+            print(format, &v, |v| {
+                print_executions(v["items"].as_array().map_or(&[][..], Vec::as_slice))
+            });
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
+    let v = api.call(method, &path, None).await?;
+    print(format, &v, |v| {
+        print_executions(std::slice::from_ref(v));
+        if let Some(attempts) = v["attempts"].as_array().filter(|a| !a.is_empty()) {
+            println!();
+            crate::output::print_attempts(attempts);
+        }
+    });
+    Ok(ExitCode::SUCCESS)
+}

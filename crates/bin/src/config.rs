@@ -1,0 +1,191 @@
+//! Server configuration: flags, then `SUNDIAL_*` environment variables, then the TOML file
+//! given with `--config` (SPEC §6), then defaults.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use serde::Deserialize;
+
+/// Every role a process can run.
+pub const ROLES: [&str; 3] = ["api", "scheduler", "worker"];
+
+/// `sundial server` flags.
+#[derive(Debug, Clone, Args)]
+pub struct ServerArgs {
+    /// Roles to run, comma-separated: api, scheduler, worker [default: all]
+    #[arg(long, env = "SUNDIAL_ROLES", value_delimiter = ',')]
+    pub roles: Option<Vec<String>>,
+    /// Store URL: sqlite://PATH (embedded) or postgres://... (shared) [default: sqlite://sundial.db]
+    #[arg(long, env = "SUNDIAL_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Address the API listens on [default: 127.0.0.1:8080]
+    #[arg(long, env = "SUNDIAL_LISTEN")]
+    pub listen: Option<String>,
+    /// This node's id [default: the host name and process id]
+    #[arg(long, env = "SUNDIAL_NODE_ID")]
+    pub node_id: Option<String>,
+    /// TOML configuration file
+    #[arg(long, env = "SUNDIAL_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+/// `sundial migrate` flags.
+#[derive(Debug, Clone, Args)]
+pub struct MigrateArgs {
+    /// Store URL [default: sqlite://sundial.db]
+    #[arg(long, env = "SUNDIAL_DATABASE_URL")]
+    pub database_url: Option<String>,
+}
+
+/// The configuration file's shape (SPEC §6).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    database_url: Option<String>,
+    listen: Option<String>,
+    node_id: Option<String>,
+    roles: Option<Vec<String>>,
+    #[serde(default)]
+    connections: BTreeMap<String, ConnectionConfig>,
+    #[serde(default)]
+    namespaces: BTreeMap<String, toml::Table>,
+    #[serde(default)]
+    tokens: Vec<toml::Table>,
+    #[serde(default)]
+    http_targets: Option<toml::Table>,
+}
+
+/// A named connection: a broker or container engine jobs may use.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectionConfig {
+    /// `nats`, `amqp`, `redis` or `container`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Where it is.
+    pub url: String,
+}
+
+/// The resolved server configuration.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Roles to run.
+    pub roles: Vec<String>,
+    /// Store URL.
+    pub database_url: String,
+    /// API address.
+    pub listen: SocketAddr,
+    /// Node id.
+    pub node_id: String,
+    /// Named connections.
+    pub connections: BTreeMap<String, ConnectionConfig>,
+}
+
+/// The default store URL.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://sundial.db";
+
+impl ServerConfig {
+    /// Resolves flags and environment over the file over defaults, and validates the result.
+    ///
+    /// # Errors
+    /// An unreadable or malformed file, an unknown role, an unparsable listen address, or a
+    /// connection of unknown type or with a URL of the wrong scheme — each named.
+    pub fn resolve(args: ServerArgs) -> anyhow::Result<Self> {
+        let file = match &args.config {
+            Some(path) => read_file(path)?,
+            None => FileConfig::default(),
+        };
+        let roles = args
+            .roles
+            .or(file.roles)
+            .unwrap_or_else(|| ROLES.map(String::from).to_vec());
+        let mut roles: Vec<String> = roles
+            .iter()
+            .map(|r| r.trim().to_ascii_lowercase())
+            .filter(|r| !r.is_empty())
+            .collect();
+        roles.sort();
+        roles.dedup();
+        if roles.is_empty() {
+            bail!("--roles: name at least one of {}", ROLES.join(", "));
+        }
+        for role in &roles {
+            if !ROLES.contains(&role.as_str()) {
+                bail!("--roles: '{role}' is not one of {}", ROLES.join(", "));
+            }
+        }
+        let listen_text = args
+            .listen
+            .or(file.listen)
+            .unwrap_or_else(|| "127.0.0.1:8080".into());
+        let listen: SocketAddr = listen_text.parse().with_context(|| {
+            format!("--listen: '{listen_text}' is not an address like 127.0.0.1:8080")
+        })?;
+        if !listen.ip().is_loopback() {
+            bail!(
+                "--listen: {listen} is not a loopback address; without API tokens configured the server only listens on loopback (SPEC §4)"
+            );
+        }
+        for (name, c) in &file.connections {
+            let scheme_ok = match c.kind.as_str() {
+                "nats" => c.url.starts_with("nats://") || c.url.starts_with("tls://"),
+                "amqp" => c.url.starts_with("amqp://") || c.url.starts_with("amqps://"),
+                "redis" => c.url.starts_with("redis://") || c.url.starts_with("rediss://"),
+                "container" => {
+                    c.url.starts_with("unix://")
+                        || c.url.starts_with("http://")
+                        || c.url.starts_with("tcp://")
+                }
+                other => bail!(
+                    "connections.{name}.type: '{other}' is not one of nats, amqp, redis, container"
+                ),
+            };
+            if !scheme_ok {
+                bail!(
+                    "connections.{name}.url: '{}' is not a {} URL",
+                    c.url,
+                    c.kind
+                );
+            }
+        }
+        let _ = (&file.namespaces, &file.tokens, &file.http_targets);
+        Ok(ServerConfig {
+            roles,
+            database_url: args
+                .database_url
+                .or(file.database_url)
+                .unwrap_or_else(|| DEFAULT_DATABASE_URL.into()),
+            listen,
+            node_id: args
+                .node_id
+                .or(file.node_id)
+                .unwrap_or_else(default_node_id),
+            connections: file.connections,
+        })
+    }
+
+    /// True when this process runs `role`.
+    pub fn has(&self, role: &str) -> bool {
+        self.roles.iter().any(|r| r == role)
+    }
+}
+
+fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--config: cannot read {}", path.display()))?;
+    toml::from_str(&text)
+        .with_context(|| format!("--config: {} is not a valid configuration", path.display()))
+}
+
+/// `<host name>-<pid>`.
+fn default_node_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "node".into());
+    format!("{host}-{}", std::process::id())
+}

@@ -1,0 +1,83 @@
+//! `sundial cron next|explain`: the cron engine from the command line.
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use sundial_cron::Cron;
+
+/// `sundial cron ...`
+#[derive(Debug, Args)]
+pub struct CronArgs {
+    #[command(subcommand)]
+    command: CronCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum CronCommand {
+    /// Print the next fire times, one RFC 3339 instant per line with the zone's offset.
+    Next {
+        /// IANA time zone
+        #[arg(long, default_value = "UTC")]
+        tz: String,
+        /// Start strictly after this RFC 3339 instant [default: now]
+        #[arg(long)]
+        from: Option<String>,
+        /// How many
+        #[arg(long, default_value_t = 5)]
+        count: usize,
+        /// The expression (put it after `--`)
+        #[arg(required = true, num_args = 1..)]
+        expr: Vec<String>,
+    },
+    /// Describe an expression in words.
+    Explain {
+        /// The expression
+        #[arg(required = true, num_args = 1..)]
+        expr: Vec<String>,
+    },
+}
+
+fn fail(message: String) -> ExitCode {
+    eprintln!("sundial: {message}");
+    ExitCode::from(2)
+}
+
+/// Runs the command; exit 2 with one line on stderr for bad input.
+pub fn run(args: CronArgs) -> ExitCode {
+    match args.command {
+        CronCommand::Next {
+            tz,
+            from,
+            count,
+            expr,
+        } => {
+            let cron = match Cron::parse(&expr.join(" ")) {
+                Ok(c) => c,
+                Err(e) => return fail(format!("invalid cron expression: {e}")),
+            };
+            let Ok(zone) = TimeZone::get(&tz) else {
+                return fail(format!("--tz: '{tz}' is not a known IANA time zone"));
+            };
+            let from = match from {
+                None => Timestamp::now(),
+                Some(text) => match text.parse::<Timestamp>() {
+                    Ok(t) => t,
+                    Err(_) => return fail(format!("--from: '{text}' is not an RFC 3339 instant")),
+                },
+            };
+            for z in cron.iter_after(from, &zone).take(count) {
+                println!("{}", z.strftime("%Y-%m-%dT%H:%M:%S%:z"));
+            }
+            ExitCode::SUCCESS
+        }
+        CronCommand::Explain { expr } => match Cron::parse(&expr.join(" ")) {
+            Ok(c) => {
+                println!("{}", c.describe());
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(format!("invalid cron expression: {e}")),
+        },
+    }
+}

@@ -1,0 +1,61 @@
+//! `sundial`: the one binary. Server roles (`server`, `migrate`), client commands (`job`,
+//! `exec`), tools (`cron`, `demo`). See SPEC §6 for the command line contract.
+//!
+//! Exit codes: 0 success; 1 a failure (server error, rejected request, unreachable server);
+//! 2 bad usage or an invalid cron expression.
+
+mod client;
+mod config;
+mod cron_cmd;
+mod demo;
+mod output;
+mod server;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Sundial: a distributed job scheduler — cron at scale.
+#[derive(Debug, Parser)]
+#[command(name = "sundial", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the server roles (api, scheduler, worker) in this process.
+    Server(config::ServerArgs),
+    /// Apply the store's schema migrations and exit.
+    Migrate(config::MigrateArgs),
+    /// Manage jobs through the API.
+    Job(client::JobArgs),
+    /// Inspect and steer executions through the API.
+    Exec(client::ExecArgs),
+    /// Evaluate and explain cron expressions.
+    Cron(cron_cmd::CronArgs),
+    /// Start a server on an embedded store with a local HTTP receiver, apply
+    /// examples/jobs.yaml, and print each execution as it completes.
+    Demo(demo::DemoArgs),
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Server(args) => server::run(args).await,
+        Command::Migrate(args) => server::migrate(args).await,
+        Command::Job(args) => client::job(args).await,
+        Command::Exec(args) => client::exec(args).await,
+        Command::Cron(args) => return cron_cmd::run(args),
+        Command::Demo(args) => demo::run(args).await,
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("sundial: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! Tables for people: jobs, executions, attempts; and problem documents as one line.
+
+use serde_json::Value;
+
+fn cell(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn table(headers: &[&str], rows: Vec<Vec<String>>) {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        println!("{}", padded.join("  ").trim_end());
+    };
+    line(headers.iter().map(|h| h.to_string()).collect());
+    for row in rows {
+        line(row);
+    }
+}
+
+/// Prints jobs as NAME, SCHEDULE, STATE, NEXT FIRE, LAST.
+pub fn print_jobs(items: &[Value]) {
+    let rows = items
+        .iter()
+        .map(|j| {
+            let s = &j["schedule"];
+            let schedule = if let Some(c) = s["cron"].as_str() {
+                format!("cron {c} ({})", s["timezone"].as_str().unwrap_or("UTC"))
+            } else if let Some(e) = s["every"].as_str() {
+                format!("every {e}")
+            } else {
+                format!("at {}", cell(&s["at"]))
+            };
+            vec![
+                cell(&j["name"]),
+                schedule,
+                cell(&j["state"]),
+                cell(&j["next_fire_at"]),
+                cell(&j["last_execution"]["state"]),
+            ]
+        })
+        .collect();
+    table(&["NAME", "SCHEDULE", "STATE", "NEXT FIRE", "LAST"], rows);
+}
+
+/// Prints executions as ID, JOB, TRIGGER, SCHEDULED, STATE, ATTEMPT.
+pub fn print_executions(items: &[Value]) {
+    let rows = items
+        .iter()
+        .map(|e| {
+            vec![
+                cell(&e["id"]),
+                cell(&e["job"]),
+                cell(&e["trigger"]),
+                cell(&e["scheduled_at"]),
+                cell(&e["state"]),
+                format!("{}/{}", cell(&e["attempt"]), cell(&e["max_attempts"])),
+            ]
+        })
+        .collect();
+    table(
+        &["ID", "JOB", "TRIGGER", "SCHEDULED", "STATE", "ATTEMPT"],
+        rows,
+    );
+}
+
+/// Prints attempts as ATTEMPT, WORKER, STARTED, OUTCOME, STATUS, MS, ERROR.
+pub fn print_attempts(items: &[Value]) {
+    let rows = items
+        .iter()
+        .map(|a| {
+            vec![
+                cell(&a["attempt"]),
+                cell(&a["worker"]),
+                cell(&a["started_at"]),
+                cell(&a["outcome"]),
+                cell(&a["status_code"]),
+                cell(&a["duration_ms"]),
+                cell(&a["error"]),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "ATTEMPT", "WORKER", "STARTED", "OUTCOME", "STATUS", "MS", "ERROR",
+        ],
+        rows,
+    );
+}
+
+/// A problem document as one line: the detail, then each field error.
+pub fn problem_text(v: &Value) -> String {
+    let Some(detail) = v["detail"].as_str() else {
+        return cell(v);
+    };
+    let fields: Vec<String> = v["errors"]
+        .as_array()
+        .map(|errs| {
+            errs.iter()
+                .map(|e| format!("{}: {}", cell(&e["field"]), cell(&e["message"])))
+                .collect()
+        })
+        .unwrap_or_default();
+    if fields.len() > 1 {
+        format!("{detail}\n  {}", fields.join("\n  "))
+    } else {
+        detail.to_owned()
+    }
+}

@@ -1,0 +1,206 @@
+//! Wiring: opens the store named by the URL and starts the roles this process runs.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use sundial_api::{AppState, router};
+use sundial_clock::{Clock, SystemClock};
+use sundial_scheduler::{Scheduler, SchedulerConfig};
+use sundial_store::Store;
+use sundial_store_sqlite::SqliteStore;
+use sundial_target::Targets;
+use sundial_worker::{Worker, WorkerConfig};
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinSet;
+
+use crate::config::{DEFAULT_DATABASE_URL, MigrateArgs, ServerArgs, ServerConfig};
+
+/// Opens the store for a URL: `sqlite:` → embedded.
+///
+/// # Errors
+/// An unsupported scheme, or a store that cannot be opened or migrated.
+pub async fn open_store(url: &str, clock: Arc<dyn Clock>) -> anyhow::Result<Arc<dyn Store>> {
+    if url.starts_with("sqlite:") {
+        let store = SqliteStore::open(url, clock)
+            .await
+            .with_context(|| format!("--database-url: cannot open {url}"))?;
+        Ok(Arc::new(store))
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        bail!(
+            "--database-url: the PostgreSQL store is not part of this build yet; use sqlite://PATH"
+        )
+    } else {
+        bail!("--database-url: '{url}' must start with sqlite:// or postgres://")
+    }
+}
+
+/// A started server: its API address and the switch that stops it.
+pub struct Running {
+    /// Where the API listens (when the api role runs).
+    pub addr: Option<std::net::SocketAddr>,
+    shutdown: watch::Sender<bool>,
+    tasks: JoinSet<anyhow::Result<()>>,
+}
+
+impl Running {
+    /// Stops every role and waits for them.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        self.shutdown.send_replace(true);
+        while let Some(r) = self.tasks.join_next().await {
+            r.context("a role panicked")??;
+        }
+        Ok(())
+    }
+
+    /// Waits until a role fails or a shutdown signal arrives, then stops the rest.
+    pub async fn wait(mut self) -> anyhow::Result<()> {
+        let failed = tokio::select! {
+            r = self.tasks.join_next() => match r {
+                Some(Ok(Ok(()))) | None => None,
+                Some(Ok(Err(e))) => Some(e),
+                Some(Err(e)) => Some(anyhow::anyhow!("a role panicked: {e}")),
+            },
+            _ = shutdown_signal() => {
+                tracing::info!("shutting down");
+                None
+            }
+        };
+        self.stop().await?;
+        failed.map_or(Ok(()), Err)
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+/// Starts the configured roles.
+///
+/// # Errors
+/// A store that cannot be opened, a scheduler refused the store, a listen address in use.
+pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let store = open_store(&config.database_url, clock.clone()).await?;
+    let (shutdown, rx) = watch::channel(false);
+    let mut tasks = JoinSet::new();
+    let worker_wake = Arc::new(Notify::new());
+    let mut scheduler_wake = Arc::new(Notify::new());
+
+    if config.has("scheduler") {
+        let mut scheduler = Scheduler::new(
+            store.clone(),
+            clock.clone(),
+            SchedulerConfig::new(&config.node_id),
+            worker_wake.clone(),
+        );
+        scheduler
+            .acquire()
+            .await
+            .context("cannot start the scheduler")?;
+        scheduler_wake = scheduler.waker();
+        let rx = rx.clone();
+        tasks.spawn(async move { scheduler.run(rx).await.context("scheduler stopped") });
+    }
+    if config.has("worker") {
+        let targets = Targets::new().context("cannot build the HTTP client")?;
+        let worker = Worker::new(
+            store.clone(),
+            clock.clone(),
+            Arc::new(targets),
+            WorkerConfig::new(&config.node_id),
+            worker_wake.clone(),
+        );
+        let rx = rx.clone();
+        tasks.spawn(async move {
+            worker.run(rx).await;
+            Ok(())
+        });
+    }
+    let mut addr = None;
+    if config.has("api") {
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("--listen: cannot listen on {}", config.listen))?;
+        addr = Some(listener.local_addr()?);
+        let state = AppState {
+            store: store.clone(),
+            scheduler_wake,
+            worker_wake,
+            connections: config
+                .connections
+                .iter()
+                .map(|(n, c)| (n.clone(), c.kind.clone()))
+                .collect(),
+            node: config.node_id.clone(),
+            roles: config.roles.clone(),
+        };
+        let mut rx = rx.clone();
+        tasks.spawn(async move {
+            axum::serve(listener, router(state))
+                .with_graceful_shutdown(async move {
+                    let _ = rx.wait_for(|stop| *stop).await;
+                })
+                .await
+                .context("API server failed")
+        });
+    }
+    tracing::info!(node = %config.node_id, roles = ?config.roles, store = %config.database_url, api = ?addr, "sundial started");
+    Ok(Running {
+        addr,
+        shutdown,
+        tasks,
+    })
+}
+
+/// `sundial server`.
+pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
+    init_tracing();
+    let config = ServerConfig::resolve(args)?;
+    let running = start(&config).await?;
+    if let Some(addr) = running.addr {
+        eprintln!(
+            "sundial: API on http://{addr} (store {})",
+            config.database_url
+        );
+    }
+    running.wait().await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sundial migrate`.
+pub async fn migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
+    let url = args
+        .database_url
+        .unwrap_or_else(|| DEFAULT_DATABASE_URL.into());
+    open_store(&url, Arc::new(SystemClock)).await?;
+    println!("migrations applied to {url}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Logs to stderr; `RUST_LOG` overrides the default `info` filter.
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,tower_http=warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

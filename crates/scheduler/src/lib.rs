@@ -1,0 +1,332 @@
+//! The scheduler role: turns due slots into executions, ahead of their fire time
+//! (DESIGN.md decision 4, "trigger ahead, run on the dot").
+//!
+//! Each pass: renew the shard leases (every third of their TTL), read the jobs of the held
+//! shards whose next fire time is within the lookahead, plan each one's executions
+//! ([`sundial_core::plan`], misfire policies included) and commit them in batches, fenced by
+//! the shard epochs read. Then sleep until the next pass (at most one second), or until
+//! [`Scheduler::waker`] is notified that a job changed.
+//!
+//! Invariants:
+//! - Nothing is triggered for a shard without a live lease; a commit whose epoch went stale
+//!   writes nothing ([`sundial_store::Error::StaleFence`]) and the leases are re-read.
+//! - A slot's execution is inserted once: the store's unique (job, slot) index makes a repeated
+//!   commit (after a crash between commit and acknowledgement) a no-op.
+//! - Memory holds one batch of due jobs at a time, never the stored jobs.
+
+#![warn(missing_docs)]
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use sundial_clock::Clock;
+use sundial_core::Dur;
+use sundial_core::execution::Trigger;
+use sundial_core::plan::{JobTiming, Plan, plan};
+use sundial_core::schedule::Schedule;
+use sundial_store::{
+    DueJob, Error as StoreError, JobTrigger, NewExecution, RunSpec, ShardLease, ShardLeaseRequest,
+    Store, TriggerCommit, TriggerListDue,
+};
+use tokio::sync::{Notify, watch};
+
+/// Scheduler settings.
+#[derive(Debug, Clone)]
+pub struct SchedulerConfig {
+    /// This node's id (shard lease owner).
+    pub node: String,
+    /// How far ahead of their fire time slots are triggered. Default `5s`.
+    pub lookahead: Dur,
+    /// Longest sleep between passes. Default `1s`.
+    pub tick: Dur,
+    /// Shard lease time to live; renewed every third of it. Default `10s`.
+    pub lease_ttl: Dur,
+    /// Jobs per trigger transaction. Default 500.
+    pub batch: u32,
+}
+
+impl SchedulerConfig {
+    /// The defaults for a node id.
+    pub fn new(node: impl Into<String>) -> Self {
+        SchedulerConfig {
+            node: node.into(),
+            lookahead: Dur::from_secs(5),
+            tick: Dur::from_secs(1),
+            lease_ttl: Dur::from_secs(10),
+            batch: 500,
+        }
+    }
+}
+
+/// Why the scheduler stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The store refused this node the shards (another scheduler holds them).
+    #[error(transparent)]
+    InUse(StoreError),
+}
+
+/// What one pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PassReport {
+    /// Due jobs read.
+    pub jobs: u32,
+    /// Executions inserted (including `missed` records).
+    pub executions: u32,
+    /// Misfired slots dropped beyond the record bound.
+    pub dropped: u64,
+}
+
+/// The scheduler role.
+#[derive(Debug)]
+pub struct Scheduler {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    config: SchedulerConfig,
+    leases: Vec<ShardLease>,
+    leases_renewed_at: Option<Timestamp>,
+    waker: Arc<Notify>,
+    triggered: Arc<Notify>,
+}
+
+impl Scheduler {
+    /// A scheduler over a store. `triggered` is notified after each commit that inserted
+    /// executions (an in-process worker waits on it).
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        config: SchedulerConfig,
+        triggered: Arc<Notify>,
+    ) -> Self {
+        Scheduler {
+            store,
+            clock,
+            config,
+            leases: Vec::new(),
+            leases_renewed_at: None,
+            waker: Arc::new(Notify::new()),
+            triggered,
+        }
+    }
+
+    /// Notify this to run a pass at once (a job was created or changed).
+    pub fn waker(&self) -> Arc<Notify> {
+        self.waker.clone()
+    }
+
+    /// The shards held after the last renewal.
+    pub fn leases(&self) -> &[ShardLease] {
+        &self.leases
+    }
+
+    /// Takes the shard leases; call once before [`Scheduler::run`] to fail fast.
+    ///
+    /// # Errors
+    /// [`Error::InUse`] when another scheduler holds the store; other store errors are
+    /// retried by the loop and returned here only as `Ok` with no shards.
+    pub async fn acquire(&mut self) -> Result<(), Error> {
+        match self.renew_leases().await {
+            Err(e @ StoreError::InUse(_)) => Err(Error::InUse(e)),
+            Err(e) => {
+                tracing::warn!(error = %e, "shard lease renewal failed; retrying");
+                Ok(())
+            }
+            Ok(()) => Ok(()),
+        }
+    }
+
+    /// Runs passes until `shutdown` turns true, then releases the leases.
+    ///
+    /// # Errors
+    /// [`Error::InUse`] if another scheduler takes the store.
+    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) -> Result<(), Error> {
+        loop {
+            if *shutdown.borrow() {
+                break;
+            }
+            let more = match self.pass().await {
+                Ok(report) => report.jobs >= self.config.batch,
+                Err(StoreError::InUse(e)) => return Err(Error::InUse(StoreError::InUse(e))),
+                Err(e) => {
+                    tracing::warn!(error = %e, "trigger pass failed");
+                    false
+                }
+            };
+            if more {
+                continue;
+            }
+            let deadline = self.clock.now() + self.config.tick.as_signed();
+            tokio::select! {
+                _ = self.clock.sleep_until(deadline) => {}
+                _ = self.waker.notified() => {}
+                _ = shutdown.changed() => {}
+            }
+        }
+        if let Err(e) = self.store.shard_lease_release(&self.config.node).await {
+            tracing::warn!(error = %e, "releasing shard leases failed");
+        }
+        Ok(())
+    }
+
+    async fn renew_leases(&mut self) -> Result<(), StoreError> {
+        let request = ShardLeaseRequest {
+            node: self.config.node.clone(),
+            ttl: self.config.lease_ttl,
+        };
+        match self.store.shard_lease_renew(&request).await {
+            Ok(leases) => {
+                self.leases = leases;
+                self.leases_renewed_at = Some(self.clock.now());
+                Ok(())
+            }
+            Err(e) => {
+                self.leases.clear();
+                Err(e)
+            }
+        }
+    }
+
+    /// One pass: renew leases when a third of their TTL has passed, then trigger every due job
+    /// of the held shards, in batches.
+    ///
+    /// # Errors
+    /// A store error; a stale fence clears the leases so the next pass re-reads them.
+    pub async fn pass(&mut self) -> Result<PassReport, StoreError> {
+        let now = self.store.now().await?;
+        let renew_after = self.config.lease_ttl.as_signed() / 3;
+        if self
+            .leases_renewed_at
+            .is_none_or(|at| now - renew_after >= at)
+            || self.leases.is_empty()
+        {
+            self.renew_leases().await?;
+        }
+        let mut report = PassReport::default();
+        if self.leases.is_empty() {
+            return Ok(report);
+        }
+        let horizon = now + self.config.lookahead.as_signed();
+        let due = self
+            .store
+            .trigger_list_due(&TriggerListDue {
+                shards: self.leases.iter().map(|l| l.shard).collect(),
+                horizon,
+                limit: self.config.batch,
+            })
+            .await?;
+        report.jobs = u32::try_from(due.len()).unwrap_or(u32::MAX);
+        if due.is_empty() {
+            return Ok(report);
+        }
+        let mut jobs = Vec::with_capacity(due.len());
+        for job in &due {
+            let (trigger, dropped) = self.job_trigger(job, now, horizon);
+            report.dropped += dropped;
+            jobs.push(trigger);
+        }
+        let commit = TriggerCommit {
+            node: self.config.node.clone(),
+            leases: self.leases.clone(),
+            jobs,
+        };
+        match self.store.trigger_commit(&commit).await {
+            Ok(done) => {
+                report.executions = done.executions_inserted;
+                if done.executions_inserted > 0 {
+                    self.triggered.notify_one();
+                }
+                Ok(report)
+            }
+            Err(e @ StoreError::StaleFence(_)) => {
+                tracing::warn!(error = %e, "shard lease lost; re-reading leases");
+                self.leases.clear();
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Plans one due job. A job whose stored schedule no longer compiles (it was valid when
+    /// written) is completed rather than retried forever.
+    fn job_trigger(&self, job: &DueJob, now: Timestamp, horizon: Timestamp) -> (JobTrigger, u64) {
+        let spec = &job.spec;
+        let planned = match Schedule::compile(&spec.schedule) {
+            Ok(schedule) => {
+                let timing = JobTiming {
+                    uid: &job.uid,
+                    jitter: spec.jitter,
+                    misfire_policy: spec.misfire_policy,
+                    misfire_threshold: spec.misfire_threshold,
+                };
+                plan(&schedule, timing, job.next_slot_at, now, horizon)
+            }
+            Err(e) => {
+                tracing::error!(job = %spec.name, namespace = %spec.namespace, error = %e,
+                    "stored schedule does not compile; completing the job");
+                Plan {
+                    executions: Vec::new(),
+                    next_slot: None,
+                    dropped: 0,
+                }
+            }
+        };
+        if planned.dropped > 0 {
+            tracing::warn!(job = %spec.name, namespace = %spec.namespace, dropped = planned.dropped,
+                "misfire episode longer than the record bound");
+        }
+        let run = RunSpec::of(spec);
+        let executions = planned
+            .executions
+            .into_iter()
+            .map(|e| NewExecution {
+                id: uuid::Uuid::now_v7().to_string(),
+                namespace: spec.namespace.clone(),
+                job: spec.name.clone(),
+                job_uid: job.uid.clone(),
+                job_version: job.version,
+                shard: job.shard,
+                trigger: e.trigger,
+                scheduled_at: e.scheduled_at,
+                fire_at: e.fire_at,
+                state: e.state,
+                run: run.clone(),
+            })
+            .collect();
+        let trigger = JobTrigger {
+            namespace: spec.namespace.clone(),
+            name: spec.name.clone(),
+            uid: job.uid.clone(),
+            shard: job.shard,
+            version: job.version,
+            expected_next_slot: job.next_slot_at,
+            next_slot_at: planned.next_slot,
+            next_fire_at: planned
+                .next_slot
+                .map(|slot| fire_time(&job.uid, slot, spec.jitter)),
+            executions,
+        };
+        (trigger, planned.dropped)
+    }
+}
+
+/// A manual run of a job (`POST .../trigger`): queued at once, outside the schedule.
+pub fn manual_execution(job: &sundial_store::JobRecord, now: Timestamp) -> NewExecution {
+    NewExecution {
+        id: uuid::Uuid::now_v7().to_string(),
+        namespace: job.spec.namespace.clone(),
+        job: job.spec.name.clone(),
+        job_uid: job.uid.clone(),
+        job_version: job.version,
+        shard: job.shard,
+        trigger: Trigger::Manual,
+        scheduled_at: now,
+        fire_at: now,
+        state: sundial_core::execution::ExecutionState::Queued,
+        run: RunSpec::of(&job.spec),
+    }
+}
+
+/// The fire time of a slot of a job: the slot plus the job's deterministic jitter.
+pub fn fire_time(uid: &str, slot: Timestamp, jitter: Dur) -> Timestamp {
+    slot + sundial_core::hash::jitter_offset(uid, slot, jitter).as_signed()
+}

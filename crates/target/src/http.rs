@@ -1,0 +1,207 @@
+//! The HTTP target (SPEC §2): one request per attempt, idempotency headers, classified status.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use jiff::Timestamp;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use sundial_core::Dur;
+use sundial_core::job::TargetSpec;
+
+use crate::{Delivery, Error, Outcome, Target};
+
+/// How a response status counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusClass {
+    /// The attempt succeeded.
+    Success,
+    /// Retry: 408 Request Timeout, 425 Too Early, 429 Too Many Requests, any 5xx.
+    Transient,
+    /// Do not retry: every other status.
+    Permanent,
+}
+
+/// Classifies an HTTP status. `success_codes`, when not empty, replaces "any 2xx" as success.
+pub fn classify_http_status(status: u16, success_codes: &[u16]) -> StatusClass {
+    let success = if success_codes.is_empty() {
+        (200..300).contains(&status)
+    } else {
+        success_codes.contains(&status)
+    };
+    match status {
+        _ if success => StatusClass::Success,
+        408 | 425 | 429 | 500..=599 => StatusClass::Transient,
+        _ => StatusClass::Permanent,
+    }
+}
+
+/// The HTTP target: a shared connection pool; redirects are not followed (a 3xx is the
+/// receiver's answer, and following it could leave the configured host).
+#[derive(Debug, Clone)]
+pub struct HttpTarget {
+    client: reqwest::Client,
+}
+
+impl HttpTarget {
+    /// A target with its own client.
+    ///
+    /// # Errors
+    /// When the TLS backend cannot be initialised.
+    pub fn new() -> Result<Self, reqwest::Error> {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(Duration::from_secs(10))
+            .pool_idle_timeout(Duration::from_secs(30))
+            .user_agent(concat!("sundial/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        Ok(HttpTarget { client })
+    }
+}
+
+#[async_trait]
+impl Target for HttpTarget {
+    async fn dispatch(&self, d: &Delivery<'_>) -> Result<Outcome, Error> {
+        let TargetSpec::Http(spec) = d.target else {
+            return Err(Error::Permanent {
+                status_code: None,
+                message: format!("not an http target: {}", d.target.kind()),
+            });
+        };
+        let permanent = |message: String| Error::Permanent {
+            status_code: None,
+            message,
+        };
+        let method = reqwest::Method::from_bytes(spec.method.as_bytes())
+            .map_err(|_| permanent(format!("bad method {}", spec.method)))?;
+        let mut headers = HeaderMap::new();
+        for (k, v) in &spec.headers {
+            let name = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| permanent(format!("bad header name {k}")))?;
+            let value = HeaderValue::from_str(v)
+                .map_err(|_| permanent(format!("bad value for header {k}")))?;
+            headers.insert(name, value);
+        }
+        let id = HeaderValue::from_str(d.execution_id)
+            .map_err(|_| permanent("bad execution id".into()))?;
+        headers.insert("idempotency-key", id.clone());
+        headers.insert("sundial-execution-id", id);
+        headers.insert("sundial-attempt", HeaderValue::from(d.attempt));
+        if let Ok(v) = HeaderValue::from_str(&d.scheduled_at.to_string()) {
+            headers.insert("sundial-scheduled-at", v);
+        }
+        let mut request = self.client.request(method, &spec.url).headers(headers);
+        if let Some(body) = &spec.body {
+            request = request.body(body.clone());
+        }
+        let response = request.send().await.map_err(|e| Error::Retryable {
+            after: None,
+            status_code: None,
+            message: describe_send_error(&e),
+        })?;
+        let status = response.status();
+        let code = Some(i64::from(status.as_u16()));
+        match classify_http_status(status.as_u16(), &spec.success_codes) {
+            StatusClass::Success => Ok(Outcome { status_code: code }),
+            class => {
+                let after = retry_after(response.headers(), d.now);
+                let snippet = body_snippet(response).await;
+                let message = format!("HTTP {status}{snippet}");
+                Err(if class == StatusClass::Transient {
+                    Error::Retryable {
+                        after,
+                        status_code: code,
+                        message,
+                    }
+                } else {
+                    Error::Permanent {
+                        status_code: code,
+                        message,
+                    }
+                })
+            }
+        }
+    }
+}
+
+fn describe_send_error(e: &reqwest::Error) -> String {
+    let kind = if e.is_connect() {
+        "connection failed"
+    } else if e.is_timeout() {
+        "timed out"
+    } else {
+        "request failed"
+    };
+    let mut text = format!("{kind}: {e}");
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    text
+}
+
+async fn body_snippet(response: reqwest::Response) -> String {
+    const MAX: usize = 256;
+    match response.text().await {
+        Ok(text) if !text.trim().is_empty() => {
+            let cut: String = text.chars().take(MAX).collect();
+            format!(": {}", cut.trim())
+        }
+        _ => String::new(),
+    }
+}
+
+/// `Retry-After` as delay-seconds or an HTTP-date (RFC 9110 §10.2.3).
+fn retry_after(headers: &HeaderMap, now: Timestamp) -> Option<Dur> {
+    let text = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(secs) = text.parse::<u64>() {
+        return Some(Dur::from_secs(secs.min(365 * 86_400)));
+    }
+    let when = jiff::fmt::rfc2822::parse(text).ok()?.timestamp();
+    let ms = when.as_millisecond() - now.as_millisecond();
+    Some(Dur::from_millis(u64::try_from(ms.max(0)).ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_classes_follow_the_spec_table() {
+        use StatusClass::*;
+        for (status, class) in [
+            (200, Success),
+            (204, Success),
+            (301, Permanent),
+            (400, Permanent),
+            (401, Permanent),
+            (404, Permanent),
+            (408, Transient),
+            (409, Permanent),
+            (425, Transient),
+            (429, Transient),
+            (500, Transient),
+            (503, Transient),
+            (599, Transient),
+        ] {
+            assert_eq!(classify_http_status(status, &[]), class, "{status}");
+        }
+        assert_eq!(classify_http_status(202, &[201]), Permanent);
+        assert_eq!(classify_http_status(409, &[409]), Success);
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_and_http_dates() {
+        let now: Timestamp = "2015-10-21T07:28:00Z".parse().unwrap();
+        let mut h = HeaderMap::new();
+        h.insert(RETRY_AFTER, HeaderValue::from_static("120"));
+        assert_eq!(retry_after(&h, now), Some(Dur::from_secs(120)));
+        h.insert(
+            RETRY_AFTER,
+            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:30 GMT"),
+        );
+        assert_eq!(retry_after(&h, now), Some(Dur::from_secs(30)));
+        h.insert(RETRY_AFTER, HeaderValue::from_static("soon"));
+        assert_eq!(retry_after(&h, now), None);
+    }
+}

@@ -1,0 +1,355 @@
+//! The worker role: claim → dispatch → complete (DESIGN.md decision 5, "executions are the
+//! queue").
+//!
+//! ```text
+//!  claim (attempt n, lease = heartbeat_timeout)
+//!    ├── heartbeat every heartbeat_timeout / 3 ── refused? ──▶ abandon: drop the delivery, write nothing
+//!    ├── dispatch ──▶ success ─────────────────▶ complete(n): succeeded
+//!    │            ├─▶ permanent ───────────────▶ complete(n): failed
+//!    │            └─▶ transient / timeout ─────▶ complete(n): retry_wait (backoff) | dead (n = max)
+//!    └── timeout (per attempt) counts as transient
+//!  reaper: running attempts whose lease lapsed ──▶ complete(n, only if lapsed): retry_wait | dead
+//! ```
+//!
+//! Invariants:
+//! - Every completion and heartbeat carries the attempt number it was claimed with (the
+//!   fencing token); the store refuses stale ones, so a worker that lost its lease can never
+//!   overwrite the outcome of the attempt that replaced it (SPEC G3).
+//! - An attempt never starts before its execution's fire time: the store only hands out due
+//!   executions, by its own clock (SPEC G5).
+//! - At most `max_in_flight` attempts run at once in one worker.
+
+#![warn(missing_docs)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use sundial_clock::Clock;
+use sundial_core::Dur;
+use sundial_core::execution::AttemptOutcome;
+use sundial_store::{
+    AttemptComplete, AttemptRef, ClaimedExecution, Error as StoreError, ExecutionClaim, NextStep,
+    Store,
+};
+use sundial_target::{Delivery, Error as TargetError, Target};
+use tokio::sync::{Notify, Semaphore, watch};
+
+/// Worker settings.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// This node's id, recorded on each attempt.
+    pub node: String,
+    /// Most attempts running at once. Default 256.
+    pub max_in_flight: usize,
+    /// Most executions claimed per store call. Default 100.
+    pub claim_batch: u32,
+    /// Longest idle wait before looking for due executions again. Default `1s`.
+    pub poll: Dur,
+    /// How often the reaper looks for lapsed leases. Default `1s`.
+    pub reap_every: Dur,
+}
+
+impl WorkerConfig {
+    /// The defaults for a node id.
+    pub fn new(node: impl Into<String>) -> Self {
+        WorkerConfig {
+            node: node.into(),
+            max_in_flight: 256,
+            claim_batch: 100,
+            poll: Dur::from_secs(1),
+            reap_every: Dur::from_secs(1),
+        }
+    }
+}
+
+/// The worker role.
+#[derive(Clone)]
+pub struct Worker {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    target: Arc<dyn Target>,
+    config: WorkerConfig,
+    wake: Arc<Notify>,
+    slots: Arc<Semaphore>,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Worker {
+    /// A worker. Notify `wake` when executions may have become due (an in-process scheduler
+    /// does after each commit).
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        target: Arc<dyn Target>,
+        config: WorkerConfig,
+        wake: Arc<Notify>,
+    ) -> Self {
+        let slots = Arc::new(Semaphore::new(config.max_in_flight));
+        Worker {
+            store,
+            clock,
+            target,
+            config,
+            wake,
+            slots,
+        }
+    }
+
+    /// Claims and runs executions until `shutdown` turns true; then waits for the attempts in
+    /// flight to finish (at most their timeout).
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
+        let reaper = tokio::spawn(self.clone().reap_loop(shutdown.clone()));
+        while !*shutdown.borrow() {
+            let claimed = match self.claim_once().await {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::warn!(error = %e, "claiming executions failed");
+                    0
+                }
+            };
+            if claimed > 0 && self.slots.available_permits() > 0 {
+                continue;
+            }
+            let deadline = self.idle_deadline().await;
+            tokio::select! {
+                _ = self.clock.sleep_until(deadline) => {}
+                _ = self.wake.notified() => {}
+                _ = shutdown.changed() => {}
+                permit = self.slots.clone().acquire_owned(), if self.slots.available_permits() == 0 => drop(permit),
+            }
+        }
+        reaper.abort();
+        let all = u32::try_from(self.config.max_in_flight).unwrap_or(u32::MAX);
+        let _ = self.slots.acquire_many(all).await;
+    }
+
+    /// When to look again: the next due execution, but no later than one poll interval.
+    async fn idle_deadline(&self) -> Timestamp {
+        let now = self.clock.now();
+        let poll = now + self.config.poll.as_signed();
+        match self.store.execution_next_due().await {
+            Ok(Some(due)) => due.clamp(now, poll),
+            _ => poll,
+        }
+    }
+
+    /// Claims what is due (up to the free capacity) and starts each attempt; returns how many.
+    ///
+    /// # Errors
+    /// The store's, when the claim fails.
+    pub async fn claim_once(&self) -> Result<usize, StoreError> {
+        let free = self
+            .slots
+            .available_permits()
+            .min(self.config.claim_batch as usize);
+        if free == 0 {
+            return Ok(0);
+        }
+        let claimed = self
+            .store
+            .execution_claim(&ExecutionClaim {
+                worker: self.config.node.clone(),
+                limit: u32::try_from(free).unwrap_or(u32::MAX),
+            })
+            .await?;
+        let n = claimed.len();
+        for execution in claimed {
+            let Ok(permit) = self.slots.clone().try_acquire_owned() else {
+                break;
+            };
+            let worker = self.clone();
+            tokio::spawn(async move {
+                worker.attempt(execution).await;
+                drop(permit);
+            });
+        }
+        Ok(n)
+    }
+
+    /// Runs one claimed attempt to its completion (or abandons it when the lease is lost).
+    async fn attempt(&self, e: ClaimedExecution) {
+        let started = self.clock.now();
+        let attempt = AttemptRef {
+            id: e.id.clone(),
+            attempt: e.attempt,
+        };
+        let delivery = Delivery {
+            execution_id: &e.id,
+            attempt: e.attempt,
+            scheduled_at: e.scheduled_at,
+            now: started,
+            target: &e.run.target,
+        };
+        let deadline = started + e.run.timeout.as_signed();
+        let result = tokio::select! {
+            r = self.target.dispatch(&delivery) => Some(r.map_err(Failure::Target)),
+            _ = self.clock.sleep_until(deadline) => Some(Err(Failure::TimedOut)),
+            lost = self.heartbeat(&attempt, e.run.heartbeat_timeout) => {
+                tracing::warn!(execution = %e.id, attempt = e.attempt, reason = %lost,
+                    "attempt lease lost; abandoning the attempt");
+                None
+            }
+        };
+        let Some(result) = result else { return };
+        let completion = self.completion(&e, attempt, result, false);
+        self.complete(completion).await;
+    }
+
+    /// Renews the attempt's lease every third of the heartbeat timeout; returns only when the
+    /// store refuses a renewal (the lease lapsed, the execution was cancelled or re-claimed).
+    async fn heartbeat(&self, attempt: &AttemptRef, heartbeat_timeout: Dur) -> StoreError {
+        let every = (heartbeat_timeout.as_signed() / 3).max(jiff::SignedDuration::from_millis(100));
+        loop {
+            self.clock.sleep_until(self.clock.now() + every).await;
+            match self.store.attempt_heartbeat(attempt).await {
+                Ok(_) => {}
+                Err(e @ StoreError::StaleFence(_)) => return e,
+                Err(e) => {
+                    tracing::warn!(error = %e, execution = %attempt.id, "heartbeat failed; retrying")
+                }
+            }
+        }
+    }
+
+    /// Decides where the execution goes after an attempt (SPEC §2 failure classes and backoff).
+    fn completion(
+        &self,
+        e: &ClaimedExecution,
+        attempt: AttemptRef,
+        result: Result<sundial_target::Outcome, Failure>,
+        only_if_lapsed: bool,
+    ) -> AttemptComplete {
+        let now = self.clock.now();
+        let retry = |after: Option<Dur>| {
+            if e.attempt >= e.max_attempts {
+                NextStep::Dead
+            } else {
+                let delay = e.run.retry.delay(e.attempt, rand::random::<f64>(), after);
+                NextStep::RetryAt(now + delay.as_signed())
+            }
+        };
+        let (outcome, status_code, error, next) = match result {
+            Ok(ok) => (
+                AttemptOutcome::Succeeded,
+                ok.status_code,
+                None,
+                NextStep::Succeeded,
+            ),
+            Err(Failure::Target(TargetError::Permanent {
+                status_code,
+                message,
+            })) => (
+                AttemptOutcome::PermanentFailure,
+                status_code,
+                Some(message),
+                NextStep::Failed,
+            ),
+            Err(Failure::Target(TargetError::Retryable {
+                after,
+                status_code,
+                message,
+            })) => (
+                AttemptOutcome::TransientFailure,
+                status_code,
+                Some(message),
+                retry(after),
+            ),
+            Err(Failure::TimedOut) => (
+                AttemptOutcome::TimedOut,
+                None,
+                Some(format!("attempt timed out after {}", e.run.timeout)),
+                retry(None),
+            ),
+            Err(Failure::LeaseLapsed) => (
+                AttemptOutcome::LeaseLapsed,
+                None,
+                Some("the worker's lease lapsed (worker crashed or lost the store)".into()),
+                retry(None),
+            ),
+        };
+        AttemptComplete {
+            attempt,
+            outcome,
+            status_code,
+            error,
+            next,
+            only_if_lapsed,
+        }
+    }
+
+    /// Writes a completion, retrying while the store is unavailable (if it never lands, the
+    /// lease lapses and the reaper re-runs the attempt: at least once, SPEC G2).
+    async fn complete(&self, completion: AttemptComplete) {
+        let mut backoff = Duration::from_millis(50);
+        for _ in 0..8 {
+            match self.store.attempt_complete(&completion).await {
+                Ok(()) => return,
+                Err(e @ StoreError::StaleFence(_)) => {
+                    tracing::warn!(error = %e, "completion refused: the attempt is no longer current");
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, execution = %completion.attempt.id, "completion failed; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+    }
+
+    async fn reap_loop(self, mut shutdown: watch::Receiver<bool>) {
+        while !*shutdown.borrow() {
+            if let Err(e) = self.reap_once().await {
+                tracing::warn!(error = %e, "reaping lapsed attempts failed");
+            }
+            let deadline = self.clock.now() + self.config.reap_every.as_signed();
+            tokio::select! {
+                _ = self.clock.sleep_until(deadline) => {}
+                _ = shutdown.changed() => {}
+            }
+        }
+    }
+
+    /// Returns attempts whose lease lapsed to the queue with backoff (or dead-letters them);
+    /// returns how many were reaped.
+    ///
+    /// # Errors
+    /// The store's, when listing fails.
+    pub async fn reap_once(&self) -> Result<usize, StoreError> {
+        let lapsed = self.store.attempt_list_lapsed(100).await?;
+        let mut reaped = 0;
+        for e in &lapsed {
+            let attempt = AttemptRef {
+                id: e.id.clone(),
+                attempt: e.attempt,
+            };
+            let completion = self.completion(e, attempt, Err(Failure::LeaseLapsed), true);
+            match self.store.attempt_complete(&completion).await {
+                Ok(()) => {
+                    reaped += 1;
+                    tracing::info!(execution = %e.id, attempt = e.attempt, "reaped an attempt whose lease lapsed");
+                }
+                Err(StoreError::StaleFence(_)) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        if reaped > 0 {
+            self.wake.notify_one();
+        }
+        Ok(reaped)
+    }
+}
+
+enum Failure {
+    Target(TargetError),
+    TimedOut,
+    LeaseLapsed,
+}
