@@ -63,7 +63,7 @@ fn shape(values: &[u32], lo: u32, hi: u32) -> Shape {
         [first, second, ..] => {
             let (first, second) = (*first, *second);
             let last = values[n - 1];
-            if first == lo && last == hi && n as u32 == hi - lo + 1 {
+            if first == lo && last == hi && u32::try_from(n).ok() == Some(hi - lo + 1) {
                 return Shape::All;
             }
             let step = second - first;

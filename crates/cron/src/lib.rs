@@ -347,6 +347,21 @@ mod tests {
     }
 
     #[test]
+    fn extreme_start_instants_do_not_panic() {
+        for expr in ["* * * * *", "0 2 * * *", "0 0 0 1 1 * 2199", "0 0 ? 2 4#5"] {
+            let cron = Cron::parse(expr).expect("valid");
+            for zone in ["UTC", NY, "Pacific/Apia", "Australia/Lord_Howe"] {
+                let tz = TimeZone::get(zone).expect("bundled zone");
+                assert!(
+                    cron.next_after(Timestamp::MIN, &tz).is_some(),
+                    "{expr} {zone}"
+                );
+                assert_eq!(cron.next_after(Timestamp::MAX, &tz), None, "{expr} {zone}");
+            }
+        }
+    }
+
+    #[test]
     fn starts_before_1970_find_the_first_valid_year() {
         assert_eq!(
             fires("0 0 1 1 *", "UTC", "1900-06-01T00:00:00Z", 1),

@@ -217,13 +217,13 @@ fn parse_day_of_month(token: Token<'_>) -> Result<DayRule, ParseError> {
     }
     if let Some(n) = upper.strip_prefix("L-") {
         let pos = token.pos + 2;
-        let n = parse_number(n)
+        let n = parse_small(n)
             .filter(|n| (1..=30).contains(n))
             .ok_or_else(|| err(pos, format!("L-{n}: the offset must be a number 1-30")))?;
-        return Ok(DayRule::Last { before: n as u8 });
+        return Ok(DayRule::Last { before: n });
     }
     if let Some(n) = upper.strip_suffix('W') {
-        let n = parse_number(n)
+        let n = parse_small(n)
             .filter(|n| (1..=31).contains(n))
             .ok_or_else(|| {
                 err(
@@ -231,7 +231,7 @@ fn parse_day_of_month(token: Token<'_>) -> Result<DayRule, ParseError> {
                     format!("{}: W needs a day 1-31 before it, e.g. 15W", token.text),
                 )
             })?;
-        return Ok(DayRule::NearestWeekday(n as u8));
+        return Ok(DayRule::NearestWeekday(n));
     }
     Err(err(
         token.pos,
@@ -253,7 +253,7 @@ fn parse_day_of_week(token: Token<'_>) -> Result<WeekdayRule, ParseError> {
         special_alone(field, token, "#")?;
         let weekday = parse_value(field, day, token.pos)?;
         let nth_pos = token.pos + day.chars().count() + 1;
-        let nth = parse_number(nth)
+        let nth = parse_small(nth)
             .filter(|k| (1..=5).contains(k))
             .ok_or_else(|| {
                 err(
@@ -263,7 +263,7 @@ fn parse_day_of_week(token: Token<'_>) -> Result<WeekdayRule, ParseError> {
             })?;
         return Ok(WeekdayRule::Nth {
             weekday: (weekday % 7) as u8,
-            nth: nth as u8,
+            nth,
         });
     }
     // No weekday name contains an L, so any L is the `dL` form.
@@ -441,8 +441,12 @@ fn parse_value(field: Field, text: &str, pos: usize) -> Result<u32, ParseError> 
                 )));
             }
         };
-        return match names.iter().position(|n| n.eq_ignore_ascii_case(text)) {
-            Some(i) => Ok(i as u32 + min),
+        return match names
+            .iter()
+            .zip(min..)
+            .find(|(name, _)| name.eq_ignore_ascii_case(text))
+        {
+            Some((_, value)) => Ok(value),
             None => Err(err(format!(
                 "unknown name {text}, expected one of {}",
                 names.join(", ")
@@ -457,6 +461,11 @@ fn parse_value(field: Field, text: &str, pos: usize) -> Result<u32, ParseError> 
             ""
         }
     )))
+}
+
+/// Parses ASCII digits into a `u8`; `None` for anything else or values past 255.
+fn parse_small(text: &str) -> Option<u8> {
+    parse_number(text).and_then(|n| u8::try_from(n).ok())
 }
 
 /// Parses ASCII digits; `None` for anything else or values past `u32::MAX`.

@@ -89,13 +89,15 @@ impl YearSet {
         if !(MIN_YEAR..=MAX_YEAR).contains(&year) {
             return false;
         }
-        let i = (year - MIN_YEAR) as usize;
+        let Ok(i) = usize::try_from(year - MIN_YEAR) else {
+            return false;
+        };
         self.0[i / 64] & (1 << (i % 64)) != 0
     }
 
     /// The smallest member `>= year`.
     pub(crate) fn next_from(&self, year: i32) -> Option<i32> {
-        let start = (year.max(MIN_YEAR) - MIN_YEAR) as usize;
+        let start = usize::try_from(year.max(MIN_YEAR) - MIN_YEAR).ok()?;
         let mut word = start / 64;
         if word >= self.0.len() {
             return None;
@@ -104,7 +106,7 @@ impl YearSet {
         loop {
             if bits != 0 {
                 let i = word * 64 + bits.trailing_zeros() as usize;
-                return Some(MIN_YEAR + i as i32);
+                return i32::try_from(i).ok().map(|i| MIN_YEAR + i);
             }
             word += 1;
             bits = *self.0.get(word)?;
@@ -190,7 +192,7 @@ impl Schedule {
     fn dom_mask(&self, year: i32, month: u32, dim: u32) -> u32 {
         match self.days {
             // Bits 1..=31 always fit in the low 32 bits.
-            DayRule::Days(bits) => (bits.0 & u64::from(u32::MAX)) as u32,
+            DayRule::Days(bits) => u32::try_from(bits.0 & u64::from(u32::MAX)).unwrap_or_default(),
             DayRule::Last { before } => {
                 let before = u32::from(before);
                 if dim > before { 1 << (dim - before) } else { 0 }
@@ -249,7 +251,7 @@ impl Schedule {
 
 /// Bits 1..=dim set.
 fn month_mask(dim: u32) -> u32 {
-    ((1u64 << (dim + 1)) - 2) as u32
+    (u32::MAX >> (31 - dim.min(31))) & !1
 }
 
 pub(crate) fn is_leap_year(year: i32) -> bool {
@@ -271,9 +273,10 @@ pub(crate) fn weekday(year: i32, month: u32, day: u32) -> u32 {
     const T: [i32; 12] = [0, 3, 2, 5, 0, 3, 5, 1, 4, 6, 2, 4];
     let y = if month < 3 { year - 1 } else { year };
     let m = (month.clamp(1, 12) - 1) as usize;
-    let w = (y + y.div_euclid(4) - y.div_euclid(100) + y.div_euclid(400) + T[m] + day as i32)
-        .rem_euclid(7);
-    w as u32
+    let day = i32::try_from(day).unwrap_or_default();
+    (y + y.div_euclid(4) - y.div_euclid(100) + y.div_euclid(400) + T[m] + day)
+        .rem_euclid(7)
+        .unsigned_abs()
 }
 
 /// The weekday (Mon-Fri) nearest day `n` without leaving the month (Quartz `nW`): a Saturday
