@@ -27,7 +27,9 @@
 //! # Time zones and DST (cronie's convention)
 //!
 //! A job is *wildcard* when its second (if given), minute or hour text starts with `*`, else
-//! *fixed-time* (cronie `src/cron.c`, which took the idea from Vixie cron 3's DST handling):
+//! *fixed-time*. The convention is cronie's (man page `cron(8)`, "Daylight Saving Time and
+//! other time changes", implemented in cronie's `src/cron.c` and inherited from ISC/Vixie
+//! cron), as stated by `shared/conformance/cron/README.md`:
 //!
 //! - fixed-time: each matching wall time of a matching local date fires once — a repeated wall
 //!   time at its first instant, a skipped one at the transition (the first instant after the
@@ -35,7 +37,19 @@
 //! - wildcard: an instant fires when its local wall time matches — skipped wall times never
 //!   fire, repeated ones fire twice.
 //!
+//! Unlike cronie, which treats only clock changes under three hours this way, the rule applies
+//! to every transition of the zone, however large (a whole skipped day in `Pacific/Apia` fires
+//! its fixed-time jobs when the day ends).
+//!
 //! Equal instants fire once.
+//!
+//! # Units
+//!
+//! Instants going in are UTC [`jiff::Timestamp`]s (any sub-second part is allowed); fire
+//! instants coming out are [`jiff::Zoned`] values in the job's zone, on whole seconds, carrying
+//! the zone's UTC offset at that instant. Wall times ([`Cron::matches`]) are
+//! [`jiff::civil::DateTime`]s at seconds precision. Zone rules come from the
+//! [`TimeZone`] passed in — in Sundial, jiff's bundled tz database.
 //!
 //! # Invariants
 //!
@@ -170,6 +184,20 @@ impl Cron {
     ///
     /// This is the pure field test: it knows nothing of time zones, so a wall time inside a
     /// DST gap can match even though it never occurs.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use jiff::civil::date;
+    /// use sundial_cron::Cron;
+    ///
+    /// // Vixie day rule: both day fields restricted, so the 13th OR a Friday.
+    /// let cron = Cron::parse("0 0 13 * FRI")?;
+    /// assert!(cron.matches(date(2026, 1, 13).at(0, 0, 0, 0))); // a Tuesday
+    /// assert!(cron.matches(date(2026, 1, 16).at(0, 0, 0, 0))); // a Friday
+    /// assert!(!cron.matches(date(2026, 1, 14).at(0, 0, 0, 0)));
+    /// # Ok::<(), sundial_cron::ParseError>(())
+    /// ```
     pub fn matches(&self, civil: DateTime) -> bool {
         let to_u32 = |v: i8| u32::from(v.unsigned_abs());
         self.schedule.matches(
@@ -186,6 +214,19 @@ impl Cron {
 
     /// A description in English, e.g. `"at 02:00, every day"` or
     /// `"every 5 minutes between 09:00 and 17:59, Monday through Friday"`.
+    ///
+    /// Built from the parsed value sets, so equivalent expressions read the same; times are
+    /// wall-clock times in the job's zone.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use sundial_cron::Cron;
+    ///
+    /// assert_eq!(Cron::parse("0 0 ? * 5L")?.describe(), "at 00:00, on the last Friday of the month");
+    /// assert_eq!(Cron::parse("@yearly")?.describe(), "at 00:00, on January 1");
+    /// # Ok::<(), sundial_cron::ParseError>(())
+    /// ```
     pub fn describe(&self) -> String {
         describe::describe(&self.schedule)
     }

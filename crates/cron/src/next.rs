@@ -7,8 +7,8 @@
 //!    (from a per-month bit mask that applies `L`, `W`, `#` and the day rule), hour, minute,
 //!    second, carrying into the next larger unit when a field has no match left. It never
 //!    steps minute by minute; its loop runs a handful of times per month it visits.
-//! 2. Mapping civil times to instants in the job's zone, under the cronie DST convention
-//!    (cronie `src/cron.c`, "fixed-time" vs "wildcard" jobs):
+//! 2. Mapping civil times to instants in the job's zone, under cronie's DST convention
+//!    (`cron(8)`, "Daylight Saving Time and other time changes"; see the crate docs):
 //!    - *fixed-time* jobs map each matching civil time to one instant: the instant itself when
 //!      unambiguous, the earlier one in a fold (repeated hour), the transition instant in a gap
 //!      (skipped hour). That mapping never decreases along civil time, so the answer is the
