@@ -31,6 +31,17 @@ const MACROS: [(&str, &str); 7] = [
     ("@hourly", "0 * * * *"),
 ];
 
+/// The fields of a 7-field expression in order; 6 fields drop the year, 5 also the second.
+const ALL_FIELDS: [Field; 7] = [
+    Field::Second,
+    Field::Minute,
+    Field::Hour,
+    Field::DayOfMonth,
+    Field::Month,
+    Field::DayOfWeek,
+    Field::Year,
+];
+
 /// A token of the input with its 0-based character offset.
 #[derive(Debug, Clone, Copy)]
 struct Token<'a> {
@@ -38,27 +49,16 @@ struct Token<'a> {
     pos: usize,
 }
 
-/// Splits on spaces and tabs, remembering character offsets.
+/// Trims the ends and splits on spaces and tabs, remembering character offsets.
 fn tokenize(expr: &str) -> Vec<Token<'_>> {
+    let body = expr.trim_start();
+    let mut pos = expr[..expr.len() - body.len()].chars().count();
     let mut tokens = Vec::new();
-    let mut start: Option<(usize, usize)> = None; // (byte, char)
-    for (ci, (bi, c)) in expr.char_indices().enumerate() {
-        let separator = c == ' ' || c == '\t' || (c.is_whitespace() && start.is_none());
-        match (separator, start) {
-            (true, Some((b0, c0))) => {
-                tokens.push(Token {
-                    text: &expr[b0..bi],
-                    pos: c0,
-                });
-                start = None;
-            }
-            (false, None) => start = Some((bi, ci)),
-            _ => {}
+    for text in body.trim_end().split([' ', '\t']) {
+        if !text.is_empty() {
+            tokens.push(Token { text, pos });
         }
-    }
-    if let Some((b0, c0)) = start {
-        let text = expr[b0..].trim_end();
-        tokens.push(Token { text, pos: c0 });
+        pos += text.chars().count() + 1;
     }
     tokens
 }
@@ -66,16 +66,16 @@ fn tokenize(expr: &str) -> Vec<Token<'_>> {
 /// Parses a whole expression.
 pub(crate) fn parse(expr: &str) -> Result<Schedule, ParseError> {
     let tokens = tokenize(expr);
-    if let Some(first) = tokens.first()
+    if let Some(&first) = tokens.first()
         && first.text.starts_with('@')
     {
-        return parse_macro(&tokens);
+        return parse_macro(first, tokens.get(1).copied());
     }
     parse_fields(&tokens, expr.chars().count())
 }
 
-fn parse_macro(tokens: &[Token<'_>]) -> Result<Schedule, ParseError> {
-    let name = tokens[0];
+/// Expands a macro (`name`); `extra` is the token after it, if any, which is an error.
+fn parse_macro(name: Token<'_>, extra: Option<Token<'_>>) -> Result<Schedule, ParseError> {
     let Some(&(_, expansion)) = MACROS
         .iter()
         .find(|(m, _)| m.eq_ignore_ascii_case(name.text))
@@ -89,7 +89,7 @@ fn parse_macro(tokens: &[Token<'_>]) -> Result<Schedule, ParseError> {
             ),
         ));
     };
-    if let Some(extra) = tokens.get(1) {
+    if let Some(extra) = extra {
         return Err(ParseError::new(
             None,
             extra.pos,
@@ -102,30 +102,9 @@ fn parse_macro(tokens: &[Token<'_>]) -> Result<Schedule, ParseError> {
 
 fn parse_fields(tokens: &[Token<'_>], input_chars: usize) -> Result<Schedule, ParseError> {
     let layout: &[Field] = match tokens.len() {
-        5 => &[
-            Field::Minute,
-            Field::Hour,
-            Field::DayOfMonth,
-            Field::Month,
-            Field::DayOfWeek,
-        ],
-        6 => &[
-            Field::Second,
-            Field::Minute,
-            Field::Hour,
-            Field::DayOfMonth,
-            Field::Month,
-            Field::DayOfWeek,
-        ],
-        7 => &[
-            Field::Second,
-            Field::Minute,
-            Field::Hour,
-            Field::DayOfMonth,
-            Field::Month,
-            Field::DayOfWeek,
-            Field::Year,
-        ],
+        5 => &ALL_FIELDS[1..6],
+        6 => &ALL_FIELDS[..6],
+        7 => &ALL_FIELDS,
         n => {
             let position = tokens.get(7).map_or(input_chars, |t| t.pos);
             return Err(ParseError::new(
