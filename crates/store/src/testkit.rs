@@ -1,1 +1,719 @@
+//! The store conformance suite: every backend runs each of these from its own `tests/`, each on
+//! a fresh database, with a [`ManualClock`] as the time source where the backend accepts one.
+//!
+//! A backend's test file calls [`run_all`] (or each check) with a [`Harness`] that opens a new,
+//! empty store on a given clock.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+use sundial_clock::{Clock, ManualClock};
+use sundial_core::Dur;
+use sundial_core::execution::{AttemptOutcome, ExecutionState, Trigger};
+use sundial_core::hash::shard_of;
+use sundial_core::job::{HttpTarget, JobSpec, ScheduleKind, ScheduleSpec, TargetSpec};
+use sundial_core::retry::RetryPolicy;
+
+use crate::{
+    AttemptComplete, AttemptRef, Error, ExecutionClaim, ExecutionListQuery, JobListQuery,
+    JobRecord, JobTrigger, JobWrite, NewExecution, NextStep, PendingExecutions, RunSpec,
+    ShardLeaseRequest, Store, TriggerCommit, TriggerListDue,
+};
+
+/// Opens a fresh, empty store whose time authority is `clock`.
+pub type Harness = Arc<
+    dyn Fn(Arc<ManualClock>) -> Pin<Box<dyn Future<Output = Arc<dyn Store>> + Send>> + Send + Sync,
+>;
+
+/// The instant every check starts at.
+pub fn t0() -> Timestamp {
+    Timestamp::from_second(1_798_761_600).unwrap_or(Timestamp::UNIX_EPOCH) // 2027-01-01T00:00:00Z
+}
+
+/// A valid every-`secs` HTTP job.
+pub fn job_spec(namespace: &str, name: &str, secs: u64) -> JobSpec {
+    JobSpec {
+        namespace: namespace.into(),
+        name: name.into(),
+        description: String::new(),
+        labels: Default::default(),
+        schedule: ScheduleSpec {
+            kind: ScheduleKind::Every {
+                every: Dur::from_secs(secs),
+            },
+            start_at: Some(t0()),
+            end_at: None,
+        },
+        target: TargetSpec::Http(HttpTarget {
+            method: "POST".into(),
+            url: "http://127.0.0.1:9/".into(),
+            headers: Default::default(),
+            body: None,
+            success_codes: Vec::new(),
+        }),
+        retry: RetryPolicy {
+            max_attempts: 2,
+            ..RetryPolicy::default()
+        },
+        timeout: Dur::from_secs(10),
+        heartbeat_timeout: Dur::from_secs(30),
+        concurrency_policy: Default::default(),
+        misfire_policy: Default::default(),
+        misfire_threshold: Dur::from_secs(60),
+        jitter: Dur::ZERO,
+        paused: false,
+    }
+}
+
+/// A new job record at `t0()` whose first slot is `t0()`.
+pub fn job_record(namespace: &str, name: &str) -> JobRecord {
+    JobRecord {
+        spec: job_spec(namespace, name, 10),
+        uid: uuid::Uuid::now_v7().to_string(),
+        shard: shard_of(namespace, name),
+        version: 0,
+        created_at: t0(),
+        updated_at: t0(),
+        next_slot_at: Some(t0()),
+        next_fire_at: Some(t0()),
+        last_execution: None,
+    }
+}
+
+fn execution(job: &JobRecord, slot: Timestamp) -> NewExecution {
+    NewExecution {
+        id: uuid::Uuid::now_v7().to_string(),
+        namespace: job.spec.namespace.clone(),
+        job: job.spec.name.clone(),
+        job_uid: job.uid.clone(),
+        job_version: job.version,
+        shard: job.shard,
+        trigger: Trigger::Schedule,
+        scheduled_at: slot,
+        fire_at: slot,
+        state: ExecutionState::Scheduled,
+        run: RunSpec::of(&job.spec),
+    }
+}
+
+async fn create(store: &dyn Store, ns: &str, name: &str) -> JobRecord {
+    let write = JobWrite {
+        record: job_record(ns, name),
+        expected_version: None,
+        pending: PendingExecutions::Keep,
+    };
+    store.job_write(&write).await.expect("create job")
+}
+
+/// Triggers `slots` of `job` as one commit by `node` holding the leases it renews first.
+async fn trigger(
+    store: &dyn Store,
+    node: &str,
+    job: &JobRecord,
+    slots: &[Timestamp],
+) -> Result<u32, Error> {
+    let leases = store
+        .shard_lease_renew(&ShardLeaseRequest {
+            node: node.into(),
+            ttl: Dur::from_secs(10),
+        })
+        .await?;
+    let next = slots.last().map(|s| *s + SignedDuration::from_secs(10));
+    let commit = TriggerCommit {
+        node: node.into(),
+        leases,
+        jobs: vec![JobTrigger {
+            namespace: job.spec.namespace.clone(),
+            name: job.spec.name.clone(),
+            uid: job.uid.clone(),
+            shard: job.shard,
+            version: job.version,
+            expected_next_slot: job.next_slot_at.unwrap_or(t0()),
+            next_slot_at: next,
+            next_fire_at: next,
+            executions: slots.iter().map(|s| execution(job, *s)).collect(),
+        }],
+    };
+    Ok(store.trigger_commit(&commit).await?.executions_inserted)
+}
+
+fn claim(worker: &str, limit: u32) -> ExecutionClaim {
+    ExecutionClaim {
+        worker: worker.into(),
+        limit,
+    }
+}
+
+/// Create, conflict on re-create, replace only with the current version.
+pub async fn job_writes_are_conditional_on_version(h: Harness) {
+    let store = h(Arc::new(ManualClock::new(t0()))).await;
+    let job = create(&*store, "ns", "a").await;
+    assert_eq!(job.version, 1);
+    let again = JobWrite {
+        record: job_record("ns", "a"),
+        expected_version: None,
+        pending: PendingExecutions::Keep,
+    };
+    assert!(matches!(
+        store.job_write(&again).await,
+        Err(Error::Conflict(_))
+    ));
+    let stale = JobWrite {
+        record: job.clone(),
+        expected_version: Some(7),
+        pending: PendingExecutions::Keep,
+    };
+    assert!(matches!(
+        store.job_write(&stale).await,
+        Err(Error::StaleVersion {
+            expected: 7,
+            actual: 1
+        })
+    ));
+    let ok = JobWrite {
+        record: job.clone(),
+        expected_version: Some(1),
+        pending: PendingExecutions::Keep,
+    };
+    assert_eq!(store.job_write(&ok).await.expect("replace").version, 2);
+    let read = store
+        .job_get("ns", "a")
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!((read.version, read.uid), (2, job.uid));
+    assert!(matches!(
+        store.job_delete("ns", "a", Some(1)).await,
+        Err(Error::StaleVersion { .. })
+    ));
+    store.job_delete("ns", "a", Some(2)).await.expect("delete");
+    assert!(store.job_get("ns", "a").await.expect("get").is_none());
+    assert!(matches!(
+        store.job_delete("ns", "a", None).await,
+        Err(Error::NotFound(_))
+    ));
+}
+
+/// Listing pages by name, filters by paused and label.
+pub async fn job_list_pages_and_filters(h: Harness) {
+    let store = h(Arc::new(ManualClock::new(t0()))).await;
+    for name in ["e", "d", "c", "b", "a"] {
+        let mut record = job_record("ns", name);
+        record.spec.paused = name == "c";
+        record
+            .spec
+            .labels
+            .insert("team".into(), if name < "c" { "x" } else { "y" }.into());
+        let write = JobWrite {
+            record,
+            expected_version: None,
+            pending: PendingExecutions::Keep,
+        };
+        store.job_write(&write).await.expect("create");
+    }
+    create(&*store, "other", "z").await;
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store
+            .job_list(&JobListQuery {
+                namespace: "ns".into(),
+                after_name: after.clone(),
+                limit: 2,
+                ..Default::default()
+            })
+            .await
+            .expect("list");
+        seen.extend(page.iter().map(|j| j.spec.name.clone()));
+        if page.len() < 2 {
+            break;
+        }
+        after = page.last().map(|j| j.spec.name.clone());
+    }
+    assert_eq!(seen, ["a", "b", "c", "d", "e"]);
+    let paused = store
+        .job_list(&JobListQuery {
+            namespace: "ns".into(),
+            paused: Some(true),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(paused.len(), 1);
+    let labelled = store
+        .job_list(&JobListQuery {
+            namespace: "ns".into(),
+            label: Some(("team".into(), "x".into())),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(
+        labelled
+            .iter()
+            .map(|j| j.spec.name.as_str())
+            .collect::<Vec<_>>(),
+        ["a", "b"]
+    );
+}
+
+/// Triggering a slot twice yields one execution (SPEC G1).
+pub async fn a_slot_gets_one_execution_however_often_it_is_triggered(h: Harness) {
+    let store = h(Arc::new(ManualClock::new(t0()))).await;
+    let job = create(&*store, "ns", "a").await;
+    assert_eq!(
+        trigger(&*store, "n1", &job, &[t0()]).await.expect("first"),
+        1
+    );
+    // The same slot again, as after a crash between commit and acknowledgement: the advance
+    // is conditional on the slot read, and the insert on the slot's uniqueness.
+    let mut replay = job.clone();
+    replay.next_slot_at = Some(t0() + SignedDuration::from_secs(10));
+    assert_eq!(
+        trigger(&*store, "n1", &replay, &[t0()])
+            .await
+            .expect("replay"),
+        0
+    );
+    let all = store
+        .execution_list(&ExecutionListQuery {
+            namespace: "ns".into(),
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(all.len(), 1);
+}
+
+/// A trigger commit carrying a stale shard epoch writes nothing (SPEC G3).
+pub async fn a_trigger_with_a_stale_epoch_writes_nothing(h: Harness) {
+    let store = h(Arc::new(ManualClock::new(t0()))).await;
+    let job = create(&*store, "ns", "a").await;
+    let mut leases = store
+        .shard_lease_renew(&ShardLeaseRequest {
+            node: "n1".into(),
+            ttl: Dur::from_secs(10),
+        })
+        .await
+        .expect("leases");
+    for l in &mut leases {
+        l.epoch -= 1;
+    }
+    let commit = TriggerCommit {
+        node: "n1".into(),
+        leases,
+        jobs: vec![JobTrigger {
+            namespace: "ns".into(),
+            name: "a".into(),
+            uid: job.uid.clone(),
+            shard: job.shard,
+            version: job.version,
+            expected_next_slot: t0(),
+            next_slot_at: Some(t0() + SignedDuration::from_secs(10)),
+            next_fire_at: Some(t0() + SignedDuration::from_secs(10)),
+            executions: vec![execution(&job, t0())],
+        }],
+    };
+    assert!(matches!(
+        store.trigger_commit(&commit).await,
+        Err(Error::StaleFence(_))
+    ));
+    let read = store
+        .job_get("ns", "a")
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(read.next_slot_at, Some(t0()), "the job did not advance");
+    assert!(
+        store.execution_next_due().await.expect("due").is_none(),
+        "no execution was written"
+    );
+}
+
+/// Due jobs are those whose next fire time is within the horizon, earliest first.
+pub async fn due_jobs_are_listed_by_fire_time(h: Harness) {
+    let store = h(Arc::new(ManualClock::new(t0()))).await;
+    for (name, offset) in [("late", 30), ("soon", 3), ("now", 0)] {
+        let mut record = job_record("ns", name);
+        let at = t0() + SignedDuration::from_secs(offset);
+        record.next_slot_at = Some(at);
+        record.next_fire_at = Some(at);
+        store
+            .job_write(&JobWrite {
+                record,
+                expected_version: None,
+                pending: PendingExecutions::Keep,
+            })
+            .await
+            .expect("create");
+    }
+    let due = store
+        .trigger_list_due(&TriggerListDue {
+            shards: (0..sundial_core::SHARD_COUNT).collect(),
+            horizon: t0() + SignedDuration::from_secs(5),
+            limit: 10,
+        })
+        .await
+        .expect("due");
+    assert_eq!(
+        due.iter().map(|d| d.spec.name.as_str()).collect::<Vec<_>>(),
+        ["now", "soon"]
+    );
+}
+
+/// An execution is claimable only once due, by one claimer, and its attempt number grows.
+pub async fn executions_are_claimed_once_and_never_early(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h(clock.clone()).await;
+    let job = create(&*store, "ns", "a").await;
+    let slot = t0() + SignedDuration::from_secs(5);
+    let mut j = job.clone();
+    j.next_slot_at = Some(t0());
+    trigger(&*store, "n1", &j, &[slot]).await.expect("trigger");
+    assert!(
+        store
+            .execution_claim(&claim("w1", 10))
+            .await
+            .expect("claim")
+            .is_empty(),
+        "not due yet"
+    );
+    assert_eq!(store.execution_next_due().await.expect("next"), Some(slot));
+    clock.advance(SignedDuration::from_secs(5));
+    let first = store
+        .execution_claim(&claim("w1", 10))
+        .await
+        .expect("claim");
+    let second = store
+        .execution_claim(&claim("w2", 10))
+        .await
+        .expect("claim");
+    assert_eq!((first.len(), second.len()), (1, 0));
+    assert_eq!(first[0].attempt, 1);
+    assert_eq!(
+        first[0].lease_expires_at,
+        slot + SignedDuration::from_secs(30)
+    );
+    let read = store
+        .execution_get("ns", &first[0].id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(read.state, ExecutionState::Running);
+    assert_eq!(read.attempts.len(), 1);
+}
+
+/// A completion carrying a stale attempt number is refused and changes nothing (SPEC G3).
+pub async fn a_stale_completion_is_rejected(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h(clock.clone()).await;
+    let job = create(&*store, "ns", "a").await;
+    trigger(&*store, "n1", &job, &[t0()])
+        .await
+        .expect("trigger");
+    let first = store
+        .execution_claim(&claim("w1", 1))
+        .await
+        .expect("claim")
+        .remove(0);
+    // Worker 1 goes silent; its lease lapses; the reaper requeues the execution.
+    clock.advance(SignedDuration::from_secs(31));
+    let lapsed = store.attempt_list_lapsed(10).await.expect("lapsed");
+    assert_eq!(lapsed.len(), 1);
+    let reap = AttemptComplete {
+        attempt: AttemptRef {
+            id: first.id.clone(),
+            attempt: 1,
+        },
+        outcome: AttemptOutcome::LeaseLapsed,
+        status_code: None,
+        error: Some("lease lapsed".into()),
+        next: NextStep::RetryAt(clock.now()),
+        only_if_lapsed: true,
+    };
+    store.attempt_complete(&reap).await.expect("reap");
+    let second = store
+        .execution_claim(&claim("w2", 1))
+        .await
+        .expect("claim")
+        .remove(0);
+    assert_eq!(second.attempt, 2);
+    // Worker 1 wakes up and reports success for attempt 1: refused.
+    let stale = AttemptComplete {
+        attempt: AttemptRef {
+            id: first.id.clone(),
+            attempt: 1,
+        },
+        outcome: AttemptOutcome::Succeeded,
+        status_code: Some(200),
+        error: None,
+        next: NextStep::Succeeded,
+        only_if_lapsed: false,
+    };
+    assert!(matches!(
+        store.attempt_complete(&stale).await,
+        Err(Error::StaleFence(_))
+    ));
+    assert!(matches!(
+        store
+            .attempt_heartbeat(&AttemptRef {
+                id: first.id.clone(),
+                attempt: 1
+            })
+            .await,
+        Err(Error::StaleFence(_))
+    ));
+    let read = store
+        .execution_get("ns", &first.id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!((read.state, read.attempt), (ExecutionState::Running, 2));
+    assert_eq!(read.attempts[0].outcome, Some(AttemptOutcome::LeaseLapsed));
+    // Attempt 2 completes.
+    let current = AttemptComplete {
+        attempt: AttemptRef {
+            id: first.id.clone(),
+            attempt: 2,
+        },
+        ..stale
+    };
+    store.attempt_complete(&current).await.expect("complete");
+    let read = store
+        .execution_get("ns", &first.id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(read.state, ExecutionState::Succeeded);
+    assert_eq!(read.attempts.len(), 2);
+    assert_eq!(read.attempts[1].status_code, Some(200));
+}
+
+/// A heartbeat extends the lease; the reaper cannot complete an attempt whose lease is live.
+pub async fn heartbeats_keep_the_lease(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h(clock.clone()).await;
+    let job = create(&*store, "ns", "a").await;
+    trigger(&*store, "n1", &job, &[t0()])
+        .await
+        .expect("trigger");
+    let e = store
+        .execution_claim(&claim("w1", 1))
+        .await
+        .expect("claim")
+        .remove(0);
+    let attempt = AttemptRef {
+        id: e.id.clone(),
+        attempt: 1,
+    };
+    clock.advance(SignedDuration::from_secs(20));
+    let expiry = store.attempt_heartbeat(&attempt).await.expect("heartbeat");
+    assert_eq!(expiry, clock.now() + SignedDuration::from_secs(30));
+    clock.advance(SignedDuration::from_secs(20));
+    assert!(
+        store
+            .attempt_list_lapsed(10)
+            .await
+            .expect("lapsed")
+            .is_empty()
+    );
+    let reap = AttemptComplete {
+        attempt,
+        outcome: AttemptOutcome::LeaseLapsed,
+        status_code: None,
+        error: None,
+        next: NextStep::Dead,
+        only_if_lapsed: true,
+    };
+    assert!(matches!(
+        store.attempt_complete(&reap).await,
+        Err(Error::StaleFence(_))
+    ));
+}
+
+/// Cancel, then re-drive: terminal states are final except dead/failed by re-drive.
+pub async fn cancel_and_redrive_follow_the_state_machine(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h(clock.clone()).await;
+    let job = create(&*store, "ns", "a").await;
+    trigger(&*store, "n1", &job, &[t0()])
+        .await
+        .expect("trigger");
+    let e = store
+        .execution_claim(&claim("w1", 1))
+        .await
+        .expect("claim")
+        .remove(0);
+    let done = AttemptComplete {
+        attempt: AttemptRef {
+            id: e.id.clone(),
+            attempt: 1,
+        },
+        outcome: AttemptOutcome::TransientFailure,
+        status_code: Some(503),
+        error: Some("HTTP 503".into()),
+        next: NextStep::Dead,
+        only_if_lapsed: false,
+    };
+    store.attempt_complete(&done).await.expect("dead");
+    let dead = store
+        .execution_list(&ExecutionListQuery {
+            namespace: "ns".into(),
+            state: Some(ExecutionState::Dead),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .expect("dead letters");
+    assert_eq!(dead.len(), 1);
+    assert!(matches!(
+        store.execution_cancel("ns", &e.id).await,
+        Err(Error::Conflict(_))
+    ));
+    let redriven = store
+        .execution_redrive("ns", &e.id, 2)
+        .await
+        .expect("redrive");
+    assert_eq!(
+        (redriven.state, redriven.max_attempts),
+        (ExecutionState::Queued, 3)
+    );
+    let again = store
+        .execution_claim(&claim("w1", 1))
+        .await
+        .expect("claim")
+        .remove(0);
+    assert_eq!((again.id.as_str(), again.attempt), (e.id.as_str(), 2));
+    let cancelled = store
+        .execution_cancel("ns", &e.id)
+        .await
+        .expect("cancel running");
+    assert_eq!(cancelled.state, ExecutionState::Cancelled);
+    assert_eq!(
+        cancelled.attempts[1].outcome,
+        Some(AttemptOutcome::Cancelled)
+    );
+    assert!(matches!(
+        store
+            .attempt_heartbeat(&AttemptRef {
+                id: e.id.clone(),
+                attempt: 2
+            })
+            .await,
+        Err(Error::StaleFence(_))
+    ));
+    assert!(matches!(
+        store.execution_redrive("ns", &e.id, 1).await,
+        Err(Error::Conflict(_))
+    ));
+    assert!(matches!(
+        store.execution_redrive("ns", "nope", 1).await,
+        Err(Error::NotFound(_))
+    ));
+}
+
+/// A schedule change cancels not-started executions; other changes rewrite them; delete
+/// cancels them and keeps history.
+pub async fn job_writes_steer_pending_executions(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h(clock.clone()).await;
+    let job = create(&*store, "ns", "a").await;
+    trigger(&*store, "n1", &job, &[t0() + SignedDuration::from_secs(5)])
+        .await
+        .expect("trigger");
+    let mut changed = job.clone();
+    changed.spec.timeout = Dur::from_secs(99);
+    let written = store
+        .job_write(&JobWrite {
+            record: changed.clone(),
+            expected_version: Some(1),
+            pending: PendingExecutions::Update,
+        })
+        .await
+        .expect("update");
+    clock.advance(SignedDuration::from_secs(5));
+    let claimed = store
+        .execution_claim(&claim("w", 1))
+        .await
+        .expect("claim")
+        .remove(0);
+    assert_eq!(
+        claimed.run.timeout,
+        Dur::from_secs(99),
+        "the pending execution runs the new definition"
+    );
+
+    let inserted = trigger(
+        &*store,
+        "n1",
+        &written,
+        &[t0() + SignedDuration::from_secs(10)],
+    )
+    .await
+    .expect("trigger");
+    assert_eq!(inserted, 1);
+    store.job_delete("ns", "a", None).await.expect("delete");
+    let history = store
+        .execution_list(&ExecutionListQuery {
+            namespace: "ns".into(),
+            job: Some("a".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .expect("history");
+    let states: Vec<_> = history.iter().map(|e| e.state).collect();
+    assert_eq!(states, [ExecutionState::Cancelled, ExecutionState::Running]);
+}
+
+/// Execution history pages newest first without gaps or repeats.
+pub async fn execution_history_pages_newest_first(h: Harness) {
+    let store = h(Arc::new(ManualClock::new(t0()))).await;
+    let job = create(&*store, "ns", "a").await;
+    let slots: Vec<Timestamp> = (0..7)
+        .map(|i| t0() + SignedDuration::from_secs(10 * i))
+        .collect();
+    trigger(&*store, "n1", &job, &slots).await.expect("trigger");
+    let mut seen = Vec::new();
+    let mut before = None;
+    loop {
+        let page = store
+            .execution_list(&ExecutionListQuery {
+                namespace: "ns".into(),
+                job: Some("a".into()),
+                before: before.clone(),
+                limit: 3,
+                ..Default::default()
+            })
+            .await
+            .expect("page");
+        seen.extend(page.iter().map(|e| e.scheduled_at));
+        if page.len() < 3 {
+            break;
+        }
+        before = page.last().map(|e| (e.scheduled_at, e.id.clone()));
+    }
+    let mut expected = slots.clone();
+    expected.reverse();
+    assert_eq!(seen, expected);
+}
+
+/// Runs every check, each on a fresh store.
+pub async fn run_all(h: Harness) {
+    job_writes_are_conditional_on_version(h.clone()).await;
+    job_list_pages_and_filters(h.clone()).await;
+    a_slot_gets_one_execution_however_often_it_is_triggered(h.clone()).await;
+    a_trigger_with_a_stale_epoch_writes_nothing(h.clone()).await;
+    due_jobs_are_listed_by_fire_time(h.clone()).await;
+    executions_are_claimed_once_and_never_early(h.clone()).await;
+    a_stale_completion_is_rejected(h.clone()).await;
+    heartbeats_keep_the_lease(h.clone()).await;
+    cancel_and_redrive_follow_the_state_machine(h.clone()).await;
+    job_writes_steer_pending_executions(h.clone()).await;
+    execution_history_pages_newest_first(h).await;
+}
