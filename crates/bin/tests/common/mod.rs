@@ -1,0 +1,291 @@
+//! Test fixtures shared by the binary's integration suites: a real `sundial server` process on
+//! a temp SQLite file, and a real loopback HTTP receiver that records every delivery.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{HeaderMap, StatusCode};
+use jiff::Timestamp;
+use serde_json::Value;
+
+/// One request the receiver got.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    pub path: String,
+    pub execution_id: String,
+    pub attempt: u32,
+    pub scheduled_at: Timestamp,
+    pub received_at: Timestamp,
+}
+
+/// A loopback HTTP receiver. Paths: `/ok` answers 200; `/fail-once` answers 503 to attempt 1
+/// and 200 after; `/slow` waits 5 s then answers 200; anything else 404.
+#[derive(Clone, Default)]
+pub struct Receiver {
+    pub addr: Option<SocketAddr>,
+    deliveries: Arc<Mutex<Vec<Delivery>>>,
+}
+
+async fn receive(
+    State(r): State<Receiver>,
+    UrlPath(path): UrlPath<String>,
+    headers: HeaderMap,
+) -> StatusCode {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned()
+    };
+    let attempt: u32 = header("sundial-attempt").parse().unwrap_or(0);
+    let delivery = Delivery {
+        path: path.clone(),
+        execution_id: header("idempotency-key"),
+        attempt,
+        scheduled_at: header("sundial-scheduled-at")
+            .parse()
+            .unwrap_or(Timestamp::UNIX_EPOCH),
+        received_at: Timestamp::now(),
+    };
+    assert_eq!(delivery.execution_id, header("sundial-execution-id"));
+    r.deliveries.lock().unwrap().push(delivery);
+    match path.as_str() {
+        "ok" => StatusCode::OK,
+        "fail-once" if attempt <= 1 => StatusCode::SERVICE_UNAVAILABLE,
+        "fail-once" => StatusCode::OK,
+        "slow" => {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            StatusCode::OK
+        }
+        _ => StatusCode::NOT_FOUND,
+    }
+}
+
+impl Receiver {
+    pub async fn start() -> Receiver {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut r = Receiver {
+            addr: Some(listener.local_addr().unwrap()),
+            ..Default::default()
+        };
+        let app = axum::Router::new()
+            .route("/{path}", axum::routing::any(receive))
+            .with_state(r.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        r.addr = Some(r.addr.unwrap());
+        r
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}/{path}", self.addr.unwrap())
+    }
+
+    pub fn deliveries(&self) -> Vec<Delivery> {
+        self.deliveries.lock().unwrap().clone()
+    }
+
+    pub fn for_path(&self, path: &str) -> Vec<Delivery> {
+        self.deliveries()
+            .into_iter()
+            .filter(|d| d.path == path)
+            .collect()
+    }
+}
+
+/// A `sundial server` child process.
+pub struct Server {
+    pub dir: PathBuf,
+    pub addr: SocketAddr,
+    child: Option<Child>,
+    http: reqwest::Client,
+}
+
+fn free_port() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
+}
+
+impl Server {
+    /// Starts a server on a fresh SQLite file in a new temp directory.
+    pub async fn start() -> Server {
+        let dir = tempfile::tempdir().unwrap().keep();
+        Server::start_in(&dir).await
+    }
+
+    /// Starts a server on the SQLite file in `dir` (made by an earlier server, or new).
+    pub async fn start_in(dir: &Path) -> Server {
+        let addr = free_port();
+        let mut s = Server {
+            dir: dir.to_owned(),
+            addr,
+            child: None,
+            http: reqwest::Client::new(),
+        };
+        s.spawn();
+        s.wait_ready().await;
+        s
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("server.log"))
+            .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_sundial"))
+            .args([
+                "server",
+                "--node-id",
+                "test",
+                "--listen",
+                &self.addr.to_string(),
+            ])
+            .arg("--database-url")
+            .arg(format!(
+                "sqlite://{}",
+                self.dir.join("sundial.db").display()
+            ))
+            .env("RUST_LOG", "info,sqlx=warn")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+    }
+
+    async fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(r) = self
+                .http
+                .get(format!("http://{}/readyz", self.addr))
+                .send()
+                .await
+                && r.status().is_success()
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("server did not become ready; log:\n{}", self.log());
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+
+    /// SIGKILL, and wait for the process to be gone.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub async fn request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let mut req = self.http.request(method, self.url(path));
+        if let Some(b) = body {
+            req = req
+                .header("content-type", "application/json")
+                .body(b.to_string());
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    pub async fn put_job(&self, ns: &str, name: &str, body: Value) -> Value {
+        let (status, v) = self
+            .request(
+                reqwest::Method::PUT,
+                &format!("/v1/namespaces/{ns}/jobs/{name}"),
+                Some(body),
+            )
+            .await;
+        assert!(
+            status == 200 || status == 201,
+            "PUT job {name}: {status} {v}"
+        );
+        v
+    }
+
+    pub async fn get(&self, path: &str) -> Value {
+        let (status, v) = self.request(reqwest::Method::GET, path, None).await;
+        assert_eq!(status, 200, "GET {path}: {v}");
+        v
+    }
+
+    /// Every execution of a job, following pages.
+    pub async fn history(&self, ns: &str, job: &str) -> Vec<Value> {
+        let mut all = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut path = format!("/v1/namespaces/{ns}/jobs/{job}/executions?limit=1000");
+            if let Some(t) = &token {
+                path.push_str(&format!("&page_token={t}"));
+            }
+            let page = self.get(&path).await;
+            all.extend(page["items"].as_array().unwrap().iter().cloned());
+            match page["next_page_token"].as_str() {
+                Some(t) => token = Some(t.to_owned()),
+                None => return all,
+            }
+        }
+    }
+
+    /// Polls `check` every 100 ms until it returns Some, for at most `limit`.
+    pub async fn wait_for<T>(
+        &self,
+        limit: Duration,
+        mut check: impl AsyncFnMut() -> Option<T>,
+    ) -> T {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(v) = check().await {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "condition not met within {limit:?}; log:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+pub fn ts(v: &Value) -> Timestamp {
+    v.as_str()
+        .unwrap_or_else(|| panic!("not an instant: {v}"))
+        .parse()
+        .unwrap()
+}
+
+/// The next whole second at least `ahead` from now.
+pub fn whole_second_after(ahead: Duration) -> Timestamp {
+    let t = Timestamp::now() + jiff::SignedDuration::try_from(ahead).unwrap();
+    Timestamp::from_second(t.as_second() + 1).unwrap()
+}
