@@ -1,0 +1,360 @@
+//! The scheduler against the embedded store with an injected clock: misfire policies across a
+//! three-hour stop, daily jobs across daylight-saving changes, lookahead and completion.
+//! No test sleeps: time moves only when a test moves the `ManualClock`.
+
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+use sundial_clock::{Clock, ManualClock};
+use sundial_core::Dur;
+use sundial_core::execution::{ExecutionState, Trigger};
+use sundial_core::hash::shard_of;
+use sundial_core::job::{MisfirePolicy, ScheduleKind, ScheduleSpec};
+use sundial_core::schedule::Schedule;
+use sundial_scheduler::{Scheduler, SchedulerConfig};
+use sundial_store::testkit::job_spec;
+use sundial_store::{
+    ExecutionListQuery, ExecutionRecord, JobRecord, JobWrite, PendingExecutions, Store,
+};
+use sundial_store_sqlite::SqliteStore;
+use tokio::sync::Notify;
+
+struct Rig {
+    clock: Arc<ManualClock>,
+    store: Arc<dyn Store>,
+    scheduler: Scheduler,
+    _dir: tempfile::TempDir,
+}
+
+async fn rig(start: &str) -> Rig {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(start.parse().unwrap()));
+    let url = format!("sqlite://{}", dir.path().join("s.db").display());
+    let dyn_clock: Arc<dyn Clock> = clock.clone();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&url, dyn_clock.clone()).await.unwrap());
+    let scheduler = Scheduler::new(
+        store.clone(),
+        dyn_clock,
+        SchedulerConfig::new("sim"),
+        Arc::new(Notify::new()),
+    );
+    Rig {
+        clock,
+        store,
+        scheduler,
+        _dir: dir,
+    }
+}
+
+impl Rig {
+    async fn add_cron(&self, name: &str, cron: &str, tz: &str, policy: MisfirePolicy) {
+        let mut spec = job_spec("sim", name, 60);
+        spec.schedule = ScheduleSpec {
+            kind: ScheduleKind::Cron {
+                cron: cron.into(),
+                timezone: tz.into(),
+            },
+            start_at: None,
+            end_at: None,
+        };
+        spec.misfire_policy = policy;
+        let first = Schedule::compile(&spec.schedule)
+            .unwrap()
+            .first_slot(self.clock.now());
+        let record = JobRecord {
+            shard: shard_of("sim", name),
+            spec,
+            uid: uuid::Uuid::now_v7().to_string(),
+            version: 0,
+            created_at: self.clock.now(),
+            updated_at: self.clock.now(),
+            next_slot_at: first,
+            next_fire_at: first,
+            last_execution: None,
+        };
+        self.store
+            .job_write(&JobWrite {
+                record,
+                expected_version: None,
+                pending: PendingExecutions::Keep,
+            })
+            .await
+            .unwrap();
+    }
+
+    /// Runs a pass every `step` until `until`, as a live scheduler would.
+    async fn run_until(&mut self, until: &str, step: SignedDuration) {
+        let until: Timestamp = until.parse().unwrap();
+        while self.clock.now() < until {
+            self.scheduler.pass().await.unwrap();
+            self.clock.advance(step);
+        }
+        self.scheduler.pass().await.unwrap();
+    }
+
+    /// Runs passes until `until`, moving the clock from each pass to 3 s before the job's next
+    /// fire time (inside the lookahead), as a live scheduler with nothing else to do would.
+    async fn follow_job_until(&mut self, job: &str, until: &str) {
+        let until: Timestamp = until.parse().unwrap();
+        loop {
+            self.scheduler.pass().await.unwrap();
+            let next = self
+                .store
+                .job_get("sim", job)
+                .await
+                .unwrap()
+                .unwrap()
+                .next_fire_at;
+            match next {
+                Some(next) if next <= until => {
+                    let wake = next - SignedDuration::from_secs(3);
+                    if wake > self.clock.now() {
+                        self.clock.set(wake);
+                    }
+                }
+                _ => return,
+            }
+        }
+    }
+
+    async fn executions(&self, job: &str) -> Vec<ExecutionRecord> {
+        let mut all = self
+            .store
+            .execution_list(&ExecutionListQuery {
+                namespace: "sim".into(),
+                job: Some(job.into()),
+                limit: 1000,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        all.reverse();
+        all
+    }
+}
+
+fn count(es: &[ExecutionRecord], state: ExecutionState, trigger: Trigger) -> usize {
+    es.iter()
+        .filter(|e| e.state == state && e.trigger == trigger)
+        .count()
+}
+
+/// An every-minute job; the scheduler runs until 10:00:30, is stopped for three hours, and
+/// resumes at 13:00:30. Returns the executions of the outage and after.
+async fn three_hour_stop(policy: MisfirePolicy) -> Vec<ExecutionRecord> {
+    let mut rig = rig("2026-01-01T09:55:00Z").await;
+    rig.add_cron("m", "* * * * *", "UTC", policy).await;
+    rig.run_until("2026-01-01T10:00:30Z", SignedDuration::from_secs(1))
+        .await;
+    let before = rig.executions("m").await.len();
+    assert_eq!(before, 6, "09:55..10:00 triggered while running");
+    rig.clock.set("2026-01-01T13:00:30Z".parse().unwrap());
+    rig.scheduler.pass().await.unwrap();
+    let all = rig.executions("m").await;
+    let slots: Vec<_> = all.iter().map(|e| e.scheduled_at).collect();
+    let mut expected = Vec::new();
+    let mut t: Timestamp = "2026-01-01T09:55:00Z".parse().unwrap();
+    while t <= "2026-01-01T13:00:00Z".parse().unwrap() {
+        expected.push(t);
+        t += SignedDuration::from_secs(60);
+    }
+    assert_eq!(
+        slots, expected,
+        "every slot of the outage has exactly one record (G1)"
+    );
+    all[before..].to_vec()
+}
+
+#[tokio::test]
+async fn run_once_runs_one_execution_for_a_three_hour_outage_and_records_the_rest_missed() {
+    let outage = three_hour_stop(MisfirePolicy::RunOnce).await;
+    assert_eq!(
+        count(&outage, ExecutionState::Missed, Trigger::Misfire),
+        179
+    );
+    let runs: Vec<_> = outage
+        .iter()
+        .filter(|e| e.state == ExecutionState::Scheduled)
+        .collect();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(
+        (runs[0].trigger, runs[0].scheduled_at),
+        (Trigger::Misfire, "2026-01-01T13:00:00Z".parse().unwrap())
+    );
+}
+
+#[tokio::test]
+async fn run_all_runs_every_slot_of_a_three_hour_outage_oldest_first() {
+    let outage = three_hour_stop(MisfirePolicy::RunAll).await;
+    assert_eq!(
+        count(&outage, ExecutionState::Scheduled, Trigger::Misfire),
+        180
+    );
+    assert!(outage.windows(2).all(|w| w[0].fire_at < w[1].fire_at));
+}
+
+#[tokio::test]
+async fn skip_records_old_slots_missed_and_runs_the_young_one_late() {
+    let outage = three_hour_stop(MisfirePolicy::Skip).await;
+    assert_eq!(
+        count(&outage, ExecutionState::Missed, Trigger::Misfire),
+        179
+    );
+    let last = outage.last().unwrap();
+    assert_eq!(
+        (last.state, last.trigger),
+        (ExecutionState::Scheduled, Trigger::Schedule)
+    );
+}
+
+/// A daily fixed-time job across a DST change fires exactly once each local day, at the
+/// instant the dialect documents (cronie: a skipped time fires at the transition, a repeated
+/// time at its first instant).
+async fn daily_across(cron: &str, tz: &str, from: &str, until: &str, expected: &[&str]) {
+    let mut rig = rig(from).await;
+    rig.add_cron("daily", cron, tz, MisfirePolicy::RunOnce)
+        .await;
+    rig.follow_job_until("daily", until).await;
+    let got: Vec<Timestamp> = rig
+        .executions("daily")
+        .await
+        .iter()
+        .map(|e| e.scheduled_at)
+        .collect();
+    let expected: Vec<Timestamp> = expected
+        .iter()
+        .map(|s| s.parse::<jiff::Zoned>().unwrap().timestamp())
+        .collect();
+    assert_eq!(got, expected);
+    assert!(
+        rig.executions("daily")
+            .await
+            .iter()
+            .all(|e| e.trigger == Trigger::Schedule),
+        "no misfires while running"
+    );
+}
+
+#[tokio::test]
+async fn new_york_daily_job_fires_once_a_day_across_spring_forward() {
+    daily_across(
+        "30 2 * * *",
+        "America/New_York",
+        "2026-03-07T00:00:00Z",
+        "2026-03-10T00:00:00Z",
+        &[
+            "2026-03-07T02:30:00-05:00[America/New_York]",
+            "2026-03-08T03:00:00-04:00[America/New_York]",
+            "2026-03-09T02:30:00-04:00[America/New_York]",
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn new_york_daily_job_fires_once_a_day_across_fall_back() {
+    daily_across(
+        "30 1 * * *",
+        "America/New_York",
+        "2026-10-31T00:00:00Z",
+        "2026-11-03T00:00:00Z",
+        &[
+            "2026-10-31T01:30:00-04:00[America/New_York]",
+            "2026-11-01T01:30:00-04:00[America/New_York]",
+            "2026-11-02T01:30:00-05:00[America/New_York]",
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn berlin_daily_job_fires_once_a_day_across_both_changes() {
+    daily_across(
+        "30 2 * * *",
+        "Europe/Berlin",
+        "2026-03-28T00:00:00Z",
+        "2026-03-31T00:00:00Z",
+        &[
+            "2026-03-28T02:30:00+01:00[Europe/Berlin]",
+            "2026-03-29T03:00:00+02:00[Europe/Berlin]",
+            "2026-03-30T02:30:00+02:00[Europe/Berlin]",
+        ],
+    )
+    .await;
+    daily_across(
+        "30 2 * * *",
+        "Europe/Berlin",
+        "2026-10-24T00:00:00Z",
+        "2026-10-27T00:00:00Z",
+        &[
+            "2026-10-24T02:30:00+02:00[Europe/Berlin]",
+            "2026-10-25T02:30:00+02:00[Europe/Berlin]",
+            "2026-10-26T02:30:00+01:00[Europe/Berlin]",
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn slots_are_triggered_within_the_lookahead_and_never_twice() {
+    let mut rig = rig("2026-01-01T00:00:01Z").await;
+    rig.add_cron("s", "*/10 * * * * *", "UTC", MisfirePolicy::RunOnce)
+        .await;
+    rig.scheduler.pass().await.unwrap();
+    assert!(
+        rig.executions("s").await.is_empty(),
+        "00:00:10 is beyond the 5 s lookahead"
+    );
+    rig.clock.advance(SignedDuration::from_secs(5));
+    for _ in 0..3 {
+        rig.scheduler.pass().await.unwrap();
+    }
+    let es = rig.executions("s").await;
+    assert_eq!(es.len(), 1);
+    assert_eq!(es[0].fire_at, "2026-01-01T00:00:10Z".parse().unwrap());
+    assert_eq!(
+        es[0].state,
+        ExecutionState::Scheduled,
+        "triggered ahead, not yet due"
+    );
+}
+
+#[tokio::test]
+async fn a_job_past_its_end_is_completed() {
+    let mut rig = rig("2026-01-01T00:00:00Z").await;
+    let mut spec = job_spec("sim", "bounded", 1);
+    spec.schedule.start_at = Some("2026-01-01T00:00:00Z".parse().unwrap());
+    spec.schedule.end_at = Some("2026-01-01T00:00:03Z".parse().unwrap());
+    spec.jitter = Dur::ZERO;
+    let first = Schedule::compile(&spec.schedule)
+        .unwrap()
+        .first_slot(rig.clock.now());
+    let record = JobRecord {
+        shard: shard_of("sim", "bounded"),
+        spec,
+        uid: "u-bounded".into(),
+        version: 0,
+        created_at: rig.clock.now(),
+        updated_at: rig.clock.now(),
+        next_slot_at: first,
+        next_fire_at: first,
+        last_execution: None,
+    };
+    rig.store
+        .job_write(&JobWrite {
+            record,
+            expected_version: None,
+            pending: PendingExecutions::Keep,
+        })
+        .await
+        .unwrap();
+    rig.run_until("2026-01-01T00:00:10Z", SignedDuration::from_secs(1))
+        .await;
+    assert_eq!(
+        rig.executions("bounded").await.len(),
+        4,
+        "slots 0, 1, 2, 3 s"
+    );
+    let job = rig.store.job_get("sim", "bounded").await.unwrap().unwrap();
+    assert_eq!(job.state(), "completed");
+}
