@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use jiff::Timestamp;
@@ -14,7 +14,7 @@ use sundial_store::ExecutionListQuery;
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::request::limit;
+use crate::request::{Path, Query, limit};
 use crate::resource::execution_json;
 
 /// Page tokens are `<scheduled_at ms>_<id>` of the last item of the previous page.

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use jiff::Timestamp;
@@ -23,7 +23,7 @@ use sundial_store::{JobListQuery, JobRecord, JobWrite, PendingExecutions, RunSpe
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::request::{if_match, json_body, limit};
+use crate::request::{Path, Query, if_match, job_page_token, json_body, limit};
 use crate::resource::{execution_json, job_json};
 
 fn context(state: &AppState, ns: &str, name: Option<&str>) -> Context {
@@ -263,13 +263,14 @@ pub(crate) async fn list(
         },
     };
     let limit = limit(q.get("limit").map(String::as_str))?;
+    let after_name = job_page_token(q.get("page_token").map(String::as_str))?;
     let jobs = state
         .store
         .job_list(&JobListQuery {
             namespace: ns,
             paused,
             label,
-            after_name: q.get("page_token").cloned(),
+            after_name,
             limit,
         })
         .await?;

@@ -1,11 +1,55 @@
-//! Reading requests: bodies (size, content type, JSON), `If-Match`, pagination parameters.
+//! Reading requests: path and query parameters, bodies (size, content type, JSON),
+//! `If-Match`, pagination parameters. Every rejection is an [`ApiError`], so that no request
+//! gets axum's plain-text rejections instead of a problem document.
 
 use axum::body::{Body, Bytes};
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::MAX_BODY_BYTES;
 use crate::error::ApiError;
+
+/// Path parameters, like [`axum::extract::Path`] but rejected (e.g. a segment that is not
+/// UTF-8 once percent-decoded) with a 400 problem document.
+#[derive(Debug)]
+pub struct Path<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Path<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(value)) => Ok(Path(value)),
+            Err(rejection) => Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad request",
+                rejection.body_text(),
+            )),
+        }
+    }
+}
+
+/// Query parameters, like [`axum::extract::Query`] but rejected with a 400 problem document.
+#[derive(Debug)]
+pub struct Query<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(value)) => Ok(Query(value)),
+            Err(rejection) => Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad request",
+                rejection.body_text(),
+            )),
+        }
+    }
+}
 
 /// Reads a JSON body: 413 past [`MAX_BODY_BYTES`], 415 for a content type that is not JSON
 /// (`application/json`, `application/merge-patch+json`, or any `+json`), 400 for text that is
@@ -76,5 +120,62 @@ pub fn limit(raw: Option<&str>) -> Result<u32, ApiError> {
                 format!("'{text}' is not a whole number in 1-1000"),
             )),
         },
+    }
+}
+
+/// `?page_token=` of a job list: the name of the last job of the previous page.
+///
+/// # Errors
+/// 400 naming `page_token` when it is not a job name, so it cannot be one this API issued.
+pub fn job_page_token(raw: Option<&str>) -> Result<Option<String>, ApiError> {
+    match raw {
+        None => Ok(None),
+        Some(text) => match sundial_core::names::check_name(text) {
+            Ok(()) => Ok(Some(text.to_owned())),
+            Err(_) => Err(ApiError::bad_request(
+                "page_token",
+                format!("'{text}' is not a page token from this API"),
+            )),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::Router;
+    use axum::http::Request;
+    use axum::routing::get;
+    use tower::ServiceExt;
+
+    #[test]
+    fn job_page_tokens_are_job_names() {
+        assert_eq!(job_page_token(None).unwrap(), None);
+        assert_eq!(
+            job_page_token(Some("nightly-1")).unwrap(),
+            Some("nightly-1".to_owned())
+        );
+        for bad in ["", "Not A Token", "-x", "a/b"] {
+            let e = job_page_token(Some(bad)).unwrap_err();
+            assert_eq!(e.status, StatusCode::BAD_REQUEST);
+            assert_eq!(e.errors[0].field, "page_token");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_path_that_is_not_utf8_is_a_problem_document() {
+        let app = Router::new().route(
+            "/{name}",
+            get(|Path(name): Path<String>| async move { name }),
+        );
+        let response = app
+            .oneshot(Request::get("/%FF").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(
+            response.headers()[header::CONTENT_TYPE],
+            "application/problem+json"
+        );
     }
 }

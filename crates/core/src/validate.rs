@@ -431,6 +431,18 @@ impl Walker {
                 let timezone = self
                     .opt_str(obj, "timezone", "schedule.timezone")
                     .unwrap_or_else(|| "UTC".into());
+                // Checked here, not left to `Schedule::compile`: compiling stops at the first
+                // problem, and a bad zone must be named next to a bad or missing expression.
+                if jiff::tz::TimeZone::get(&timezone).is_err() {
+                    self.err(
+                        "schedule.timezone",
+                        format!("'{timezone}' is not a known IANA time zone"),
+                    );
+                    if let Some(Err(e)) = cron.as_deref().map(sundial_cron::Cron::parse) {
+                        self.err("schedule.cron", e.to_string());
+                    }
+                    return None;
+                }
                 cron.map(|cron| ScheduleKind::Cron { cron, timezone })
             }
             ["at"] => {
@@ -907,6 +919,37 @@ mod tests {
         ] {
             assert!(fields.contains(&f), "{f} missing from {fields:?}");
         }
+    }
+
+    #[test]
+    fn a_bad_zone_is_named_next_to_a_bad_or_missing_expression() {
+        let fields = |schedule: Value| -> Vec<String> {
+            let mut body = valid();
+            body["schedule"] = schedule;
+            let mut fields: Vec<_> = job_from_json(&body, &ctx())
+                .unwrap_err()
+                .into_iter()
+                .map(|e| e.field)
+                .collect();
+            fields.sort();
+            fields
+        };
+        assert_eq!(
+            fields(json!({"cron": "61 * * * *", "timezone": "Mars/Olympus"})),
+            ["schedule.cron", "schedule.timezone"]
+        );
+        assert_eq!(
+            fields(json!({"cron": 5, "timezone": "Mars/Olympus"})),
+            ["schedule.cron", "schedule.timezone"]
+        );
+        assert_eq!(
+            fields(json!({"cron": "0 2 * * *", "timezone": "Mars/Olympus"})),
+            ["schedule.timezone"]
+        );
+        assert_eq!(
+            fields(json!({"cron": "61 * * * *", "timezone": "UTC"})),
+            ["schedule.cron"]
+        );
     }
 
     #[test]
