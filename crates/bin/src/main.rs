@@ -4,6 +4,7 @@
 //! Exit codes: 0 success; 1 a failure (server error, rejected request, unreachable server);
 //! 2 bad usage or an invalid cron expression.
 
+mod bench;
 mod client;
 mod config;
 mod cron_cmd;
@@ -38,6 +39,8 @@ enum Command {
     /// Start a server on an embedded store with a local HTTP receiver, apply
     /// examples/jobs.yaml, and print each execution as it completes.
     Demo(demo::DemoArgs),
+    /// Measure trigger throughput and lag with a built-in load generator and HTTP sink.
+    Bench(bench::BenchArgs),
 }
 
 #[tokio::main]
@@ -50,6 +53,7 @@ async fn main() -> ExitCode {
         Command::Exec(args) => client::exec(args).await,
         Command::Cron(args) => return cron_cmd::run(args),
         Command::Demo(args) => demo::run(args).await,
+        Command::Bench(args) => bench::run(args).await,
     };
     match result {
         Ok(code) => code,

@@ -221,7 +221,7 @@ mod tests {
                 cron: "0 2 * * *".into(),
                 timezone: "Europe/Berlin".into(),
             },
-            start_at: Some(ts("2026-06-10T00:00:00Z")),
+            start_at: Some(ts("2026-06-10T00:00:01Z")),
             end_at: None,
         })
         .unwrap();

@@ -1,0 +1,378 @@
+//! `sundial bench`: the built-in load generator (SPEC §8). It creates jobs, starts server
+//! processes and a loopback HTTP sink, waits for the slots, and reports drain time,
+//! triggers/s, lag (sink receive time − fire time) percentiles, lost and duplicate deliveries,
+//! and the servers' peak RSS — as a table, then as one JSON line on stdout.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use clap::{Args, Subcommand};
+use jiff::{SignedDuration, Timestamp};
+use serde_json::{Value, json};
+
+/// `sundial bench ...`
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    workload: Workload,
+}
+
+#[derive(Debug, Subcommand)]
+enum Workload {
+    /// N one-off jobs all due at the same instant.
+    Burst {
+        /// Jobs in the burst
+        #[arg(long, default_value_t = 10_000)]
+        jobs: u32,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// R every-second jobs (R triggers per second) for a duration.
+    Steady {
+        /// Triggers per second
+        #[arg(long, default_value_t = 100)]
+        rate: u32,
+        /// How long to measure, e.g. 60s or 5m
+        #[arg(long, default_value = "60s")]
+        duration: String,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+#[derive(Debug, Args)]
+struct Common {
+    /// Store URL [default: a fresh SQLite file in the temp directory]
+    #[arg(long)]
+    database_url: Option<String>,
+    /// Server processes to start
+    #[arg(long, default_value_t = 1)]
+    nodes: u32,
+    /// Seconds between job creation and the first slot
+    #[arg(long, default_value_t = 5)]
+    lead_s: u64,
+}
+
+#[derive(Default)]
+struct Sink {
+    /// (job, slot ms) → receive instants.
+    seen: Mutex<HashMap<(String, i64), Vec<Timestamp>>>,
+}
+
+async fn sink(
+    State(s): State<Arc<Sink>>,
+    Path(job): Path<String>,
+    headers: HeaderMap,
+) -> StatusCode {
+    let now = Timestamp::now();
+    let slot = headers
+        .get("sundial-scheduled-at")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<Timestamp>().ok());
+    if let Some(slot) = slot {
+        s.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry((job, slot.as_millisecond()))
+            .or_default()
+            .push(now);
+    }
+    StatusCode::OK
+}
+
+struct Nodes {
+    children: Vec<Child>,
+    api: String,
+}
+
+impl Drop for Nodes {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Nodes {
+    fn peak_rss_mb(&self) -> f64 {
+        self.children
+            .iter()
+            .filter_map(|c| std::fs::read_to_string(format!("/proc/{}/status", c.id())).ok())
+            .filter_map(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmHWM:"))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|kb| kb.parse::<f64>().ok())
+            })
+            .fold(0.0, f64::max)
+            / 1024.0
+    }
+}
+
+fn free_addr() -> anyhow::Result<SocketAddr> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+}
+
+async fn start_nodes(url: &str, count: u32) -> anyhow::Result<Nodes> {
+    let exe = std::env::current_exe().context("locating the sundial binary")?;
+    let mut children = Vec::new();
+    let mut api = String::new();
+    for k in 0..count {
+        let addr = free_addr()?;
+        let child = Command::new(&exe)
+            .args([
+                "server",
+                "--node-id",
+                &format!("bench-{k}"),
+                "--listen",
+                &addr.to_string(),
+                "--database-url",
+                url,
+            ])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .context("starting a server process")?;
+        children.push(child);
+        if k == 0 {
+            api = format!("http://{addr}");
+        }
+    }
+    let nodes = Nodes { children, api };
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(r) = http.get(format!("{}/readyz", nodes.api)).send().await
+            && r.status().is_success()
+        {
+            return Ok(nodes);
+        }
+        if Instant::now() > deadline {
+            bail!("the server did not become ready within 30 s");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Creates jobs with up to 32 requests in flight.
+async fn create_jobs(api: &str, jobs: Vec<(String, Value)>) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
+    let total = jobs.len();
+    let mut pending = jobs.into_iter();
+    let mut set = tokio::task::JoinSet::new();
+    let mut done = 0;
+    loop {
+        while set.len() < 32 {
+            let Some((name, body)) = pending.next() else {
+                break;
+            };
+            let (http, url) = (
+                http.clone(),
+                format!("{api}/v1/namespaces/bench/jobs/{name}"),
+            );
+            set.spawn(async move {
+                let r = http
+                    .put(url)
+                    .header("content-type", "application/json")
+                    .body(body.to_string())
+                    .send()
+                    .await?;
+                anyhow::ensure!(
+                    r.status().is_success(),
+                    "creating {name}: HTTP {}",
+                    r.status()
+                );
+                Ok(())
+            });
+        }
+        match set.join_next().await {
+            Some(r) => {
+                r??;
+                done += 1;
+                if done % 500 == 0 || done == total {
+                    eprint!("\rcreating jobs {done}/{total}");
+                }
+            }
+            None => break,
+        }
+    }
+    eprintln!();
+    Ok(())
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Runs a workload.
+pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let (workload, common, expected, first_slot, last_slot, jobs) = match &args.workload {
+        Workload::Burst { jobs, common } => {
+            let at =
+                Timestamp::from_second(Timestamp::now().as_second() + common.lead_s as i64 + 1)?;
+            (
+                "burst",
+                common,
+                u64::from(*jobs),
+                at,
+                at,
+                (0..*jobs)
+                    .map(|i| (format!("b{i}"), json!({"schedule": {"at": at.to_string()}})))
+                    .collect::<Vec<_>>(),
+            )
+        }
+        Workload::Steady {
+            rate,
+            duration,
+            common,
+        } => {
+            let d: sundial_core::Dur = duration.parse().context("--duration")?;
+            let start =
+                Timestamp::from_second(Timestamp::now().as_second() + common.lead_s as i64 + 1)?;
+            let secs = (d.as_millis() / 1000).max(1);
+            let end =
+                start + SignedDuration::from_secs(i64::try_from(secs).unwrap_or(i64::MAX) - 1);
+            let body = json!({"schedule": {"every": "1s", "start_at": start.to_string(), "end_at": end.to_string()}});
+            (
+                "steady",
+                common,
+                u64::from(*rate) * secs,
+                start,
+                end,
+                (0..*rate)
+                    .map(|i| (format!("s{i}"), body.clone()))
+                    .collect(),
+            )
+        }
+    };
+    let temp_db = std::env::temp_dir().join(format!("sundial-bench-{}.db", std::process::id()));
+    let url = common
+        .database_url
+        .clone()
+        .unwrap_or_else(|| format!("sqlite://{}", temp_db.display()));
+    let store = if url.starts_with("sqlite:") {
+        "sqlite"
+    } else {
+        "postgres"
+    };
+
+    let sink_state = Arc::new(Sink::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let sink_addr = listener.local_addr()?;
+    let app = axum::Router::new()
+        .route("/sink/{job}", axum::routing::any(sink))
+        .with_state(sink_state.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let nodes = start_nodes(&url, common.nodes).await?;
+    let jobs: Vec<(String, Value)> = jobs
+        .into_iter()
+        .map(|(name, mut body)| {
+            body["target"] =
+                json!({"type": "http", "url": format!("http://{sink_addr}/sink/{name}")});
+            body["retry"] = json!({"max_attempts": 3, "initial_interval": "1s"});
+            (name, body)
+        })
+        .collect();
+    let created = Instant::now();
+    create_jobs(&nodes.api, jobs).await?;
+    if Timestamp::now() >= first_slot {
+        bail!(
+            "creating the jobs took {:?}, past the first slot; raise --lead-s",
+            created.elapsed()
+        );
+    }
+
+    // Wait until every expected delivery arrived, or 30 s past the last slot.
+    let give_up = last_slot + SignedDuration::from_secs(30);
+    loop {
+        let received = sink_state
+            .seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len() as u64;
+        let now = Timestamp::now();
+        eprint!("\r{workload}: {received}/{expected} slots delivered");
+        if received >= expected || now > give_up {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // A short grace period to catch duplicates.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    eprintln!();
+    let peak_rss_mb = nodes.peak_rss_mb();
+    drop(nodes);
+
+    let seen = sink_state.seen.lock().unwrap_or_else(|e| e.into_inner());
+    let mut lags: Vec<f64> = Vec::with_capacity(seen.len());
+    let mut duplicates = 0u64;
+    let mut last_receive = first_slot;
+    for ((_, slot_ms), receipts) in seen.iter() {
+        duplicates += receipts.len() as u64 - 1;
+        let first = receipts.iter().min().copied().unwrap_or(first_slot);
+        last_receive = last_receive.max(first);
+        lags.push((first.as_millisecond() - slot_ms) as f64);
+    }
+    lags.sort_by(f64::total_cmp);
+    let lost = expected.saturating_sub(seen.len() as u64);
+    let drain_s = last_receive
+        .duration_since(first_slot)
+        .as_secs_f64()
+        .max(0.001);
+    let triggers_per_s = if workload == "burst" {
+        seen.len() as f64 / drain_s
+    } else {
+        seen.len() as f64 / (last_slot.duration_since(first_slot).as_secs_f64() + 1.0)
+    };
+    let report = json!({
+        "workload": workload, "store": store, "jobs": expected, "stored": 0, "nodes": common.nodes,
+        "drain_s": (drain_s * 1000.0).round() / 1000.0,
+        "triggers_per_s": triggers_per_s.round(),
+        "lag_ms": {"p50": percentile(&lags, 50.0), "p90": percentile(&lags, 90.0), "p99": percentile(&lags, 99.0), "max": lags.last().copied().unwrap_or(0.0)},
+        "lost": lost, "duplicates": duplicates, "peak_rss_mb": (peak_rss_mb * 10.0).round() / 10.0,
+    });
+    println!(
+        "workload         {workload} ({store}, {} node(s))",
+        common.nodes
+    );
+    println!("slots expected   {expected}");
+    println!(
+        "delivered        {} (lost {lost}, duplicates {duplicates})",
+        seen.len()
+    );
+    println!(
+        "drain            {drain_s:.3} s   triggers/s {:.0}",
+        triggers_per_s
+    );
+    println!(
+        "lag ms           p50 {}  p90 {}  p99 {}  max {}",
+        report["lag_ms"]["p50"],
+        report["lag_ms"]["p90"],
+        report["lag_ms"]["p99"],
+        report["lag_ms"]["max"]
+    );
+    println!("peak RSS         {peak_rss_mb:.1} MB");
+    println!("{report}");
+    if common.database_url.is_none() {
+        for suffix in ["", "-wal", "-shm", ".scheduler.lock"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", temp_db.display()));
+        }
+    }
+    Ok(if lost == 0 && duplicates == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
