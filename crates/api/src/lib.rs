@@ -108,13 +108,14 @@ async fn readyz(State(state): State<AppState>) -> Response {
 }
 
 async fn cluster(State(state): State<AppState>) -> Response {
-    let queue_depth = match state.store.execution_next_due().await {
-        Ok(next) => json!({"next_due_at": next}),
-        Err(e) => return error::ApiError::from(e).into_response(),
-    };
-    axum::Json(json!({
-        "nodes": [{"id": state.node, "roles": state.roles}],
-        "queue": queue_depth,
-    }))
-    .into_response()
+    match state.store.cluster_status().await {
+        Ok(status) => axum::Json(json!({
+            "now": status.now,
+            "this_node": {"id": state.node, "roles": state.roles},
+            "nodes": status.nodes,
+            "queue": {"queued": status.queued, "scheduled": status.scheduled, "running": status.running},
+        }))
+        .into_response(),
+        Err(e) => error::ApiError::from(e).into_response(),
+    }
 }

@@ -30,6 +30,17 @@ pub struct ServerArgs {
     /// TOML configuration file
     #[arg(long, env = "SUNDIAL_CONFIG")]
     pub config: Option<PathBuf>,
+    /// Shard lease time to live, e.g. 10s [default: 10s]
+    #[arg(long, env = "SUNDIAL_LEASE_TTL")]
+    pub lease_ttl: Option<String>,
+    /// Testing aid: shift this node's clock by this many milliseconds
+    #[arg(
+        long,
+        env = "SUNDIAL_CLOCK_OFFSET_MS",
+        hide = true,
+        allow_hyphen_values = true
+    )]
+    pub clock_offset_ms: Option<i64>,
 }
 
 /// `sundial migrate` flags.
@@ -48,6 +59,7 @@ struct FileConfig {
     listen: Option<String>,
     node_id: Option<String>,
     roles: Option<Vec<String>>,
+    lease_ttl: Option<String>,
     #[serde(default)]
     connections: BTreeMap<String, ConnectionConfig>,
     #[serde(default)]
@@ -82,6 +94,10 @@ pub struct ServerConfig {
     pub node_id: String,
     /// Named connections.
     pub connections: BTreeMap<String, ConnectionConfig>,
+    /// Shard lease time to live.
+    pub lease_ttl: sundial_core::Dur,
+    /// Shift of this node's clock (testing aid), in milliseconds.
+    pub clock_offset_ms: i64,
 }
 
 /// The default store URL.
@@ -152,6 +168,16 @@ impl ServerConfig {
             }
         }
         let _ = (&file.namespaces, &file.tokens, &file.http_targets);
+        let ttl_text = args
+            .lease_ttl
+            .or(file.lease_ttl)
+            .unwrap_or_else(|| "10s".into());
+        let lease_ttl: sundial_core::Dur = ttl_text
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--lease-ttl: {e}"))?;
+        if lease_ttl.as_millis() < 1000 {
+            bail!("--lease-ttl: {lease_ttl} is shorter than the minimum of 1s");
+        }
         Ok(ServerConfig {
             roles,
             database_url: args
@@ -164,6 +190,8 @@ impl ServerConfig {
                 .or(file.node_id)
                 .unwrap_or_else(default_node_id),
             connections: file.connections,
+            lease_ttl,
+            clock_offset_ms: args.clock_offset_ms.unwrap_or(0),
         })
     }
 

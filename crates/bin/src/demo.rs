@@ -92,6 +92,8 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         node_id: "demo".into(),
         connections: Default::default(),
+        lease_ttl: sundial_core::Dur::from_secs(10),
+        clock_offset_ms: 0,
     };
     let running = crate::server::start(&config).await?;
     let api_addr = running.addr.context("the API did not start")?;

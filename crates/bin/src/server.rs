@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use sundial_api::{AppState, router};
-use sundial_clock::{Clock, SystemClock};
+use sundial_clock::{Clock, OffsetClock, SystemClock};
 use sundial_scheduler::{Scheduler, SchedulerConfig};
 use sundial_store::Store;
+use sundial_store_postgres::PgStore;
 use sundial_store_sqlite::SqliteStore;
 use sundial_target::Targets;
 use sundial_worker::{Worker, WorkerConfig};
@@ -16,7 +17,7 @@ use tokio::task::JoinSet;
 
 use crate::config::{DEFAULT_DATABASE_URL, MigrateArgs, ServerArgs, ServerConfig};
 
-/// Opens the store for a URL: `sqlite:` → embedded.
+/// Opens the store for a URL: `sqlite:` → embedded, `postgres:` → shared.
 ///
 /// # Errors
 /// An unsupported scheme, or a store that cannot be opened or migrated.
@@ -27,9 +28,10 @@ pub async fn open_store(url: &str, clock: Arc<dyn Clock>) -> anyhow::Result<Arc<
             .with_context(|| format!("--database-url: cannot open {url}"))?;
         Ok(Arc::new(store))
     } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        bail!(
-            "--database-url: the PostgreSQL store is not part of this build yet; use sqlite://PATH"
-        )
+        let store = PgStore::open(url, None)
+            .await
+            .with_context(|| format!("--database-url: cannot open {}", redact(url)))?;
+        Ok(Arc::new(store))
     } else {
         bail!("--database-url: '{url}' must start with sqlite:// or postgres://")
     }
@@ -97,7 +99,17 @@ async fn shutdown_signal() {
 /// # Errors
 /// A store that cannot be opened, a scheduler refused the store, a listen address in use.
 pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let clock: Arc<dyn Clock> = if config.clock_offset_ms == 0 {
+        Arc::new(SystemClock)
+    } else {
+        tracing::warn!(
+            offset_ms = config.clock_offset_ms,
+            "this node's clock is shifted on purpose"
+        );
+        Arc::new(OffsetClock::new(jiff::SignedDuration::from_millis(
+            config.clock_offset_ms,
+        )))
+    };
     let store = open_store(&config.database_url, clock.clone()).await?;
     let (shutdown, rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
@@ -108,7 +120,10 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
         let mut scheduler = Scheduler::new(
             store.clone(),
             clock.clone(),
-            SchedulerConfig::new(&config.node_id),
+            SchedulerConfig {
+                lease_ttl: config.lease_ttl,
+                ..SchedulerConfig::new(&config.node_id)
+            },
             worker_wake.clone(),
         );
         scheduler
@@ -162,7 +177,7 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
                 .context("API server failed")
         });
     }
-    tracing::info!(node = %config.node_id, roles = ?config.roles, store = %config.database_url, api = ?addr, "sundial started");
+    tracing::info!(node = %config.node_id, roles = ?config.roles, store = %redact(&config.database_url), api = ?addr, "sundial started");
     Ok(Running {
         addr,
         shutdown,
@@ -178,7 +193,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     if let Some(addr) = running.addr {
         eprintln!(
             "sundial: API on http://{addr} (store {})",
-            config.database_url
+            redact(&config.database_url)
         );
     }
     running.wait().await?;
@@ -203,4 +218,18 @@ pub fn init_tracing() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+/// A store URL with any password replaced by `***`, for messages and logs.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
 }

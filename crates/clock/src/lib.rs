@@ -66,6 +66,34 @@ impl Clock for SystemClock {
     }
 }
 
+/// The system clock shifted by a fixed offset: a node whose own clock is wrong, for failure
+/// tests of the guarantee that the store's clock, not the node's, decides what is due.
+#[derive(Debug, Clone, Copy)]
+pub struct OffsetClock {
+    offset: SignedDuration,
+}
+
+impl OffsetClock {
+    /// The system clock plus `offset` (negative: behind).
+    pub fn new(offset: SignedDuration) -> Self {
+        OffsetClock { offset }
+    }
+}
+
+impl Clock for OffsetClock {
+    fn now(&self) -> Timestamp {
+        truncate_ms(
+            Timestamp::now()
+                .saturating_add(self.offset)
+                .unwrap_or_else(|_| Timestamp::now()),
+        )
+    }
+
+    fn sleep_until(&self, deadline: Timestamp) -> Sleep<'_> {
+        SystemClock.sleep_until(deadline.saturating_sub(self.offset).unwrap_or(deadline))
+    }
+}
+
 /// A clock that only moves when a test moves it, waking every sleeper whose deadline it passes.
 #[derive(Debug)]
 pub struct ManualClock {

@@ -125,7 +125,11 @@ impl Scheduler {
     /// [`Error::InUse`] when another scheduler holds the store; other store errors are
     /// retried by the loop and returned here only as `Ok` with no shards.
     pub async fn acquire(&mut self) -> Result<(), Error> {
-        match self.renew_leases().await {
+        let now = self.store.now().await.map_err(|e| {
+            tracing::warn!(error = %e, "reading the store's time failed");
+        });
+        let Ok(now) = now else { return Ok(()) };
+        match self.renew_leases(now).await {
             Err(e @ StoreError::InUse(_)) => Err(Error::InUse(e)),
             Err(e) => {
                 tracing::warn!(error = %e, "shard lease renewal failed; retrying");
@@ -168,7 +172,9 @@ impl Scheduler {
         Ok(())
     }
 
-    async fn renew_leases(&mut self) -> Result<(), StoreError> {
+    /// Renews the leases; `now` is the store's time the renewal is recorded at (the node's
+    /// own clock may be skewed, SPEC G3).
+    async fn renew_leases(&mut self, now: Timestamp) -> Result<(), StoreError> {
         let request = ShardLeaseRequest {
             node: self.config.node.clone(),
             ttl: self.config.lease_ttl,
@@ -176,7 +182,7 @@ impl Scheduler {
         match self.store.shard_lease_renew(&request).await {
             Ok(leases) => {
                 self.leases = leases;
-                self.leases_renewed_at = Some(self.clock.now());
+                self.leases_renewed_at = Some(now);
                 Ok(())
             }
             Err(e) => {
@@ -199,7 +205,7 @@ impl Scheduler {
             .is_none_or(|at| now - renew_after >= at)
             || self.leases.is_empty()
         {
-            self.renew_leases().await?;
+            self.renew_leases(now).await?;
         }
         let mut report = PassReport::default();
         if self.leases.is_empty() {

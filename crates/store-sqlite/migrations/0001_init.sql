@@ -37,6 +37,8 @@ CREATE TABLE executions (
     worker           TEXT,
     lease_expires_at INTEGER,
     lease_ms         INTEGER NOT NULL,
+    created_at       INTEGER NOT NULL,
+    triggered_by     TEXT,                  -- scheduler node that created it (NULL: the API)
     run              TEXT    NOT NULL       -- RunSpec as JSON
 );
 -- One execution per slot of a job incarnation (SPEC G1); manual runs are outside the schedule.

@@ -27,10 +27,10 @@ use sundial_clock::Clock;
 use sundial_core::SHARD_COUNT;
 use sundial_core::execution::ExecutionState;
 use sundial_store::{
-    AttemptComplete, AttemptRef, ClaimedExecution, DueJob, Error, ExecutionClaim,
+    AttemptComplete, AttemptRef, ClaimedExecution, ClusterStatus, DueJob, Error, ExecutionClaim,
     ExecutionListQuery, ExecutionRecord, JobListQuery, JobRecord, JobWrite, NewExecution, NextStep,
-    PendingExecutions, Result, RunSpec, ShardLease, ShardLeaseRequest, Store, TriggerCommit,
-    TriggerCommitted, TriggerListDue,
+    NodeStatus, PendingExecutions, Result, RunSpec, ShardLease, ShardLeaseRequest, Store,
+    TriggerCommit, TriggerCommitted, TriggerListDue,
 };
 
 use rows::{db_err, ms, ts};
@@ -146,6 +146,52 @@ const CLAIMED_COLUMNS: &str = "id, namespace, job, attempt, max_attempts, schedu
 impl Store for SqliteStore {
     async fn now(&self) -> Result<Timestamp> {
         Ok(self.clock.now())
+    }
+
+    async fn cluster_status(&self) -> Result<ClusterStatus> {
+        let now = ms(self.clock.now());
+        let nodes = sqlx::query(
+            "SELECT owner, count(*) AS shards, max(expires_at) AS expires_at FROM shard_leases \
+             WHERE expires_at > ?1 GROUP BY owner",
+        )
+        .bind(now)
+        .fetch_all(&self.reader)
+        .await
+        .map_err(db_err)?;
+        let nodes = nodes
+            .iter()
+            .map(|r| {
+                let owner: String = r.try_get("owner").map_err(db_err)?;
+                let shards: i64 = r.try_get("shards").map_err(db_err)?;
+                let node = owner.split('/').next().unwrap_or_default().to_owned();
+                Ok(NodeStatus {
+                    id: node,
+                    started_at: ts(now)?,
+                    heartbeat_at: ts(now)?,
+                    live: true,
+                    shards: u32::try_from(shards).unwrap_or(0),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let row = sqlx::query(
+            "SELECT coalesce(sum(due_at <= ?1), 0) AS queued, coalesce(sum(due_at > ?1), 0) AS scheduled, \
+             (SELECT count(*) FROM executions WHERE state = 'running') AS running \
+             FROM executions WHERE due_at IS NOT NULL",
+        )
+        .bind(now)
+        .fetch_one(&self.reader)
+        .await
+        .map_err(db_err)?;
+        let n = |col: &str| -> Result<u64> {
+            Ok(u64::try_from(row.try_get::<i64, _>(col).map_err(db_err)?).unwrap_or(0))
+        };
+        Ok(ClusterStatus {
+            now: ts(now)?,
+            nodes,
+            queued: n("queued")?,
+            scheduled: n("scheduled")?,
+            running: n("running")?,
+        })
     }
 
     async fn job_get(&self, namespace: &str, name: &str) -> Result<Option<JobRecord>> {
@@ -418,7 +464,8 @@ impl Store for SqliteStore {
             }
             done.jobs_advanced += 1;
             for e in &job.executions {
-                done.executions_inserted += insert_execution(&mut tx, e, now).await?;
+                done.executions_inserted +=
+                    insert_execution(&mut tx, e, now, Some(&c.node)).await?;
             }
         }
         tx.commit().await.map_err(db_err)?;
@@ -428,7 +475,7 @@ impl Store for SqliteStore {
     async fn execution_insert(&self, e: &NewExecution) -> Result<ExecutionRecord> {
         let now = self.clock.now();
         let mut tx = self.begin().await?;
-        insert_execution(&mut tx, e, now).await?;
+        insert_execution(&mut tx, e, now, None).await?;
         tx.commit().await.map_err(db_err)?;
         self.execution_get(&e.namespace, &e.id)
             .await?
@@ -704,13 +751,18 @@ impl Store for SqliteStore {
 
 type Tx<'a> = sqlx::Transaction<'a, sqlx::Sqlite>;
 
-async fn insert_execution(tx: &mut Tx<'_>, e: &NewExecution, now: Timestamp) -> Result<u32> {
+async fn insert_execution(
+    tx: &mut Tx<'_>,
+    e: &NewExecution,
+    now: Timestamp,
+    node: Option<&str>,
+) -> Result<u32> {
     let run = serde_json::to_string(&e.run).map_err(|err| Error::Corrupt(err.to_string()))?;
     let waiting = !e.state.is_terminal();
     let done = sqlx::query(
         "INSERT INTO executions (id, namespace, job, job_uid, job_version, shard, trigger, scheduled_at, \
-         fire_at, queued_at, due_at, finished_at, state, max_attempts, lease_ms, run) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10, ?11, ?12, ?13, ?14, ?15) ON CONFLICT DO NOTHING",
+         fire_at, queued_at, due_at, finished_at, state, max_attempts, lease_ms, run, triggered_by, created_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) ON CONFLICT DO NOTHING",
     )
     .bind(&e.id)
     .bind(&e.namespace)
@@ -727,6 +779,8 @@ async fn insert_execution(tx: &mut Tx<'_>, e: &NewExecution, now: Timestamp) -> 
     .bind(i64::from(e.run.retry.max_attempts))
     .bind(e.run.heartbeat_timeout.as_millis_i64())
     .bind(run)
+    .bind(node)
+    .bind(ms(now))
     .execute(&mut **tx)
     .await
     .map_err(db_err)?;

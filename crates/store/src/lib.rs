@@ -75,6 +75,16 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// The store's time authority, UTC at millisecond resolution.
     async fn now(&self) -> Result<Timestamp>;
 
+    /// A signal notified when executions may have become due through another process (a
+    /// shared store's notifications); `None` when the store has no such channel and
+    /// in-process wake-ups suffice.
+    fn due_signal(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
+        None
+    }
+
+    /// Nodes, shard ownership and queue depth.
+    async fn cluster_status(&self) -> Result<ClusterStatus>;
+
     /// One job by namespace and name, with its last execution.
     async fn job_get(&self, namespace: &str, name: &str) -> Result<Option<JobRecord>>;
 

@@ -385,3 +385,33 @@ pub struct ExecutionListQuery {
     /// Page size, 1 to 1000.
     pub limit: u32,
 }
+
+/// The cluster as the store sees it (`GET /v1/cluster`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClusterStatus {
+    /// The store's time.
+    pub now: Timestamp,
+    /// Scheduler nodes seen in the last minute.
+    pub nodes: Vec<NodeStatus>,
+    /// Executions due and waiting for a worker.
+    pub queued: u64,
+    /// Executions created ahead of their fire time (or waiting for a retry).
+    pub scheduled: u64,
+    /// Executions with a running attempt.
+    pub running: u64,
+}
+
+/// One scheduler node.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeStatus {
+    /// Node id.
+    pub id: String,
+    /// When its process registered.
+    pub started_at: Timestamp,
+    /// Its last heartbeat.
+    pub heartbeat_at: Timestamp,
+    /// True while its heartbeat has not expired.
+    pub live: bool,
+    /// Shards it holds.
+    pub shards: u32,
+}

@@ -107,6 +107,10 @@ impl Worker {
     /// flight to finish (at most their timeout).
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
         let reaper = tokio::spawn(self.clone().reap_loop(shutdown.clone()));
+        let due_signal = self
+            .store
+            .due_signal()
+            .unwrap_or_else(|| Arc::new(Notify::new()));
         while !*shutdown.borrow() {
             let claimed = match self.claim_once().await {
                 Ok(n) => n,
@@ -122,6 +126,7 @@ impl Worker {
             tokio::select! {
                 _ = self.clock.sleep_until(deadline) => {}
                 _ = self.wake.notified() => {}
+                _ = due_signal.notified() => {}
                 _ = shutdown.changed() => {}
                 permit = self.slots.clone().acquire_owned(), if self.slots.available_permits() == 0 => drop(permit),
             }
@@ -131,14 +136,22 @@ impl Worker {
         let _ = self.slots.acquire_many(all).await;
     }
 
-    /// When to look again: the next due execution, but no later than one poll interval.
+    /// When to look again, on this node's clock: when the next execution comes due by the
+    /// store's clock, but no later than one poll interval. The wait is computed as a duration
+    /// on the store's clock, so a node whose own clock is skewed neither busy-loops nor
+    /// oversleeps.
     async fn idle_deadline(&self) -> Timestamp {
-        let now = self.clock.now();
-        let poll = now + self.config.poll.as_signed();
-        match self.store.execution_next_due().await {
-            Ok(Some(due)) => due.clamp(now, poll),
+        let poll = self.config.poll.as_signed();
+        let wait = match (
+            self.store.execution_next_due().await,
+            self.store.now().await,
+        ) {
+            (Ok(Some(due)), Ok(now)) => due
+                .duration_since(now)
+                .clamp(jiff::SignedDuration::ZERO, poll),
             _ => poll,
-        }
+        };
+        self.clock.now() + wait
     }
 
     /// Claims what is due (up to the free capacity) and starts each attempt; returns how many.

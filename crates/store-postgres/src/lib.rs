@@ -1,0 +1,921 @@
+//! Sundial's shared store: PostgreSQL, for any number of processes.
+//!
+//! Invariants (beyond those of [`sundial_store`]):
+//! - The database clock is the time authority: every due check, lease and timestamp is
+//!   computed from `clock_timestamp()` in the statement's transaction — unless the store was
+//!   opened with a test clock, which replaces it (STYLE.md: `coalesce($now, now())`).
+//! - Shard leases are rows of `shard_leases`; a change of owner bumps the shard's epoch. The
+//!   live scheduler nodes (rows of `nodes` with an unexpired heartbeat) share the 1,024 shards
+//!   evenly: each renewal gives back shards beyond a node's share and takes free ones up to it.
+//! - A trigger commit locks the lease rows of its shards (`FOR SHARE`) and checks owner,
+//!   epoch and expiry before writing, so a takeover waits for an in-flight commit and a
+//!   commit after a takeover writes nothing.
+//! - Workers claim with `FOR UPDATE SKIP LOCKED`: no execution is handed to two claimers,
+//!   and claimers never wait on each other. A commit that makes executions due sends
+//!   `NOTIFY sundial_due`, which wakes idle workers ([`Store::due_signal`]).
+
+#![warn(missing_docs)]
+
+mod rows;
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use jiff::Timestamp;
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
+use sqlx::{ConnectOptions, PgPool, Postgres, Row};
+use sundial_clock::Clock;
+use sundial_core::SHARD_COUNT;
+use sundial_core::execution::ExecutionState;
+use sundial_store::{
+    AttemptComplete, AttemptRef, ClaimedExecution, ClusterStatus, DueJob, Error, ExecutionClaim,
+    ExecutionListQuery, ExecutionRecord, JobListQuery, JobRecord, JobWrite, NewExecution, NextStep,
+    PendingExecutions, Result, RunSpec, ShardLease, ShardLeaseRequest, Store, TriggerCommit,
+    TriggerCommitted, TriggerListDue,
+};
+use tokio::sync::Notify;
+
+use rows::{db_err, ms, ts};
+
+/// The channel a commit that makes executions due notifies.
+pub const DUE_CHANNEL: &str = "sundial_due";
+
+const DB_NOW: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+
+/// The PostgreSQL-backed [`Store`].
+#[derive(Debug)]
+pub struct PgStore {
+    pool: PgPool,
+    url: String,
+    clock: Option<Arc<dyn Clock>>,
+    instance: String,
+    due: OnceLock<Arc<Notify>>,
+}
+
+type Tx<'a> = sqlx::Transaction<'a, Postgres>;
+
+impl PgStore {
+    /// Connects to `url` (`postgres://...`) and applies pending migrations (concurrent
+    /// starters serialise on the migrator's advisory lock). With `clock`, that clock replaces
+    /// the database's as the time authority — for tests only.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when the database cannot be reached or migrated.
+    pub async fn open(url: &str, clock: Option<Arc<dyn Clock>>) -> Result<Self> {
+        let options: PgConnectOptions = url.parse().map_err(db_err)?;
+        let options = options.log_statements(tracing::log::LevelFilter::Trace);
+        let pool = PgPoolOptions::new()
+            .max_connections(8)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect_with(options)
+            .await
+            .map_err(db_err)?;
+        sqlx::migrate!("./migrations")
+            .run(&pool)
+            .await
+            .map_err(|e| Error::Unavailable(Box::new(e)))?;
+        Ok(PgStore {
+            pool,
+            url: url.to_owned(),
+            clock,
+            instance: uuid::Uuid::now_v7().to_string(),
+            due: OnceLock::new(),
+        })
+    }
+
+    /// Closes the connection pool.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// The current instant by the time authority, read inside `tx` when there is one.
+    async fn now_ms<'e, E: sqlx::PgExecutor<'e>>(&self, executor: E) -> Result<i64> {
+        if let Some(clock) = &self.clock {
+            return Ok(ms(clock.now()));
+        }
+        sqlx::query_scalar(&format!("SELECT {DB_NOW}"))
+            .fetch_one(executor)
+            .await
+            .map_err(db_err)
+    }
+
+    async fn begin(&self) -> Result<Tx<'_>> {
+        self.pool.begin().await.map_err(db_err)
+    }
+}
+
+const JOB_COLUMNS: &str = "j.namespace, j.name, j.uid, j.shard, j.version, j.spec::text AS spec, \
+    j.created_at, j.updated_at, j.next_slot_at, j.next_fire_at";
+
+const LAST_EXECUTION: &str = "(SELECT e.id || '|' || e.state || '|' || e.scheduled_at \
+    FROM executions e WHERE e.job_uid = j.uid AND e.fire_at <= $1 \
+    ORDER BY e.fire_at DESC LIMIT 1) AS last_execution";
+
+const EXECUTION_COLUMNS: &str = "id, namespace, job, job_version, trigger, scheduled_at, fire_at, \
+    queued_at, started_at, finished_at, state, attempt, max_attempts, due_at, worker";
+
+const CLAIMED_COLUMNS: &str = "id, namespace, job, attempt, max_attempts, scheduled_at, fire_at, \
+    started_at, lease_expires_at, run";
+
+#[async_trait]
+impl Store for PgStore {
+    async fn now(&self) -> Result<Timestamp> {
+        ts(self.now_ms(&self.pool).await?)
+    }
+
+    fn due_signal(&self) -> Option<Arc<Notify>> {
+        let notify = self.due.get_or_init(|| {
+            let notify = Arc::new(Notify::new());
+            let (url, wake) = (self.url.clone(), notify.clone());
+            tokio::spawn(async move { listen(url, wake).await });
+            notify
+        });
+        Some(notify.clone())
+    }
+
+    async fn job_get(&self, namespace: &str, name: &str) -> Result<Option<JobRecord>> {
+        let sql = format!(
+            "SELECT {JOB_COLUMNS}, {LAST_EXECUTION} FROM jobs j WHERE j.namespace = $2 AND j.name = $3"
+        );
+        let now = self.now_ms(&self.pool).await?;
+        let row = sqlx::query(&sql)
+            .bind(now)
+            .bind(namespace)
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)?;
+        row.map(|r| rows::job(&r)).transpose()
+    }
+
+    async fn job_list(&self, q: &JobListQuery) -> Result<Vec<JobRecord>> {
+        let mut sql = format!(
+            "SELECT {JOB_COLUMNS}, {LAST_EXECUTION} FROM jobs j WHERE j.namespace = $2 AND j.name > $3"
+        );
+        if let Some(p) = q.paused {
+            sql.push_str(if p {
+                " AND j.paused"
+            } else {
+                " AND NOT j.paused"
+            });
+        }
+        if q.label.is_some() {
+            sql.push_str(" AND j.spec -> 'labels' ->> $5 = $6");
+        }
+        sql.push_str(" ORDER BY j.name LIMIT $4");
+        let (key, value) = q.label.clone().unwrap_or_default();
+        let now = self.now_ms(&self.pool).await?;
+        let rows = sqlx::query(&sql)
+            .bind(now)
+            .bind(&q.namespace)
+            .bind(q.after_name.as_deref().unwrap_or(""))
+            .bind(i64::from(q.limit))
+            .bind(key)
+            .bind(value)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
+        rows.iter().map(rows::job).collect()
+    }
+
+    async fn job_write(&self, w: &JobWrite) -> Result<JobRecord> {
+        let r = &w.record;
+        let spec = serde_json::to_string(&r.spec).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let mut tx = self.begin().await?;
+        let now = self.now_ms(&mut *tx).await?;
+        let version = match w.expected_version {
+            None => {
+                let inserted = sqlx::query(
+                    "INSERT INTO jobs (namespace, name, uid, shard, version, spec, paused, created_at, \
+                     updated_at, next_slot_at, next_fire_at) VALUES ($1, $2, $3, $4, 1, $5::jsonb, $6, $7, $7, $8, $9) \
+                     ON CONFLICT (namespace, name) DO NOTHING",
+                )
+                .bind(&r.spec.namespace)
+                .bind(&r.spec.name)
+                .bind(&r.uid)
+                .bind(i64::from(r.shard))
+                .bind(&spec)
+                .bind(r.spec.paused)
+                .bind(now)
+                .bind(r.next_slot_at.map(ms))
+                .bind(r.next_fire_at.map(ms))
+                .execute(&mut *tx)
+                .await
+                .map_err(db_err)?;
+                if inserted.rows_affected() == 0 {
+                    return Err(Error::Conflict(format!(
+                        "job {}/{} already exists",
+                        r.spec.namespace, r.spec.name
+                    )));
+                }
+                1
+            }
+            Some(expected) => {
+                let updated = sqlx::query(
+                    "UPDATE jobs SET version = version + 1, spec = $4::jsonb, paused = $5, updated_at = $6, \
+                     next_slot_at = $7, next_fire_at = $8 WHERE namespace = $1 AND name = $2 AND version = $3",
+                )
+                .bind(&r.spec.namespace)
+                .bind(&r.spec.name)
+                .bind(expected)
+                .bind(&spec)
+                .bind(r.spec.paused)
+                .bind(now)
+                .bind(r.next_slot_at.map(ms))
+                .bind(r.next_fire_at.map(ms))
+                .execute(&mut *tx)
+                .await
+                .map_err(db_err)?;
+                if updated.rows_affected() == 0 {
+                    return Err(version_mismatch(
+                        &mut tx,
+                        &r.spec.namespace,
+                        &r.spec.name,
+                        expected,
+                    )
+                    .await);
+                }
+                expected + 1
+            }
+        };
+        match w.pending {
+            PendingExecutions::Keep => {}
+            PendingExecutions::Cancel => cancel_pending(&mut tx, &r.uid, now).await?,
+            PendingExecutions::Update => {
+                let run = serde_json::to_string(&RunSpec::of(&r.spec))
+                    .map_err(|e| Error::Corrupt(e.to_string()))?;
+                sqlx::query(
+                    "UPDATE executions SET run = $2, job_version = $3, max_attempts = $4, lease_ms = $5 \
+                     WHERE job_uid = $1 AND due_at IS NOT NULL AND attempt = 0",
+                )
+                .bind(&r.uid)
+                .bind(run)
+                .bind(version)
+                .bind(i64::from(r.spec.retry.max_attempts))
+                .bind(r.spec.heartbeat_timeout.as_millis_i64())
+                .execute(&mut *tx)
+                .await
+                .map_err(db_err)?;
+            }
+        }
+        tx.commit().await.map_err(db_err)?;
+        let now = ts(now)?;
+        Ok(JobRecord {
+            version,
+            created_at: if w.expected_version.is_none() {
+                now
+            } else {
+                r.created_at
+            },
+            updated_at: now,
+            ..r.clone()
+        })
+    }
+
+    async fn job_delete(
+        &self,
+        namespace: &str,
+        name: &str,
+        expected_version: Option<i64>,
+    ) -> Result<()> {
+        let mut tx = self.begin().await?;
+        let now = self.now_ms(&mut *tx).await?;
+        let uid: Option<String> = sqlx::query_scalar(
+            "DELETE FROM jobs WHERE namespace = $1 AND name = $2 AND ($3::bigint IS NULL OR version = $3) RETURNING uid",
+        )
+        .bind(namespace)
+        .bind(name)
+        .bind(expected_version)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        let Some(uid) = uid else {
+            return Err(
+                version_mismatch(&mut tx, namespace, name, expected_version.unwrap_or(0)).await,
+            );
+        };
+        cancel_pending(&mut tx, &uid, now).await?;
+        tx.commit().await.map_err(db_err)
+    }
+
+    async fn shard_lease_renew(&self, request: &ShardLeaseRequest) -> Result<Vec<ShardLease>> {
+        let node = &request.node;
+        let ttl = request.ttl.as_millis_i64();
+        let mut tx = self.begin().await?;
+        let now = self.now_ms(&mut *tx).await?;
+        // Heartbeat; a node id held by another live process is refused.
+        let registered = sqlx::query(
+            "INSERT INTO nodes (id, instance, started_at, heartbeat_at, expires_at) VALUES ($1, $2, $3, $3, $3 + $4) \
+             ON CONFLICT (id) DO UPDATE SET instance = excluded.instance, heartbeat_at = excluded.heartbeat_at, \
+               expires_at = excluded.expires_at, \
+               started_at = CASE WHEN nodes.instance = excluded.instance THEN nodes.started_at ELSE excluded.started_at END \
+             WHERE nodes.instance = excluded.instance OR nodes.expires_at <= $3",
+        )
+        .bind(node)
+        .bind(&self.instance)
+        .bind(now)
+        .bind(ttl)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        if registered.rows_affected() == 0 {
+            return Err(Error::Conflict(format!(
+                "node id '{node}' is held by another live process; give each process its own --node-id"
+            )));
+        }
+        let live: i64 = sqlx::query_scalar("SELECT count(*) FROM nodes WHERE expires_at > $1")
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        let shards = i64::from(SHARD_COUNT);
+        let share = (shards + live.max(1) - 1) / live.max(1);
+        // Renew what this node holds and has not lost.
+        let held: i64 = sqlx::query_scalar(
+            "WITH r AS (UPDATE shard_leases SET expires_at = $2 + $3 WHERE owner = $1 AND expires_at > $2 RETURNING 1) \
+             SELECT count(*) FROM r",
+        )
+        .bind(node)
+        .bind(now)
+        .bind(ttl)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        if held > share {
+            // Give back the excess so newly joined nodes can take it.
+            sqlx::query(
+                "UPDATE shard_leases SET expires_at = 0 WHERE shard IN \
+                 (SELECT shard FROM shard_leases WHERE owner = $1 AND expires_at > $2 ORDER BY shard DESC LIMIT $3)",
+            )
+            .bind(node)
+            .bind(now)
+            .bind(held - share)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        } else if held < share {
+            // Take free shards (lapsed or given back), bumping each one's epoch.
+            sqlx::query(
+                "UPDATE shard_leases SET owner = $1, epoch = epoch + 1, expires_at = $2 + $3 WHERE shard IN \
+                 (SELECT shard FROM shard_leases WHERE expires_at <= $2 ORDER BY shard LIMIT $4 FOR UPDATE SKIP LOCKED)",
+            )
+            .bind(node)
+            .bind(now)
+            .bind(ttl)
+            .bind(share - held)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        }
+        let rows = sqlx::query("SELECT shard, epoch, expires_at FROM shard_leases WHERE owner = $1 AND expires_at > $2 ORDER BY shard")
+            .bind(node)
+            .bind(now)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        tx.commit().await.map_err(db_err)?;
+        rows.iter().map(rows::shard_lease).collect()
+    }
+
+    async fn shard_lease_release(&self, node: &str) -> Result<()> {
+        let mut tx = self.begin().await?;
+        sqlx::query("UPDATE shard_leases SET expires_at = 0 WHERE owner = $1")
+            .bind(node)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        sqlx::query("UPDATE nodes SET expires_at = 0 WHERE id = $1 AND instance = $2")
+            .bind(node)
+            .bind(&self.instance)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        tx.commit().await.map_err(db_err)
+    }
+
+    async fn trigger_list_due(&self, q: &TriggerListDue) -> Result<Vec<DueJob>> {
+        if q.shards.is_empty() {
+            return Ok(Vec::new());
+        }
+        let shards: Vec<i64> = q.shards.iter().map(|s| i64::from(*s)).collect();
+        let rows = sqlx::query(
+            "SELECT uid, shard, version, spec::text AS spec, next_slot_at FROM jobs \
+             WHERE shard = ANY($1) AND next_fire_at <= $2 ORDER BY next_fire_at LIMIT $3",
+        )
+        .bind(&shards)
+        .bind(ms(q.horizon))
+        .bind(i64::from(q.limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        rows.iter().map(rows::due_job).collect()
+    }
+
+    async fn trigger_commit(&self, c: &TriggerCommit) -> Result<TriggerCommitted> {
+        let mut tx = self.begin().await?;
+        let now = self.now_ms(&mut *tx).await?;
+        let mut shards: Vec<i64> = c.jobs.iter().map(|j| i64::from(j.shard)).collect();
+        shards.sort_unstable();
+        shards.dedup();
+        // Fencing: lock the lease rows against a concurrent takeover, then check them.
+        let held = sqlx::query(
+            "SELECT shard, epoch, expires_at FROM shard_leases \
+             WHERE shard = ANY($1) AND owner = $2 AND expires_at > $3 ORDER BY shard FOR SHARE",
+        )
+        .bind(&shards)
+        .bind(&c.node)
+        .bind(now)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        let held: Vec<ShardLease> = held.iter().map(rows::shard_lease).collect::<Result<_>>()?;
+        for shard in &shards {
+            let current = held.iter().find(|l| i64::from(l.shard) == *shard);
+            let read = c.leases.iter().find(|l| i64::from(l.shard) == *shard);
+            if !matches!((read, current), (Some(r), Some(h)) if r.epoch == h.epoch) {
+                return Err(Error::StaleFence(format!(
+                    "shard {shard} is no longer leased to {} with the epoch read",
+                    c.node
+                )));
+            }
+        }
+        let mut done = TriggerCommitted::default();
+        for job in &c.jobs {
+            let advanced = sqlx::query(
+                "UPDATE jobs SET next_slot_at = $1, next_fire_at = $2 \
+                 WHERE uid = $3 AND version = $4 AND next_slot_at = $5",
+            )
+            .bind(job.next_slot_at.map(ms))
+            .bind(job.next_fire_at.map(ms))
+            .bind(&job.uid)
+            .bind(job.version)
+            .bind(ms(job.expected_next_slot))
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+            if advanced.rows_affected() == 0 {
+                done.jobs_changed += 1;
+                continue;
+            }
+            done.jobs_advanced += 1;
+            done.executions_inserted +=
+                insert_executions(&mut tx, &job.executions, now, Some(&c.node)).await?;
+        }
+        if done.executions_inserted > 0 {
+            notify_due(&mut tx).await?;
+        }
+        tx.commit().await.map_err(db_err)?;
+        Ok(done)
+    }
+
+    async fn execution_insert(&self, e: &NewExecution) -> Result<ExecutionRecord> {
+        let mut tx = self.begin().await?;
+        let now = self.now_ms(&mut *tx).await?;
+        insert_executions(&mut tx, std::slice::from_ref(e), now, None).await?;
+        notify_due(&mut tx).await?;
+        tx.commit().await.map_err(db_err)?;
+        self.execution_get(&e.namespace, &e.id)
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("execution {}", e.id)))
+    }
+
+    async fn execution_claim(&self, claim: &ExecutionClaim) -> Result<Vec<ClaimedExecution>> {
+        let mut tx = self.begin().await?;
+        let now = self.now_ms(&mut *tx).await?;
+        let sql = format!(
+            "WITH due AS (SELECT id FROM executions WHERE due_at <= $2 ORDER BY due_at LIMIT $3 FOR UPDATE SKIP LOCKED), \
+             claimed AS (UPDATE executions e SET state = 'running', attempt = e.attempt + 1, worker = $1, \
+                 started_at = coalesce(e.started_at, $2), lease_expires_at = $2 + e.lease_ms, due_at = NULL \
+                 FROM due WHERE e.id = due.id RETURNING e.*), \
+             attempts_added AS (INSERT INTO attempts (execution_id, attempt, worker, started_at) \
+                 SELECT id, attempt, $1, $2 FROM claimed) \
+             SELECT {CLAIMED_COLUMNS} FROM claimed ORDER BY fire_at"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(&claim.worker)
+            .bind(now)
+            .bind(i64::from(claim.limit))
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        tx.commit().await.map_err(db_err)?;
+        let started = ts(now)?;
+        rows.iter()
+            .map(|r| {
+                rows::claimed(r).map(|c| ClaimedExecution {
+                    started_at: started,
+                    ..c
+                })
+            })
+            .collect()
+    }
+
+    async fn execution_next_due(&self) -> Result<Option<Timestamp>> {
+        let due: Option<i64> =
+            sqlx::query_scalar("SELECT min(due_at) FROM executions WHERE due_at IS NOT NULL")
+                .fetch_one(&self.pool)
+                .await
+                .map_err(db_err)?;
+        due.map(ts).transpose()
+    }
+
+    async fn attempt_heartbeat(&self, a: &AttemptRef) -> Result<Timestamp> {
+        let now = self.now_ms(&self.pool).await?;
+        let expiry: Option<i64> = sqlx::query_scalar(
+            "UPDATE executions SET lease_expires_at = $3 + lease_ms \
+             WHERE id = $1 AND attempt = $2 AND state = 'running' AND lease_expires_at >= $3 RETURNING lease_expires_at",
+        )
+        .bind(&a.id)
+        .bind(i64::from(a.attempt))
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        match expiry {
+            Some(e) => ts(e),
+            None => Err(stale_attempt(a)),
+        }
+    }
+
+    async fn attempt_complete(&self, c: &AttemptComplete) -> Result<()> {
+        let mut tx = self.begin().await?;
+        let now = self.now_ms(&mut *tx).await?;
+        let (state, due_at, finished_at) = match c.next {
+            NextStep::Succeeded => (ExecutionState::Succeeded, None, Some(now)),
+            NextStep::Failed => (ExecutionState::Failed, None, Some(now)),
+            NextStep::Dead => (ExecutionState::Dead, None, Some(now)),
+            NextStep::RetryAt(at) => (ExecutionState::RetryWait, Some(ms(at)), None),
+        };
+        let updated = sqlx::query(
+            "UPDATE executions SET state = $3, due_at = $4, finished_at = $5, lease_expires_at = NULL \
+             WHERE id = $1 AND attempt = $2 AND state = 'running' AND (NOT $6 OR lease_expires_at < $7)",
+        )
+        .bind(&c.attempt.id)
+        .bind(i64::from(c.attempt.attempt))
+        .bind(state.as_str())
+        .bind(due_at)
+        .bind(finished_at)
+        .bind(c.only_if_lapsed)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        if updated.rows_affected() == 0 {
+            return Err(stale_attempt(&c.attempt));
+        }
+        sqlx::query(
+            "UPDATE attempts SET finished_at = $3, outcome = $4, status_code = $5, error = $6 \
+             WHERE execution_id = $1 AND attempt = $2",
+        )
+        .bind(&c.attempt.id)
+        .bind(i64::from(c.attempt.attempt))
+        .bind(now)
+        .bind(c.outcome.as_str())
+        .bind(c.status_code)
+        .bind(c.error.as_deref())
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        tx.commit().await.map_err(db_err)
+    }
+
+    async fn attempt_list_lapsed(&self, limit: u32) -> Result<Vec<ClaimedExecution>> {
+        let now = self.now_ms(&self.pool).await?;
+        let sql = format!(
+            "SELECT {CLAIMED_COLUMNS} FROM executions WHERE state = 'running' AND lease_expires_at < $1 \
+             ORDER BY lease_expires_at LIMIT $2"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(now)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
+        rows.iter().map(rows::claimed).collect()
+    }
+
+    async fn execution_get(&self, namespace: &str, id: &str) -> Result<Option<ExecutionRecord>> {
+        let sql =
+            format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE id = $1 AND namespace = $2");
+        let Some(row) = sqlx::query(&sql)
+            .bind(id)
+            .bind(namespace)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)?
+        else {
+            return Ok(None);
+        };
+        let mut record = rows::execution(&row)?;
+        let attempts = sqlx::query(
+            "SELECT attempt, worker, started_at, finished_at, outcome, status_code, error \
+             FROM attempts WHERE execution_id = $1 ORDER BY attempt",
+        )
+        .bind(id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        record.attempts = attempts.iter().map(rows::attempt).collect::<Result<_>>()?;
+        Ok(Some(record))
+    }
+
+    async fn execution_list(&self, q: &ExecutionListQuery) -> Result<Vec<ExecutionRecord>> {
+        let mut sql = format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE namespace = $1");
+        if q.job.is_some() {
+            sql.push_str(" AND job = $2");
+        }
+        match q.state {
+            Some(ExecutionState::Queued) => {
+                sql.push_str(" AND state IN ('scheduled', 'queued') AND fire_at <= $3")
+            }
+            Some(ExecutionState::Scheduled) => {
+                sql.push_str(" AND state = 'scheduled' AND fire_at > $3")
+            }
+            Some(_) => sql.push_str(" AND state = $4"),
+            None => {}
+        }
+        if q.before.is_some() {
+            sql.push_str(" AND (scheduled_at, id) < ($5, $6)");
+        }
+        sql.push_str(" ORDER BY scheduled_at DESC, id DESC LIMIT $7");
+        let (before_at, before_id) = q
+            .before
+            .clone()
+            .map_or((0, String::new()), |(t, id)| (ms(t), id));
+        let now = self.now_ms(&self.pool).await?;
+        let rows = sqlx::query(&sql)
+            .bind(&q.namespace)
+            .bind(q.job.as_deref())
+            .bind(now)
+            .bind(q.state.map(ExecutionState::as_str))
+            .bind(before_at)
+            .bind(before_id)
+            .bind(i64::from(q.limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
+        rows.iter().map(rows::execution).collect()
+    }
+
+    async fn execution_cancel(&self, namespace: &str, id: &str) -> Result<ExecutionRecord> {
+        let mut tx = self.begin().await?;
+        let now = self.now_ms(&mut *tx).await?;
+        let row = sqlx::query(
+            "SELECT state, attempt FROM executions WHERE id = $1 AND namespace = $2 FOR UPDATE",
+        )
+        .bind(id)
+        .bind(namespace)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_err)?
+        .ok_or_else(|| Error::NotFound(format!("execution {id}")))?;
+        let state: ExecutionState =
+            rows::parse(row.try_get::<String, _>("state").map_err(db_err)?)?;
+        if state.is_terminal() {
+            return Err(Error::Conflict(format!(
+                "execution {id} is already {state}"
+            )));
+        }
+        let attempt: i64 = row.try_get("attempt").map_err(db_err)?;
+        sqlx::query(
+            "UPDATE executions SET state = 'cancelled', due_at = NULL, lease_expires_at = NULL, finished_at = $2 WHERE id = $1",
+        )
+        .bind(id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        sqlx::query(
+            "UPDATE attempts SET finished_at = $3, outcome = 'cancelled' \
+             WHERE execution_id = $1 AND attempt = $2 AND finished_at IS NULL",
+        )
+        .bind(id)
+        .bind(attempt)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        tx.commit().await.map_err(db_err)?;
+        self.execution_get(namespace, id)
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("execution {id}")))
+    }
+
+    async fn execution_redrive(
+        &self,
+        namespace: &str,
+        id: &str,
+        extra_attempts: u32,
+    ) -> Result<ExecutionRecord> {
+        let mut tx = self.begin().await?;
+        let now = self.now_ms(&mut *tx).await?;
+        let updated = sqlx::query(
+            "UPDATE executions SET state = 'queued', due_at = $3, queued_at = $3, finished_at = NULL, \
+             max_attempts = attempt + $4 WHERE id = $1 AND namespace = $2 AND state IN ('dead', 'failed')",
+        )
+        .bind(id)
+        .bind(namespace)
+        .bind(now)
+        .bind(i64::from(extra_attempts))
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        if updated.rows_affected() == 0 {
+            let state: Option<String> =
+                sqlx::query_scalar("SELECT state FROM executions WHERE id = $1 AND namespace = $2")
+                    .bind(id)
+                    .bind(namespace)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(db_err)?;
+            return Err(match state {
+                None => Error::NotFound(format!("execution {id}")),
+                Some(s) => Error::Conflict(format!(
+                    "execution {id} is {s}; only dead or failed executions can be re-driven"
+                )),
+            });
+        }
+        notify_due(&mut tx).await?;
+        tx.commit().await.map_err(db_err)?;
+        self.execution_get(namespace, id)
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("execution {id}")))
+    }
+
+    async fn cluster_status(&self) -> Result<ClusterStatus> {
+        let now = self.now_ms(&self.pool).await?;
+        let nodes = sqlx::query(
+            "SELECT n.id, n.started_at, n.heartbeat_at, n.expires_at, \
+               (SELECT count(*) FROM shard_leases s WHERE s.owner = n.id AND s.expires_at > $1) AS shards \
+             FROM nodes n WHERE n.expires_at > $1 - 60000 ORDER BY n.id",
+        )
+        .bind(now)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        let nodes = nodes
+            .iter()
+            .map(|r| rows::node(r, now))
+            .collect::<Result<_>>()?;
+        let (queued, scheduled, running): (i64, i64, i64) = sqlx::query_as(
+            "SELECT count(*) FILTER (WHERE due_at <= $1), count(*) FILTER (WHERE due_at > $1), \
+               (SELECT count(*) FROM executions WHERE state = 'running') \
+             FROM executions WHERE due_at IS NOT NULL",
+        )
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(db_err)?;
+        Ok(ClusterStatus {
+            now: ts(now)?,
+            nodes,
+            queued: u64::try_from(queued).unwrap_or(0),
+            scheduled: u64::try_from(scheduled).unwrap_or(0),
+            running: u64::try_from(running).unwrap_or(0),
+        })
+    }
+}
+
+/// Keeps a `LISTEN sundial_due` connection and wakes `notify` on each notification; on a lost
+/// connection it wakes too (work may have come due meanwhile) and reconnects.
+async fn listen(url: String, notify: Arc<Notify>) {
+    loop {
+        match PgListener::connect(&url).await {
+            Ok(mut listener) => {
+                if let Err(e) = listener.listen(DUE_CHANNEL).await {
+                    tracing::warn!(error = %e, "LISTEN failed");
+                } else {
+                    loop {
+                        match listener.try_recv().await {
+                            Ok(Some(_)) => notify.notify_one(),
+                            Ok(None) => notify.notify_one(), // reconnected: catch up
+                            Err(e) => {
+                                tracing::warn!(error = %e, "notification connection lost");
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "cannot connect the notification listener"),
+        }
+        notify.notify_one();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+async fn notify_due(tx: &mut Tx<'_>) -> Result<()> {
+    sqlx::query("SELECT pg_notify($1, '')")
+        .bind(DUE_CHANNEL)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_err)?;
+    Ok(())
+}
+
+/// Inserts executions in one statement (UNNEST of column arrays); returns how many were new.
+async fn insert_executions(
+    tx: &mut Tx<'_>,
+    es: &[NewExecution],
+    now: i64,
+    node: Option<&str>,
+) -> Result<u32> {
+    if es.is_empty() {
+        return Ok(0);
+    }
+    let mut cols: (
+        Vec<&str>,
+        Vec<&str>,
+        Vec<&str>,
+        Vec<&str>,
+        Vec<i64>,
+        Vec<i64>,
+        Vec<&str>,
+    ) = Default::default();
+    let mut times: (Vec<i64>, Vec<i64>, Vec<Option<i64>>, Vec<Option<i64>>) = Default::default();
+    let mut rest: (Vec<&str>, Vec<i64>, Vec<i64>, Vec<String>) = Default::default();
+    for e in es {
+        cols.0.push(&e.id);
+        cols.1.push(&e.namespace);
+        cols.2.push(&e.job);
+        cols.3.push(&e.job_uid);
+        cols.4.push(e.job_version);
+        cols.5.push(i64::from(e.shard));
+        cols.6.push(e.trigger.as_str());
+        let waiting = !e.state.is_terminal();
+        times.0.push(ms(e.scheduled_at));
+        times.1.push(ms(e.fire_at));
+        times.2.push(waiting.then(|| ms(e.fire_at)));
+        times.3.push((!waiting).then_some(now));
+        rest.0.push(e.state.as_str());
+        rest.1.push(i64::from(e.run.retry.max_attempts));
+        rest.2.push(e.run.heartbeat_timeout.as_millis_i64());
+        rest.3
+            .push(serde_json::to_string(&e.run).map_err(|err| Error::Corrupt(err.to_string()))?);
+    }
+    let done = sqlx::query(
+        "INSERT INTO executions (id, namespace, job, job_uid, job_version, shard, trigger, scheduled_at, fire_at, \
+           queued_at, due_at, finished_at, state, max_attempts, lease_ms, run, triggered_by, created_at) \
+         SELECT id, ns, job, uid, ver, shard, trig, sched, fire, fire, due, fin, st, maxa, lease, run, $16, $17 \
+         FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::text[], \
+           $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::text[], $13::bigint[], $14::bigint[], $15::text[]) \
+           AS t(id, ns, job, uid, ver, shard, trig, sched, fire, due, fin, st, maxa, lease, run) \
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(&cols.0)
+    .bind(&cols.1)
+    .bind(&cols.2)
+    .bind(&cols.3)
+    .bind(&cols.4)
+    .bind(&cols.5)
+    .bind(&cols.6)
+    .bind(&times.0)
+    .bind(&times.1)
+    .bind(&times.2)
+    .bind(&times.3)
+    .bind(&rest.0)
+    .bind(&rest.1)
+    .bind(&rest.2)
+    .bind(&rest.3)
+    .bind(node)
+    .bind(now)
+    .execute(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    Ok(u32::try_from(done.rows_affected()).unwrap_or(u32::MAX))
+}
+
+async fn cancel_pending(tx: &mut Tx<'_>, uid: &str, now: i64) -> Result<()> {
+    sqlx::query(
+        "UPDATE executions SET state = 'cancelled', due_at = NULL, finished_at = $2 \
+         WHERE job_uid = $1 AND due_at IS NOT NULL AND attempt = 0",
+    )
+    .bind(uid)
+    .bind(now)
+    .execute(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    Ok(())
+}
+
+async fn version_mismatch(tx: &mut Tx<'_>, namespace: &str, name: &str, expected: i64) -> Error {
+    let found: std::result::Result<Option<i64>, _> =
+        sqlx::query_scalar("SELECT version FROM jobs WHERE namespace = $1 AND name = $2")
+            .bind(namespace)
+            .bind(name)
+            .fetch_optional(&mut **tx)
+            .await;
+    match found {
+        Ok(Some(actual)) => Error::StaleVersion { expected, actual },
+        Ok(None) => Error::NotFound(format!("job {namespace}/{name}")),
+        Err(e) => db_err(e),
+    }
+}
+
+fn stale_attempt(a: &AttemptRef) -> Error {
+    Error::StaleFence(format!(
+        "attempt {} of execution {} is not the current running attempt or its lease lapsed",
+        a.attempt, a.id
+    ))
+}
