@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use clap::Args;
 use serde::Deserialize;
+use sundial_target::{ConnectionKind, Endpoint};
 
 /// Every role a process can run.
 pub const ROLES: [&str; 3] = ["api", "scheduler", "worker"];
@@ -70,15 +71,55 @@ struct FileConfig {
     http_targets: Option<toml::Table>,
 }
 
-/// A named connection: a broker or container engine jobs may use.
+/// A named connection: a broker or container engine jobs may use (`[connections.NAME]`,
+/// SPEC §6). Its type and URL scheme are checked when the configuration is resolved; a
+/// process running the worker role also connects to it at start and refuses to start when
+/// it cannot ([`sundial_target::Targets::connect`]).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConnectionConfig {
     /// `nats`, `amqp`, `redis` or `container`.
     #[serde(rename = "type")]
     pub kind: String,
-    /// Where it is.
+    /// Where it is: a URL whose scheme fits the type (see
+    /// [`sundial_target::ConnectionKind::schemes`]).
     pub url: String,
+}
+
+impl ConnectionConfig {
+    /// The checked definition.
+    ///
+    /// # Errors
+    /// `type: ...` for an unknown type, `url: ...` for a URL that is not of the type's
+    /// schemes; the caller prefixes `connections.NAME.`.
+    pub fn endpoint(&self) -> anyhow::Result<Endpoint> {
+        let kind: ConnectionKind = self
+            .kind
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!("type: {e}"))?;
+        if !kind.accepts_url(&self.url) {
+            bail!(
+                "url: '{}' is not a {kind} URL (it must start with {})",
+                sundial_target::redact(&self.url),
+                kind.schemes().join(" or ")
+            );
+        }
+        let rest = kind
+            .schemes()
+            .iter()
+            .find_map(|s| self.url.strip_prefix(s))
+            .unwrap_or_default();
+        if rest.trim_matches('/').is_empty() {
+            bail!(
+                "url: '{}' names no host or socket",
+                sundial_target::redact(&self.url)
+            );
+        }
+        Ok(Endpoint {
+            kind,
+            url: self.url.clone(),
+        })
+    }
 }
 
 /// The resolved server configuration.
@@ -146,26 +187,8 @@ impl ServerConfig {
             );
         }
         for (name, c) in &file.connections {
-            let scheme_ok = match c.kind.as_str() {
-                "nats" => c.url.starts_with("nats://") || c.url.starts_with("tls://"),
-                "amqp" => c.url.starts_with("amqp://") || c.url.starts_with("amqps://"),
-                "redis" => c.url.starts_with("redis://") || c.url.starts_with("rediss://"),
-                "container" => {
-                    c.url.starts_with("unix://")
-                        || c.url.starts_with("http://")
-                        || c.url.starts_with("tcp://")
-                }
-                other => bail!(
-                    "connections.{name}.type: '{other}' is not one of nats, amqp, redis, container"
-                ),
-            };
-            if !scheme_ok {
-                bail!(
-                    "connections.{name}.url: '{}' is not a {} URL",
-                    c.url,
-                    c.kind
-                );
-            }
+            c.endpoint()
+                .map_err(|e| anyhow::anyhow!("connections.{name}.{e}"))?;
         }
         let _ = (&file.namespaces, &file.tokens, &file.http_targets);
         let ttl_text = args
@@ -193,6 +216,14 @@ impl ServerConfig {
             lease_ttl,
             clock_offset_ms: args.clock_offset_ms.unwrap_or(0),
         })
+    }
+
+    /// The named connections, checked, for [`sundial_target::Targets::connect`].
+    pub fn endpoints(&self) -> BTreeMap<String, Endpoint> {
+        self.connections
+            .iter()
+            .filter_map(|(name, c)| Some((name.clone(), c.endpoint().ok()?)))
+            .collect()
     }
 
     /// True when this process runs `role`.

@@ -135,7 +135,10 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
         tasks.spawn(async move { scheduler.run(rx).await.context("scheduler stopped") });
     }
     if config.has("worker") {
-        let targets = Targets::new().context("cannot build the HTTP client")?;
+        // Every named connection is established now; one that cannot be is a startup error
+        // naming `connections.NAME` (README, "Targets and connections").
+        let targets =
+            Targets::connect(&config.endpoints(), sundial_target::DEFAULT_CONNECT_TIMEOUT).await?;
         let worker = Worker::new(
             store.clone(),
             clock.clone(),

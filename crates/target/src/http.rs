@@ -101,7 +101,10 @@ impl Target for HttpTarget {
         let status = response.status();
         let code = Some(i64::from(status.as_u16()));
         match classify_http_status(status.as_u16(), &spec.success_codes) {
-            StatusClass::Success => Ok(Outcome { status_code: code }),
+            StatusClass::Success => Ok(Outcome {
+                status_code: code,
+                detail: None,
+            }),
             class => {
                 let after = retry_after(response.headers(), d.now);
                 let snippet = body_snippet(response).await;
