@@ -1,0 +1,67 @@
+//! Named connections at server start (SPEC §6): a bad type or URL, and a connection that
+//! cannot be established by a worker, each stop `sundial server` with a message naming
+//! `connections.NAME`.
+
+use std::process::Command;
+
+fn server_with(config: &str, roles: &str) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sundial.toml");
+    std::fs::write(&path, config).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sundial"))
+        .args(["server", "--roles", roles, "--listen", "127.0.0.1:0"])
+        .arg("--database-url")
+        .arg(format!(
+            "sqlite://{}",
+            dir.path().join("db.sqlite").display()
+        ))
+        .arg("--config")
+        .arg(&path)
+        .env_remove("SUNDIAL_CONFIG")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn an_unknown_connection_type_is_refused_by_name() {
+    let (ok, stderr) = server_with(
+        "[connections.events]\ntype = \"kafka\"\nurl = \"kafka://127.0.0.1:9092\"\n",
+        "worker",
+    );
+    assert!(!ok);
+    assert!(
+        stderr.contains("connections.events.type: 'kafka'"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_url_of_the_wrong_scheme_is_refused_by_name() {
+    let (ok, stderr) = server_with(
+        "[connections.cache]\ntype = \"redis\"\nurl = \"nats://127.0.0.1:4222\"\n",
+        "worker",
+    );
+    assert!(!ok);
+    assert!(stderr.contains("connections.cache.url:"), "{stderr}");
+}
+
+#[test]
+fn a_connection_a_worker_cannot_establish_stops_the_server_by_name() {
+    // Port 1 on loopback: nothing listens there. The password must not be printed.
+    let (ok, stderr) = server_with(
+        "[connections.rabbit]\ntype = \"amqp\"\nurl = \"amqp://guest:s3cret@127.0.0.1:1/%2f\"\n",
+        "worker",
+    );
+    assert!(!ok);
+    assert!(
+        stderr.contains(
+            "connections.rabbit: cannot connect to amqp at amqp://guest:***@127.0.0.1:1/%2f"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("s3cret"), "{stderr}");
+}
