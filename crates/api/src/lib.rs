@@ -47,6 +47,18 @@ pub struct AppState {
     pub roles: Vec<String>,
 }
 
+/// The ops endpoints alone (`/healthz`, `/readyz`), for a process that does not run the api
+/// role but should still answer probes.
+pub fn health_router(state: AppState) -> Router {
+    Router::new()
+        .route(
+            "/healthz",
+            get(|| async { axum::Json(json!({"status": "ok"})) }),
+        )
+        .route("/readyz", get(readyz))
+        .with_state(state)
+}
+
 /// The API router with every route of SPEC §4 that this server implements.
 pub fn router(state: AppState) -> Router {
     let ns = "/v1/namespaces/{ns}";

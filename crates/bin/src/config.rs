@@ -22,7 +22,7 @@ pub struct ServerArgs {
     /// Store URL: sqlite://PATH (embedded) or postgres://... (shared) [default: sqlite://sundial.db]
     #[arg(long, env = "SUNDIAL_DATABASE_URL")]
     pub database_url: Option<String>,
-    /// Address the API listens on [default: 127.0.0.1:8080]
+    /// Address the API (or, without the api role, /healthz and /readyz) listens on [default: 127.0.0.1:8080]
     #[arg(long, env = "SUNDIAL_LISTEN")]
     pub listen: Option<String>,
     /// This node's id [default: the host name and process id]

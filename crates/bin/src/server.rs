@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use sundial_api::{AppState, router};
+use sundial_api::{AppState, health_router, router};
 use sundial_clock::{Clock, OffsetClock, SystemClock};
 use sundial_scheduler::{Scheduler, SchedulerConfig};
 use sundial_store::Store;
@@ -39,7 +39,7 @@ pub async fn open_store(url: &str, clock: Arc<dyn Clock>) -> anyhow::Result<Arc<
 
 /// A started server: its API address and the switch that stops it.
 pub struct Running {
-    /// Where the API listens (when the api role runs).
+    /// Where the API (or, without the api role, the probes) listens.
     pub addr: Option<std::net::SocketAddr>,
     shutdown: watch::Sender<bool>,
     tasks: JoinSet<anyhow::Result<()>>,
@@ -153,7 +153,8 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
         });
     }
     let mut addr = None;
-    if config.has("api") {
+    // Every process listens: the api role serves the whole API, others the probes alone.
+    {
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .with_context(|| format!("--listen: cannot listen on {}", config.listen))?;
@@ -170,9 +171,14 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
             node: config.node_id.clone(),
             roles: config.roles.clone(),
         };
+        let app = if config.has("api") {
+            router(state)
+        } else {
+            health_router(state)
+        };
         let mut rx = rx.clone();
         tasks.spawn(async move {
-            axum::serve(listener, router(state))
+            axum::serve(listener, app)
                 .with_graceful_shutdown(async move {
                     let _ = rx.wait_for(|stop| *stop).await;
                 })

@@ -24,8 +24,8 @@ pub struct Delivery {
     pub received_at: Timestamp,
 }
 
-/// A loopback HTTP receiver. Paths: `/ok` answers 200; `/fail-once` answers 503 to attempt 1
-/// and 200 after; `/slow` waits 5 s then answers 200; anything else 404.
+/// A loopback HTTP receiver. Paths: `/fail-once` answers 503 to attempt 1 and 200 after;
+/// `/slow` waits 5 s then answers 200; `/missing` answers 404; anything else 200.
 #[derive(Clone, Default)]
 pub struct Receiver {
     pub addr: Option<SocketAddr>,
@@ -64,7 +64,8 @@ async fn receive(
             tokio::time::sleep(Duration::from_secs(5)).await;
             StatusCode::OK
         }
-        _ => StatusCode::NOT_FOUND,
+        "missing" => StatusCode::NOT_FOUND,
+        _ => StatusCode::OK,
     }
 }
 
@@ -99,10 +100,24 @@ impl Receiver {
     }
 }
 
+/// How to start a server process.
+#[derive(Debug, Clone, Default)]
+pub struct ServerOpts {
+    /// Store URL; default: `sqlite://<dir>/sundial.db`.
+    pub database_url: Option<String>,
+    /// Node id; default `test`.
+    pub node_id: Option<String>,
+    /// Extra arguments (`--roles ...`, `--lease-ttl ...`).
+    pub args: Vec<String>,
+    /// Extra environment.
+    pub env: Vec<(String, String)>,
+}
+
 /// A `sundial server` child process.
 pub struct Server {
     pub dir: PathBuf,
     pub addr: SocketAddr,
+    pub opts: ServerOpts,
     child: Option<Child>,
     http: reqwest::Client,
 }
@@ -121,10 +136,16 @@ impl Server {
 
     /// Starts a server on the SQLite file in `dir` (made by an earlier server, or new).
     pub async fn start_in(dir: &Path) -> Server {
+        Server::start_with(dir, ServerOpts::default()).await
+    }
+
+    /// Starts a server with options, logging to `<dir>/<node id>.log`.
+    pub async fn start_with(dir: &Path, opts: ServerOpts) -> Server {
         let addr = free_port();
         let mut s = Server {
             dir: dir.to_owned(),
             addr,
+            opts,
             child: None,
             http: reqwest::Client::new(),
         };
@@ -133,31 +154,66 @@ impl Server {
         s
     }
 
+    fn log_path(&self) -> PathBuf {
+        match &self.opts.node_id {
+            Some(id) => self.dir.join(format!("{id}.log")),
+            None => self.dir.join("server.log"),
+        }
+    }
+
     fn spawn(&mut self) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(self.dir.join("server.log"))
+            .open(self.log_path())
             .unwrap();
+        let url = self
+            .opts
+            .database_url
+            .clone()
+            .unwrap_or_else(|| format!("sqlite://{}", self.dir.join("sundial.db").display()));
+        let node = self.opts.node_id.clone().unwrap_or_else(|| "test".into());
         let child = Command::new(env!("CARGO_BIN_EXE_sundial"))
             .args([
                 "server",
                 "--node-id",
-                "test",
+                &node,
                 "--listen",
                 &self.addr.to_string(),
+                "--database-url",
+                &url,
             ])
-            .arg("--database-url")
-            .arg(format!(
-                "sqlite://{}",
-                self.dir.join("sundial.db").display()
-            ))
+            .args(&self.opts.args)
+            .envs(self.opts.env.iter().cloned())
             .env("RUST_LOG", "info,sqlx=warn")
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .unwrap();
         self.child = Some(child);
+    }
+
+    /// The process id, while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// True while the process has not exited.
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().ok().flatten().is_none())
+    }
+
+    /// Sends a signal (`STOP`, `CONT`, ...) with kill(1).
+    pub fn signal(&self, sig: &str) {
+        let pid = self.pid().expect("running").to_string();
+        let ok = Command::new("kill")
+            .args([&format!("-{sig}"), &pid])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{sig} {pid} failed");
     }
 
     async fn wait_ready(&self) {
@@ -178,7 +234,7 @@ impl Server {
     }
 
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
     }
 
     /// SIGKILL, and wait for the process to be gone.

@@ -1,0 +1,673 @@
+//! The failure suite: real `sundial` processes on one PostgreSQL, a real loopback HTTP receiver
+//! recording every delivery, real SIGKILL/SIGSTOP, a real database restart, a node cut off
+//! through a TCP proxy, a node with a skewed clock. Each scenario checks SPEC G1–G6
+//! mechanically from the records and prints a summary.
+//!
+//! Scenarios run one at a time (one restarts the shared PostgreSQL). Each uses its own freshly
+//! created database, dropped afterwards. The server is `SUNDIAL_TEST_DATABASE_URL` (default
+//! `postgres://root@127.0.0.1:5432/postgres`).
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use common::{Receiver, Server, ServerOpts, whole_second_after};
+use jiff::{SignedDuration, Timestamp};
+use serde_json::json;
+use sqlx::{Connection, PgPool, Row};
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+const TTL_S: i64 = 10;
+
+fn admin_url() -> String {
+    std::env::var("SUNDIAL_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://root@127.0.0.1:5432/postgres".into())
+}
+
+fn with_db(url: &str, db: &str) -> String {
+    let base = url.rsplit_once('/').map_or(url, |(b, _)| b).to_owned();
+    format!("{base}/{db}")
+}
+
+async fn admin(sql: &str) {
+    let mut conn = sqlx::PgConnection::connect(&admin_url())
+        .await
+        .expect("connect to PostgreSQL");
+    sqlx::query(sql).execute(&mut conn).await.expect(sql);
+}
+
+/// A freshly created database, dropped at the end of the scenario.
+struct TestDb {
+    name: String,
+    url: String,
+}
+
+impl TestDb {
+    async fn create() -> TestDb {
+        let name = format!("sundial_f_{}", uuid::Uuid::now_v7().simple());
+        admin(&format!("CREATE DATABASE {name}")).await;
+        TestDb {
+            url: with_db(&admin_url(), &name),
+            name,
+        }
+    }
+
+    async fn pool(&self) -> PgPool {
+        PgPool::connect(&self.url)
+            .await
+            .expect("connect to the test database")
+    }
+
+    async fn drop_db(self) {
+        admin(&format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        ))
+        .await;
+    }
+}
+
+/// A cluster of server processes on one database, plus the receiver.
+struct Cluster {
+    db: TestDb,
+    dir: PathBuf,
+    nodes: Vec<Server>,
+    receiver: Receiver,
+}
+
+impl Cluster {
+    async fn start(
+        roles: &[&str],
+        proxy_for: Option<(usize, String)>,
+        env_for: Option<(usize, (String, String))>,
+    ) -> Cluster {
+        let db = TestDb::create().await;
+        let dir = tempfile::tempdir().unwrap().keep();
+        let receiver = Receiver::start().await;
+        let mut nodes = Vec::new();
+        for (i, r) in roles.iter().enumerate() {
+            let url = match &proxy_for {
+                Some((k, proxied)) if *k == i => proxied.clone(),
+                _ => db.url.clone(),
+            };
+            let env = match &env_for {
+                Some((k, kv)) if *k == i => vec![kv.clone()],
+                _ => Vec::new(),
+            };
+            let opts = ServerOpts {
+                database_url: Some(url),
+                node_id: Some(format!("n{i}")),
+                args: vec![
+                    "--roles".into(),
+                    (*r).into(),
+                    "--lease-ttl".into(),
+                    format!("{TTL_S}s"),
+                ],
+                env,
+            };
+            nodes.push(Server::start_with(&dir, opts).await);
+        }
+        Cluster {
+            db,
+            dir,
+            nodes,
+            receiver,
+        }
+    }
+
+    /// Creates `n` every-second jobs starting at `start`, through node 0's API.
+    async fn every_second_jobs(&self, n: usize, start: Timestamp) -> Vec<String> {
+        let names: Vec<String> = (0..n).map(|i| format!("j{i:03}")).collect();
+        for name in &names {
+            self.nodes[0]
+                .put_job(
+                    "f",
+                    name,
+                    json!({
+                        "schedule": {"every": "1s", "start_at": start.to_string()},
+                        "target": {"type": "http", "url": self.receiver.url(name)},
+                        "heartbeat_timeout": "3s",
+                        "retry": {"max_attempts": 5, "initial_interval": "200ms", "max_interval": "1s"}
+                    }),
+                )
+                .await;
+        }
+        names
+    }
+
+    async fn finish(mut self) {
+        for n in &mut self.nodes {
+            n.kill9();
+        }
+        self.db.drop_db().await;
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// What the records say about a window of slots of every-second jobs.
+#[derive(Debug, Default)]
+struct Verdict {
+    slots: usize,
+    missing_executions: Vec<(String, Timestamp)>,
+    duplicate_executions: Vec<(String, Timestamp)>,
+    undelivered: Vec<(String, Timestamp)>,
+    early: Vec<(String, Timestamp, SignedDuration)>,
+    max_lag: SignedDuration,
+    lag_p50_ms: i64,
+    lag_p99_ms: i64,
+    redeliveries: usize,
+}
+
+impl Verdict {
+    fn assert_exactly_once_on_time(&self, lag_bound: SignedDuration) {
+        assert!(
+            self.missing_executions.is_empty(),
+            "G1: slots without an execution: {:?}",
+            self.missing_executions
+        );
+        assert!(
+            self.duplicate_executions.is_empty(),
+            "G1: slots with two executions: {:?}",
+            self.duplicate_executions
+        );
+        assert!(
+            self.undelivered.is_empty(),
+            "G2: slots never delivered: {:?}",
+            self.undelivered
+        );
+        assert!(
+            self.early.is_empty(),
+            "G5: deliveries before their fire time: {:?}",
+            self.early
+        );
+        assert!(
+            self.max_lag <= lag_bound,
+            "slots fired {} late (bound {lag_bound})",
+            self.max_lag
+        );
+    }
+}
+
+/// Waits until every slot of `jobs` in `[from, to]` was delivered (or `limit` passes), then
+/// judges executions (from the database) and deliveries (from the receiver).
+async fn judge(
+    c: &Cluster,
+    jobs: &[String],
+    from: Timestamp,
+    to: Timestamp,
+    limit: Duration,
+) -> Verdict {
+    let expected: Vec<(String, Timestamp)> = jobs
+        .iter()
+        .flat_map(|j| {
+            let mut t = from;
+            let mut v = Vec::new();
+            while t <= to {
+                v.push((j.clone(), t));
+                t += SignedDuration::from_secs(1);
+            }
+            v
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let got: HashSet<(String, Timestamp)> = c
+            .receiver
+            .deliveries()
+            .into_iter()
+            .map(|d| (d.path, d.scheduled_at))
+            .collect();
+        if expected.iter().all(|k| got.contains(k)) || std::time::Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let pool = c.db.pool().await;
+    let rows = sqlx::query(
+        "SELECT job, scheduled_at, count(*) AS n FROM executions WHERE namespace = 'f' AND scheduled_at BETWEEN $1 AND $2 GROUP BY job, scheduled_at",
+    )
+    .bind(from.as_millisecond())
+    .bind(to.as_millisecond())
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    let counts: HashMap<(String, Timestamp), i64> = rows
+        .iter()
+        .map(|r| {
+            (
+                (
+                    r.get::<String, _>("job"),
+                    Timestamp::from_millisecond(r.get("scheduled_at")).unwrap(),
+                ),
+                r.get("n"),
+            )
+        })
+        .collect();
+    let mut first: HashMap<(String, Timestamp), Timestamp> = HashMap::new();
+    let mut per_key: HashMap<(String, Timestamp), HashSet<String>> = HashMap::new();
+    let mut v = Verdict {
+        slots: expected.len(),
+        ..Verdict::default()
+    };
+    for d in c.receiver.deliveries() {
+        let key = (d.path.clone(), d.scheduled_at);
+        let lag = d.received_at.duration_since(d.scheduled_at);
+        if lag < SignedDuration::from_millis(-50) {
+            v.early.push((d.path.clone(), d.scheduled_at, lag));
+        }
+        per_key
+            .entry(key.clone())
+            .or_default()
+            .insert(d.execution_id.clone());
+        let e = first.entry(key).or_insert(d.received_at);
+        *e = (*e).min(d.received_at);
+    }
+    let mut lags = Vec::new();
+    for key in &expected {
+        match counts.get(key) {
+            None => v.missing_executions.push(key.clone()),
+            Some(n) if *n > 1 => v.duplicate_executions.push(key.clone()),
+            _ => {}
+        }
+        match first.get(key) {
+            None => v.undelivered.push(key.clone()),
+            Some(at) => lags.push(at.duration_since(key.1)),
+        }
+        if per_key.get(key).is_some_and(|ids| ids.len() > 1) {
+            v.duplicate_executions.push(key.clone());
+        }
+    }
+    let deliveries = c.receiver.deliveries().len();
+    v.redeliveries = deliveries.saturating_sub(first.len());
+    lags.sort();
+    v.max_lag = lags.last().copied().unwrap_or_default();
+    let pct = |p: usize| {
+        lags.get((lags.len() * p / 100).min(lags.len().saturating_sub(1)))
+            .map_or(0, |l| l.as_millis() as i64)
+    };
+    v.lag_p50_ms = pct(50);
+    v.lag_p99_ms = pct(99);
+    v
+}
+
+fn summary(name: &str, v: &Verdict, extra: &str) {
+    println!(
+        "scenario {name}: {} slots, missing {}, duplicate {}, undelivered {}, early {}, redeliveries {}, lag p50 {} ms p99 {} ms max {} ms{extra}",
+        v.slots,
+        v.missing_executions.len(),
+        v.duplicate_executions.len(),
+        v.undelivered.len(),
+        v.early.len(),
+        v.redeliveries,
+        v.lag_p50_ms,
+        v.lag_p99_ms,
+        v.max_lag.as_millis()
+    );
+}
+
+/// G4 bound: lease TTL + one tick, plus the renewal period and slack for a loaded 2-core box.
+fn failover_bound() -> SignedDuration {
+    SignedDuration::from_secs(TTL_S + 1 + 4 + 2)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sigkilled_node_loses_no_slot_and_fires_none_twice() {
+    let _serial = SERIAL.lock().await;
+    let mut c = Cluster::start(&["api,scheduler,worker"; 3], None, None).await;
+    let start = whole_second_after(Duration::from_secs(3));
+    let jobs = c.every_second_jobs(200, start).await;
+    let kill_after = Duration::from_millis(rand::random_range(15_000..35_000));
+    tokio::time::sleep_until(
+        tokio::time::Instant::now()
+            + (start.duration_since(Timestamp::now())).unsigned_abs()
+            + kill_after,
+    )
+    .await;
+    let victim = rand::random_range(1..3);
+    let killed_at = Timestamp::now();
+    c.nodes[victim].kill9();
+    let end = start + SignedDuration::from_secs(60);
+    tokio::time::sleep(end.duration_since(Timestamp::now()).unsigned_abs()).await;
+    let v = judge(
+        &c,
+        &jobs,
+        start,
+        end - SignedDuration::from_secs(3),
+        Duration::from_secs(30),
+    )
+    .await;
+    summary(
+        "a (SIGKILL)",
+        &v,
+        &format!(", n{victim} killed at {killed_at}"),
+    );
+    v.assert_exactly_once_on_time(failover_bound());
+    c.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sigstopped_scheduler_triggers_nothing_for_the_shards_it_lost() {
+    let _serial = SERIAL.lock().await;
+    let c = Cluster::start(&["api,scheduler,worker"; 3], None, None).await;
+    let start = whole_second_after(Duration::from_secs(3));
+    let jobs = c.every_second_jobs(60, start).await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    c.nodes[1].signal("STOP");
+    tokio::time::sleep(Duration::from_secs(2 * TTL_S as u64)).await;
+    let resumed_at = Timestamp::now();
+    c.nodes[1].signal("CONT");
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let end = Timestamp::now() - SignedDuration::from_secs(3);
+    let v = judge(&c, &jobs, start, end, Duration::from_secs(30)).await;
+
+    // After SIGCONT, n1 created executions only for shards it holds (again) by then.
+    let pool = c.db.pool().await;
+    let stale: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM executions e WHERE e.triggered_by = 'n1' AND e.created_at >= $1 \
+         AND NOT EXISTS (SELECT 1 FROM shard_leases s WHERE s.shard = e.shard AND s.owner = 'n1')",
+    )
+    .bind(resumed_at.as_millisecond())
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let held: i64 = sqlx::query_scalar("SELECT count(*) FROM shard_leases WHERE owner = 'n1'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let refused = c.nodes[1].log().matches("shard lease lost").count();
+    summary(
+        "b (SIGSTOP 2×TTL)",
+        &v,
+        &format!(
+            ", stale triggers {stale}, n1 fencing refusals logged {refused}, n1 shards now {held}"
+        ),
+    );
+    assert_eq!(
+        stale, 0,
+        "G3: the paused scheduler triggered slots of shards it lost"
+    );
+    v.assert_exactly_once_on_time(failover_bound());
+    c.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_worker_killed_mid_call_is_replaced_and_its_stale_completion_refused() {
+    let _serial = SERIAL.lock().await;
+    let mut c = Cluster::start(&["api,scheduler", "worker", "worker"], None, None).await;
+    let at = whole_second_after(Duration::from_secs(2));
+    c.nodes[0]
+        .put_job(
+            "f",
+            "slow",
+            json!({
+                "schedule": {"at": at.to_string()},
+                "target": {"type": "http", "url": c.receiver.url("slow")},
+                "heartbeat_timeout": "3s",
+                "timeout": "30s",
+                "retry": {"max_attempts": 3, "initial_interval": "500ms", "jitter": false}
+            }),
+        )
+        .await;
+    let running = c.nodes[0]
+        .wait_for(Duration::from_secs(15), async || {
+            let h = c.nodes[0].history("f", "slow").await;
+            h.into_iter().find(|e| e["state"] == "running")
+        })
+        .await;
+    let first_worker = running["worker"].as_str().unwrap().to_owned();
+    let victim: usize = first_worker.trim_start_matches('n').parse().unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    c.nodes[victim].kill9();
+    let done = c.nodes[0]
+        .wait_for(Duration::from_secs(30), async || {
+            let h = c.nodes[0].history("f", "slow").await;
+            h.into_iter().find(|e| e["state"] == "succeeded")
+        })
+        .await;
+    let id = done["id"].as_str().unwrap().to_owned();
+    let e = c.nodes[0]
+        .get(&format!("/v1/namespaces/f/executions/{id}"))
+        .await;
+    let attempts = e["attempts"].as_array().unwrap();
+    assert_eq!(e["attempt"], 2, "{e}");
+    assert_eq!(attempts[0]["outcome"], "lease_lapsed");
+    assert_eq!(attempts[0]["worker"], first_worker.as_str());
+    assert_ne!(
+        attempts[1]["worker"],
+        first_worker.as_str(),
+        "attempt 2 ran on another worker"
+    );
+
+    // The dead worker's completion of attempt 1, as it would have sent it: refused, no change.
+    let store = sundial_store_postgres::PgStore::open(&c.db.url, None)
+        .await
+        .unwrap();
+    use sundial_store::Store;
+    let stale = sundial_store::AttemptComplete {
+        attempt: sundial_store::AttemptRef {
+            id: id.clone(),
+            attempt: 1,
+        },
+        outcome: sundial_core::execution::AttemptOutcome::Succeeded,
+        status_code: Some(200),
+        error: None,
+        next: sundial_store::NextStep::Succeeded,
+        only_if_lapsed: false,
+    };
+    let refused = store.attempt_complete(&stale).await;
+    assert!(
+        matches!(refused, Err(sundial_store::Error::StaleFence(_))),
+        "{refused:?}"
+    );
+    let after = store.execution_get("f", &id).await.unwrap().unwrap();
+    assert_eq!((after.attempt, after.attempts.len()), (2, 2));
+    store.close().await;
+    println!(
+        "scenario c (worker SIGKILL mid-call): attempt 1 on {first_worker} lease_lapsed, attempt 2 on {} succeeded, stale completion of attempt 1 refused",
+        attempts[1]["worker"]
+    );
+    c.finish().await;
+}
+
+fn pg_version_dir() -> String {
+    std::fs::read_dir("/etc/postgresql")
+        .ok()
+        .and_then(|mut d| d.next())
+        .and_then(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .unwrap_or_else(|| "15".into())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn processes_ride_out_a_postgresql_restart() {
+    let _serial = SERIAL.lock().await;
+    let mut c = Cluster::start(&["api,scheduler,worker"; 2], None, None).await;
+    let start = whole_second_after(Duration::from_secs(3));
+    let jobs = c.every_second_jobs(30, start).await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let restarted_at = Timestamp::now();
+    let status = std::process::Command::new("pg_ctlcluster")
+        .args([
+            "--skip-systemctl-redirect",
+            &pg_version_dir(),
+            "main",
+            "restart",
+        ])
+        .status()
+        .expect("pg_ctlcluster");
+    assert!(status.success(), "PostgreSQL restart failed");
+    let back_at = Timestamp::now();
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    for (i, n) in c.nodes.iter_mut().enumerate() {
+        assert!(
+            n.is_running(),
+            "node n{i} exited across the database restart:\n{}",
+            n.log()
+        );
+    }
+    let end = Timestamp::now() - SignedDuration::from_secs(3);
+    let v = judge(&c, &jobs, start, end, Duration::from_secs(30)).await;
+    summary(
+        "d (PostgreSQL restart)",
+        &v,
+        &format!(", database down {} ", back_at.duration_since(restarted_at)),
+    );
+    v.assert_exactly_once_on_time(failover_bound());
+    c.finish().await;
+}
+
+/// A loopback TCP proxy to PostgreSQL that the test can cut and restore.
+struct Proxy {
+    port: u16,
+    cut: Arc<AtomicBool>,
+    conns: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
+}
+
+impl Proxy {
+    async fn start(upstream: std::net::SocketAddr) -> Proxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cut = Arc::new(AtomicBool::new(false));
+        let conns: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
+        let (c2, k2) = (cut.clone(), conns.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut inbound, _)) = listener.accept().await else {
+                    continue;
+                };
+                if c2.load(Ordering::SeqCst) {
+                    drop(inbound);
+                    continue;
+                }
+                let task = tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                k2.lock().unwrap().push(task.abort_handle());
+            }
+        });
+        Proxy { port, cut, conns }
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+        for c in self.conns.lock().unwrap().drain(..) {
+            c.abort();
+        }
+    }
+
+    fn restore(&self) {
+        self.cut.store(false, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_cut_off_from_the_database_is_replaced_and_fires_nothing_stale_on_return() {
+    let _serial = SERIAL.lock().await;
+    let proxy = Proxy::start("127.0.0.1:5432".parse().unwrap()).await;
+    let db_probe = TestDb::create().await;
+    let proxied = with_db(&admin_url(), &db_probe.name)
+        .replace("127.0.0.1:5432", &format!("127.0.0.1:{}", proxy.port));
+    // The cluster's database is the probe's: the proxied node reaches it through the proxy.
+    let dir = tempfile::tempdir().unwrap().keep();
+    let receiver = Receiver::start().await;
+    let mut nodes = Vec::new();
+    for (i, url) in [db_probe.url.clone(), proxied].into_iter().enumerate() {
+        let opts = ServerOpts {
+            database_url: Some(url),
+            node_id: Some(format!("n{i}")),
+            args: vec!["--lease-ttl".into(), format!("{TTL_S}s")],
+            env: Vec::new(),
+        };
+        nodes.push(Server::start_with(&dir, opts).await);
+    }
+    let c = Cluster {
+        db: db_probe,
+        dir,
+        nodes,
+        receiver,
+    };
+    let start = whole_second_after(Duration::from_secs(3));
+    let jobs = c.every_second_jobs(40, start).await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    proxy.cut();
+    tokio::time::sleep(Duration::from_secs(2 * TTL_S as u64)).await;
+    let restored_at = Timestamp::now();
+    proxy.restore();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let end = Timestamp::now() - SignedDuration::from_secs(3);
+    let v = judge(&c, &jobs, start, end, Duration::from_secs(30)).await;
+    let pool = c.db.pool().await;
+    let stale: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM executions e WHERE e.triggered_by = 'n1' AND e.created_at >= $1 \
+         AND NOT EXISTS (SELECT 1 FROM shard_leases s WHERE s.shard = e.shard AND s.owner = 'n1')",
+    )
+    .bind(restored_at.as_millisecond())
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let n0_shards: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM shard_leases WHERE owner = 'n0' AND expires_at > 0",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    summary(
+        "e (node cut off from PostgreSQL)",
+        &v,
+        &format!(", stale triggers by n1 after return {stale}, n0 shards {n0_shards}"),
+    );
+    assert_eq!(
+        stale, 0,
+        "G3: the cut-off node triggered for shards it no longer holds"
+    );
+    v.assert_exactly_once_on_time(failover_bound());
+    c.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_with_a_skewed_clock_fires_nothing_early_and_nothing_late() {
+    let _serial = SERIAL.lock().await;
+    let c = Cluster::start(
+        &["api,scheduler,worker"; 2],
+        None,
+        Some((1, ("SUNDIAL_CLOCK_OFFSET_MS".into(), "30000".into()))),
+    )
+    .await;
+    let start = whole_second_after(Duration::from_secs(3));
+    let jobs = c.every_second_jobs(40, start).await;
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let end = Timestamp::now() - SignedDuration::from_secs(3);
+    let v = judge(&c, &jobs, start, end, Duration::from_secs(30)).await;
+    let by_worker: BTreeMap<String, usize> = {
+        let pool = c.db.pool().await;
+        let rows = sqlx::query("SELECT worker, count(*) AS n FROM executions WHERE namespace = 'f' AND worker IS NOT NULL GROUP BY worker")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+        rows.iter()
+            .map(|r| (r.get::<String, _>("worker"), r.get::<i64, _>("n") as usize))
+            .collect()
+    };
+    summary(
+        "f (node clock +30 s)",
+        &v,
+        &format!(", executions per worker {by_worker:?}"),
+    );
+    assert!(
+        by_worker.get("n1").copied().unwrap_or(0) > 0,
+        "the skewed node took part"
+    );
+    v.assert_exactly_once_on_time(SignedDuration::from_secs(1));
+    c.finish().await;
+}
