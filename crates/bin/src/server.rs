@@ -40,7 +40,7 @@ pub async fn open_store(url: &str, clock: Arc<dyn Clock>) -> anyhow::Result<Arc<
 /// A started server: its API address and the switch that stops it.
 pub struct Running {
     /// Where the API (or, without the api role, the probes) listens.
-    pub addr: Option<std::net::SocketAddr>,
+    pub addr: std::net::SocketAddr,
     shutdown: watch::Sender<bool>,
     tasks: JoinSet<anyhow::Result<()>>,
 }
@@ -152,41 +152,38 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
             Ok(())
         });
     }
-    let mut addr = None;
     // Every process listens: the api role serves the whole API, others the probes alone.
-    {
-        let listener = tokio::net::TcpListener::bind(config.listen)
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("--listen: cannot listen on {}", config.listen))?;
+    let addr = listener.local_addr()?;
+    let state = AppState {
+        store: store.clone(),
+        scheduler_wake,
+        worker_wake,
+        connections: config
+            .connections
+            .iter()
+            .map(|(n, c)| (n.clone(), c.kind.clone()))
+            .collect(),
+        node: config.node_id.clone(),
+        roles: config.roles.clone(),
+    };
+    let app = if config.has("api") {
+        router(state)
+    } else {
+        health_router(state)
+    };
+    let mut rx = rx.clone();
+    tasks.spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = rx.wait_for(|stop| *stop).await;
+            })
             .await
-            .with_context(|| format!("--listen: cannot listen on {}", config.listen))?;
-        addr = Some(listener.local_addr()?);
-        let state = AppState {
-            store: store.clone(),
-            scheduler_wake,
-            worker_wake,
-            connections: config
-                .connections
-                .iter()
-                .map(|(n, c)| (n.clone(), c.kind.clone()))
-                .collect(),
-            node: config.node_id.clone(),
-            roles: config.roles.clone(),
-        };
-        let app = if config.has("api") {
-            router(state)
-        } else {
-            health_router(state)
-        };
-        let mut rx = rx.clone();
-        tasks.spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = rx.wait_for(|stop| *stop).await;
-                })
-                .await
-                .context("API server failed")
-        });
-    }
-    tracing::info!(node = %config.node_id, roles = ?config.roles, store = %redact(&config.database_url), api = ?addr, "sundial started");
+            .context("API server failed")
+    });
+    tracing::info!(node = %config.node_id, roles = ?config.roles, store = %redact(&config.database_url), api = %addr, "sundial started");
     Ok(Running {
         addr,
         shutdown,
@@ -199,12 +196,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     init_tracing();
     let config = ServerConfig::resolve(args)?;
     let running = start(&config).await?;
-    if let Some(addr) = running.addr {
-        eprintln!(
-            "sundial: API on http://{addr} (store {})",
-            redact(&config.database_url)
-        );
-    }
+    eprintln!(
+        "sundial: listening on http://{} (store {})",
+        running.addr,
+        redact(&config.database_url)
+    );
     running.wait().await?;
     Ok(ExitCode::SUCCESS)
 }
