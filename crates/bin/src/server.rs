@@ -152,6 +152,27 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
             Ok(())
         });
     }
+    // Every process reports itself alive with its roles, every third of the lease TTL.
+    {
+        let (store, node, roles, ttl, mut rx) = (
+            store.clone(),
+            config.node_id.clone(),
+            config.roles.clone(),
+            config.lease_ttl,
+            rx.clone(),
+        );
+        tasks.spawn(async move {
+            loop {
+                if let Err(e) = store.node_heartbeat(&node, &roles, ttl).await {
+                    tracing::warn!(error = %e, "node heartbeat failed");
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(ttl.as_std() / 3) => {}
+                    _ = rx.wait_for(|stop| *stop) => return Ok(()),
+                }
+            }
+        });
+    }
     // Every process listens: the api role serves the whole API, others the probes alone.
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await

@@ -211,3 +211,127 @@ async fn a_kill_9_and_restart_loses_no_job_and_no_history() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attempts_time_out_exhaust_into_the_dead_letter_and_a_redrive_runs_on() {
+    let receiver = Receiver::start().await;
+    let server = Server::start().await;
+    let at = whole_second_after(Duration::from_secs(1));
+    // A 5 s call with a 1 s per-attempt timeout: every attempt times out (transient).
+    server
+        .put_job(
+            "e2e",
+            "hangs",
+            json!({
+                "schedule": {"at": at.to_string()},
+                "target": {"type": "http", "url": receiver.url("slow")},
+                "timeout": "1s",
+                "retry": {"max_attempts": 2, "initial_interval": "200ms", "jitter": false}
+            }),
+        )
+        .await;
+    let dead = server
+        .wait_for(Duration::from_secs(20), async || {
+            server
+                .history("e2e", "hangs")
+                .await
+                .into_iter()
+                .find(|e| e["state"] == "dead")
+        })
+        .await;
+    let id = dead["id"].as_str().unwrap().to_owned();
+    let e = server
+        .get(&format!("/v1/namespaces/e2e/executions/{id}"))
+        .await;
+    let attempts = e["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2);
+    for a in attempts {
+        assert_eq!(a["outcome"], "timed_out", "{a}");
+        let ms = a["duration_ms"].as_i64().unwrap();
+        assert!(
+            (1000..2500).contains(&ms),
+            "an attempt ran {ms} ms against a 1 s timeout"
+        );
+    }
+    let letters = server.get("/v1/namespaces/e2e/executions?state=dead").await;
+    assert!(
+        letters["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["id"] == id.as_str()),
+        "listed as a dead letter"
+    );
+
+    // Re-drive: the same execution (same idempotency key) runs again, attempts numbered on.
+    let (status, redriven) = server
+        .request(
+            reqwest::Method::POST,
+            &format!("/v1/namespaces/e2e/executions/{id}/retry"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{redriven}");
+    assert_eq!(redriven["state"], "queued");
+    let again = server
+        .wait_for(Duration::from_secs(20), async || {
+            let e = server
+                .get(&format!("/v1/namespaces/e2e/executions/{id}"))
+                .await;
+            (e["state"] == "dead" && e["attempt"] == 4).then_some(e)
+        })
+        .await;
+    assert_eq!(again["attempts"].as_array().unwrap().len(), 4);
+    let keys: std::collections::HashSet<_> = receiver
+        .for_path("slow")
+        .into_iter()
+        .map(|d| d.execution_id)
+        .collect();
+    assert_eq!(
+        keys.len(),
+        1,
+        "every attempt carried the one idempotency key"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permanent_4xx_fails_at_once_and_503s_exhaust_the_attempts() {
+    let receiver = Receiver::start().await;
+    let server = Server::start().await;
+    let at = whole_second_after(Duration::from_secs(1));
+    for (name, path) in [("gone", "missing"), ("down", "unavailable")] {
+        server
+            .put_job(
+                "e2e",
+                name,
+                json!({
+                    "schedule": {"at": at.to_string()},
+                    "target": {"type": "http", "url": receiver.url(path)},
+                    "retry": {"max_attempts": 3, "initial_interval": "100ms", "jitter": false}
+                }),
+            )
+            .await;
+    }
+    let failed = server
+        .wait_for(Duration::from_secs(15), async || {
+            server
+                .history("e2e", "gone")
+                .await
+                .into_iter()
+                .find(|e| e["state"] == "failed")
+        })
+        .await;
+    assert_eq!(failed["attempt"], 1, "a 404 is not retried");
+    let dead = server
+        .wait_for(Duration::from_secs(15), async || {
+            server
+                .history("e2e", "down")
+                .await
+                .into_iter()
+                .find(|e| e["state"] == "dead")
+        })
+        .await;
+    assert_eq!(dead["attempt"], 3, "503 is retried until max_attempts");
+    assert_eq!(receiver.for_path("missing").len(), 1);
+    assert_eq!(receiver.for_path("unavailable").len(), 3);
+}

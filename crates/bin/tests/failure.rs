@@ -401,6 +401,29 @@ async fn a_sigstopped_scheduler_triggers_nothing_for_the_shards_it_lost() {
 async fn a_worker_killed_mid_call_is_replaced_and_its_stale_completion_refused() {
     let _serial = SERIAL.lock().await;
     let mut c = Cluster::start(&["api,scheduler", "worker", "worker"], None, None).await;
+    // The cluster view names every process with its roles and the scheduler's shards.
+    let view = c.nodes[0]
+        .wait_for(Duration::from_secs(10), async || {
+            let v = c.nodes[0].get("/v1/cluster").await;
+            (v["nodes"].as_array().is_some_and(|n| n.len() == 3) && v["nodes"][0]["shards"] == 1024)
+                .then_some(v)
+        })
+        .await;
+    let roles: Vec<_> = view["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["id"].clone(), n["roles"].clone()))
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            (json!("n0"), json!(["api", "scheduler"])),
+            (json!("n1"), json!(["worker"])),
+            (json!("n2"), json!(["worker"]))
+        ]
+    );
+    assert!(view["queue"]["queued"].is_u64());
     let at = whole_second_after(Duration::from_secs(2));
     c.nodes[0]
         .put_job(
@@ -458,6 +481,7 @@ async fn a_worker_killed_mid_call_is_replaced_and_its_stale_completion_refused()
         outcome: sundial_core::execution::AttemptOutcome::Succeeded,
         status_code: Some(200),
         error: None,
+        detail: None,
         next: sundial_store::NextStep::Succeeded,
         only_if_lapsed: false,
     };

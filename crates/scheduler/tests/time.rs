@@ -358,3 +358,52 @@ async fn a_job_past_its_end_is_completed() {
     let job = rig.store.job_get("sim", "bounded").await.unwrap().unwrap();
     assert_eq!(job.state(), "completed");
 }
+
+#[tokio::test]
+async fn jitter_offsets_each_slot_deterministically_within_its_bound() {
+    let mut rig = rig("2026-01-01T00:00:00Z").await;
+    let mut spec = job_spec("sim", "jittery", 10);
+    spec.jitter = Dur::from_secs(5);
+    spec.schedule.start_at = Some("2026-01-01T00:00:00Z".parse().unwrap());
+    let record = JobRecord {
+        shard: shard_of("sim", "jittery"),
+        next_slot_at: spec.schedule.start_at,
+        next_fire_at: spec.schedule.start_at,
+        spec,
+        uid: "u-jittery".into(),
+        version: 0,
+        created_at: rig.clock.now(),
+        updated_at: rig.clock.now(),
+        last_execution: None,
+    };
+    rig.store
+        .job_write(&JobWrite {
+            record,
+            expected_version: None,
+            pending: PendingExecutions::Keep,
+        })
+        .await
+        .unwrap();
+    rig.run_until("2026-01-01T00:02:00Z", SignedDuration::from_secs(1))
+        .await;
+    let es = rig.executions("jittery").await;
+    assert!(es.len() >= 12);
+    let offsets: Vec<i64> = es
+        .iter()
+        .map(|e| e.fire_at.as_millisecond() - e.scheduled_at.as_millisecond())
+        .collect();
+    assert!(offsets.iter().all(|o| (0..5000).contains(o)), "{offsets:?}");
+    assert!(
+        offsets.iter().any(|o| *o != offsets[0]),
+        "offsets vary by slot: {offsets:?}"
+    );
+    for e in &es {
+        let expected =
+            sundial_core::hash::jitter_offset("u-jittery", e.scheduled_at, Dur::from_secs(5));
+        assert_eq!(
+            e.fire_at,
+            e.scheduled_at + expected.as_signed(),
+            "every scheduler computes the same fire time"
+        );
+    }
+}

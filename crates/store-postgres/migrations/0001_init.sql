@@ -62,6 +62,7 @@ CREATE TABLE attempts (
     outcome      TEXT,
     status_code  BIGINT,
     error        TEXT,
+    detail       TEXT,
     PRIMARY KEY (execution_id, attempt)
 );
 
@@ -75,11 +76,14 @@ CREATE TABLE shard_leases (
 INSERT INTO shard_leases (shard, owner, epoch, expires_at)
     SELECT g, '', 0, 0 FROM generate_series(0, 1023) AS g;
 
--- Scheduler nodes, by heartbeat: the live ones share the shards.
+-- Processes, by heartbeat. The live schedulers (scheduler_expires_at in the future) share
+-- the shards; expires_at is the process's own liveness, whatever its roles.
 CREATE TABLE nodes (
-    id           TEXT   PRIMARY KEY,
-    instance     TEXT   NOT NULL,          -- the process behind the id
-    started_at   BIGINT NOT NULL,
-    heartbeat_at BIGINT NOT NULL,
-    expires_at   BIGINT NOT NULL
+    id                   TEXT   PRIMARY KEY,
+    instance             TEXT   NOT NULL,          -- the process behind the id
+    roles                TEXT   NOT NULL DEFAULT '',
+    started_at           BIGINT NOT NULL,
+    heartbeat_at         BIGINT NOT NULL,
+    expires_at           BIGINT NOT NULL,
+    scheduler_expires_at BIGINT NOT NULL DEFAULT 0
 );

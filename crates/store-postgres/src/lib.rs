@@ -304,11 +304,12 @@ impl Store for PgStore {
         let ttl = request.ttl.as_millis_i64();
         let mut tx = self.begin().await?;
         let now = self.now_ms(&mut *tx).await?;
-        // Heartbeat; a node id held by another live process is refused.
+        // Heartbeat as a scheduler; a node id held by another live process is refused.
         let registered = sqlx::query(
-            "INSERT INTO nodes (id, instance, started_at, heartbeat_at, expires_at) VALUES ($1, $2, $3, $3, $3 + $4) \
+            "INSERT INTO nodes (id, instance, roles, started_at, heartbeat_at, expires_at, scheduler_expires_at) \
+             VALUES ($1, $2, 'scheduler', $3, $3, $3 + $4, $3 + $4) \
              ON CONFLICT (id) DO UPDATE SET instance = excluded.instance, heartbeat_at = excluded.heartbeat_at, \
-               expires_at = excluded.expires_at, \
+               expires_at = excluded.expires_at, scheduler_expires_at = excluded.scheduler_expires_at, \
                started_at = CASE WHEN nodes.instance = excluded.instance THEN nodes.started_at ELSE excluded.started_at END \
              WHERE nodes.instance = excluded.instance OR nodes.expires_at <= $3",
         )
@@ -324,11 +325,12 @@ impl Store for PgStore {
                 "node id '{node}' is held by another live process; give each process its own --node-id"
             )));
         }
-        let live: i64 = sqlx::query_scalar("SELECT count(*) FROM nodes WHERE expires_at > $1")
-            .bind(now)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(db_err)?;
+        let live: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM nodes WHERE scheduler_expires_at > $1")
+                .bind(now)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(db_err)?;
         let shards = i64::from(SHARD_COUNT);
         let share = (shards + live.max(1) - 1) / live.max(1);
         // Renew what this node holds and has not lost.
@@ -385,7 +387,7 @@ impl Store for PgStore {
             .execute(&mut *tx)
             .await
             .map_err(db_err)?;
-        sqlx::query("UPDATE nodes SET expires_at = 0 WHERE id = $1 AND instance = $2")
+        sqlx::query("UPDATE nodes SET scheduler_expires_at = 0 WHERE id = $1 AND instance = $2")
             .bind(node)
             .bind(&self.instance)
             .execute(&mut *tx)
@@ -565,7 +567,7 @@ impl Store for PgStore {
             return Err(stale_attempt(&c.attempt));
         }
         sqlx::query(
-            "UPDATE attempts SET finished_at = $3, outcome = $4, status_code = $5, error = $6 \
+            "UPDATE attempts SET finished_at = $3, outcome = $4, status_code = $5, error = $6, detail = $7 \
              WHERE execution_id = $1 AND attempt = $2",
         )
         .bind(&c.attempt.id)
@@ -574,6 +576,7 @@ impl Store for PgStore {
         .bind(c.outcome.as_str())
         .bind(c.status_code)
         .bind(c.error.as_deref())
+        .bind(c.detail.as_deref())
         .execute(&mut *tx)
         .await
         .map_err(db_err)?;
@@ -609,7 +612,7 @@ impl Store for PgStore {
         };
         let mut record = rows::execution(&row)?;
         let attempts = sqlx::query(
-            "SELECT attempt, worker, started_at, finished_at, outcome, status_code, error \
+            "SELECT attempt, worker, started_at, finished_at, outcome, status_code, error, detail \
              FROM attempts WHERE execution_id = $1 ORDER BY attempt",
         )
         .bind(id)
@@ -743,10 +746,40 @@ impl Store for PgStore {
             .ok_or_else(|| Error::NotFound(format!("execution {id}")))
     }
 
+    async fn node_heartbeat(
+        &self,
+        node: &str,
+        roles: &[String],
+        ttl: sundial_core::Dur,
+    ) -> Result<()> {
+        let now = self.now_ms(&self.pool).await?;
+        let done = sqlx::query(
+            "INSERT INTO nodes (id, instance, roles, started_at, heartbeat_at, expires_at) VALUES ($1, $2, $3, $4, $4, $4 + $5) \
+             ON CONFLICT (id) DO UPDATE SET instance = excluded.instance, roles = excluded.roles, \
+               heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at, \
+               started_at = CASE WHEN nodes.instance = excluded.instance THEN nodes.started_at ELSE excluded.started_at END \
+             WHERE nodes.instance = excluded.instance OR nodes.expires_at <= $4",
+        )
+        .bind(node)
+        .bind(&self.instance)
+        .bind(roles.join(","))
+        .bind(now)
+        .bind(ttl.as_millis_i64())
+        .execute(&self.pool)
+        .await
+        .map_err(db_err)?;
+        if done.rows_affected() == 0 {
+            return Err(Error::Conflict(format!(
+                "node id '{node}' is held by another live process; give each process its own --node-id"
+            )));
+        }
+        Ok(())
+    }
+
     async fn cluster_status(&self) -> Result<ClusterStatus> {
         let now = self.now_ms(&self.pool).await?;
         let nodes = sqlx::query(
-            "SELECT n.id, n.started_at, n.heartbeat_at, n.expires_at, \
+            "SELECT n.id, n.roles, n.started_at, n.heartbeat_at, n.expires_at, \
                (SELECT count(*) FROM shard_leases s WHERE s.owner = n.id AND s.expires_at > $1) AS shards \
              FROM nodes n WHERE n.expires_at > $1 - 60000 ORDER BY n.id",
         )

@@ -60,6 +60,7 @@ CREATE TABLE attempts (
     outcome      TEXT,
     status_code  INTEGER,
     error        TEXT,
+    detail       TEXT,
     PRIMARY KEY (execution_id, attempt)
 );
 
@@ -68,4 +69,15 @@ CREATE TABLE shard_leases (
     owner      TEXT    NOT NULL,
     epoch      INTEGER NOT NULL,
     expires_at INTEGER NOT NULL
+);
+
+-- Processes, by heartbeat (for GET /v1/cluster).
+CREATE TABLE nodes (
+    id                   TEXT    PRIMARY KEY,
+    instance             TEXT    NOT NULL,
+    roles                TEXT    NOT NULL DEFAULT '',
+    started_at           INTEGER NOT NULL,
+    heartbeat_at         INTEGER NOT NULL,
+    expires_at           INTEGER NOT NULL,
+    scheduler_expires_at INTEGER NOT NULL DEFAULT 0
 );

@@ -29,8 +29,8 @@ use sundial_core::execution::ExecutionState;
 use sundial_store::{
     AttemptComplete, AttemptRef, ClaimedExecution, ClusterStatus, DueJob, Error, ExecutionClaim,
     ExecutionListQuery, ExecutionRecord, JobListQuery, JobRecord, JobWrite, NewExecution, NextStep,
-    NodeStatus, PendingExecutions, Result, RunSpec, ShardLease, ShardLeaseRequest, Store,
-    TriggerCommit, TriggerCommitted, TriggerListDue,
+    PendingExecutions, Result, RunSpec, ShardLease, ShardLeaseRequest, Store, TriggerCommit,
+    TriggerCommitted, TriggerListDue,
 };
 
 use rows::{db_err, ms, ts};
@@ -148,11 +148,42 @@ impl Store for SqliteStore {
         Ok(self.clock.now())
     }
 
+    async fn node_heartbeat(
+        &self,
+        node: &str,
+        roles: &[String],
+        ttl: sundial_core::Dur,
+    ) -> Result<()> {
+        let now = ms(self.clock.now());
+        let done = sqlx::query(
+            "INSERT INTO nodes (id, instance, roles, started_at, heartbeat_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?4, ?4 + ?5) \
+             ON CONFLICT (id) DO UPDATE SET instance = excluded.instance, roles = excluded.roles, \
+               heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at, \
+               started_at = CASE WHEN nodes.instance = excluded.instance THEN nodes.started_at ELSE excluded.started_at END \
+             WHERE nodes.instance = excluded.instance OR nodes.expires_at <= ?4",
+        )
+        .bind(node)
+        .bind(&self.instance)
+        .bind(roles.join(","))
+        .bind(now)
+        .bind(ttl.as_millis_i64())
+        .execute(&self.writer)
+        .await
+        .map_err(db_err)?;
+        if done.rows_affected() == 0 {
+            return Err(Error::Conflict(format!(
+                "node id '{node}' is held by another live process; give each process its own --node-id"
+            )));
+        }
+        Ok(())
+    }
+
     async fn cluster_status(&self) -> Result<ClusterStatus> {
         let now = ms(self.clock.now());
         let nodes = sqlx::query(
-            "SELECT owner, count(*) AS shards, max(expires_at) AS expires_at FROM shard_leases \
-             WHERE expires_at > ?1 GROUP BY owner",
+            "SELECT n.id, n.roles, n.started_at, n.heartbeat_at, n.expires_at, \
+               (SELECT count(*) FROM shard_leases s WHERE s.owner = n.id || '/' || n.instance AND s.expires_at > ?1) AS shards \
+             FROM nodes n WHERE n.expires_at > ?1 - 60000 ORDER BY n.id",
         )
         .bind(now)
         .fetch_all(&self.reader)
@@ -160,18 +191,7 @@ impl Store for SqliteStore {
         .map_err(db_err)?;
         let nodes = nodes
             .iter()
-            .map(|r| {
-                let owner: String = r.try_get("owner").map_err(db_err)?;
-                let shards: i64 = r.try_get("shards").map_err(db_err)?;
-                let node = owner.split('/').next().unwrap_or_default().to_owned();
-                Ok(NodeStatus {
-                    id: node,
-                    started_at: ts(now)?,
-                    heartbeat_at: ts(now)?,
-                    live: true,
-                    shards: u32::try_from(shards).unwrap_or(0),
-                })
-            })
+            .map(|r| rows::node(r, now))
             .collect::<Result<Vec<_>>>()?;
         let row = sqlx::query(
             "SELECT coalesce(sum(due_at <= ?1), 0) AS queued, coalesce(sum(due_at > ?1), 0) AS scheduled, \
@@ -573,7 +593,7 @@ impl Store for SqliteStore {
             return Err(stale_attempt(&c.attempt));
         }
         sqlx::query(
-            "UPDATE attempts SET finished_at = ?3, outcome = ?4, status_code = ?5, error = ?6 \
+            "UPDATE attempts SET finished_at = ?3, outcome = ?4, status_code = ?5, error = ?6, detail = ?7 \
              WHERE execution_id = ?1 AND attempt = ?2",
         )
         .bind(&c.attempt.id)
@@ -582,6 +602,7 @@ impl Store for SqliteStore {
         .bind(c.outcome.as_str())
         .bind(c.status_code)
         .bind(c.error.as_deref())
+        .bind(c.detail.as_deref())
         .execute(&mut *tx)
         .await
         .map_err(db_err)?;
@@ -616,7 +637,7 @@ impl Store for SqliteStore {
         };
         let mut record = rows::execution(&row)?;
         let attempts = sqlx::query(
-            "SELECT attempt, worker, started_at, finished_at, outcome, status_code, error \
+            "SELECT attempt, worker, started_at, finished_at, outcome, status_code, error, detail \
              FROM attempts WHERE execution_id = ?1 ORDER BY attempt",
         )
         .bind(id)

@@ -7,7 +7,7 @@ use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 use sundial_store::{
     AttemptRecord, ClaimedExecution, DueJob, Error, ExecutionRecord, ExecutionSummary, JobRecord,
-    Result, RunSpec, ShardLease,
+    NodeStatus, Result, RunSpec, ShardLease,
 };
 
 /// Milliseconds since the Unix epoch.
@@ -165,6 +165,24 @@ pub(crate) fn attempt(row: &SqliteRow) -> Result<AttemptRecord> {
             .transpose()?,
         status_code: get(row, "status_code")?,
         error: get(row, "error")?,
+        detail: get(row, "detail")?,
         duration_ms: finished_at.map(|f| f.as_millisecond() - started_at.as_millisecond()),
+    })
+}
+
+pub(crate) fn node(row: &SqliteRow, now: i64) -> Result<NodeStatus> {
+    let expires_at: i64 = get(row, "expires_at")?;
+    let roles: String = get(row, "roles")?;
+    Ok(NodeStatus {
+        id: get(row, "id")?,
+        roles: roles
+            .split(',')
+            .filter(|r| !r.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        started_at: instant(row, "started_at")?,
+        heartbeat_at: instant(row, "heartbeat_at")?,
+        live: expires_at > now,
+        shards: count(row, "shards")?,
     })
 }

@@ -82,8 +82,19 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         None
     }
 
-    /// Nodes, shard ownership and queue depth.
+    /// Nodes, their roles and shard ownership, and queue depth.
     async fn cluster_status(&self) -> Result<ClusterStatus>;
+
+    /// Records that this process is alive with `roles` until now + `ttl`.
+    ///
+    /// # Contract
+    /// [`Error::Conflict`] (and no change) while the node id is held by another live process.
+    async fn node_heartbeat(
+        &self,
+        node: &str,
+        roles: &[String],
+        ttl: sundial_core::Dur,
+    ) -> Result<()>;
 
     /// One job by namespace and name, with its last execution.
     async fn job_get(&self, namespace: &str, name: &str) -> Result<Option<JobRecord>>;

@@ -307,6 +307,9 @@ pub struct AttemptComplete {
     pub status_code: Option<i64>,
     /// Error text, at most a few KiB.
     pub error: Option<String>,
+    /// What the target reported beyond success or failure (a container's output tail, a
+    /// broker's sequence number), at most a few KiB.
+    pub detail: Option<String>,
     /// Where the execution goes.
     pub next: NextStep,
     /// Only complete when the lease has lapsed (the reaper's path).
@@ -330,6 +333,8 @@ pub struct AttemptRecord {
     pub status_code: Option<i64>,
     /// Error text.
     pub error: Option<String>,
+    /// What the target reported beyond success or failure.
+    pub detail: Option<String>,
     /// `finished_at - started_at` in milliseconds.
     pub duration_ms: Option<i64>,
 }
@@ -391,7 +396,7 @@ pub struct ExecutionListQuery {
 pub struct ClusterStatus {
     /// The store's time.
     pub now: Timestamp,
-    /// Scheduler nodes seen in the last minute.
+    /// Nodes seen in the last minute.
     pub nodes: Vec<NodeStatus>,
     /// Executions due and waiting for a worker.
     pub queued: u64,
@@ -401,11 +406,13 @@ pub struct ClusterStatus {
     pub running: u64,
 }
 
-/// One scheduler node.
+/// One node (process).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NodeStatus {
     /// Node id.
     pub id: String,
+    /// Roles it runs.
+    pub roles: Vec<String>,
     /// When its process registered.
     pub started_at: Timestamp,
     /// Its last heartbeat.

@@ -433,6 +433,7 @@ pub async fn a_stale_completion_is_rejected(h: Harness) {
         outcome: AttemptOutcome::LeaseLapsed,
         status_code: None,
         error: Some("lease lapsed".into()),
+        detail: None,
         next: NextStep::RetryAt(clock.now()),
         only_if_lapsed: true,
     };
@@ -452,6 +453,7 @@ pub async fn a_stale_completion_is_rejected(h: Harness) {
         outcome: AttemptOutcome::Succeeded,
         status_code: Some(200),
         error: None,
+        detail: None,
         next: NextStep::Succeeded,
         only_if_lapsed: false,
     };
@@ -527,6 +529,7 @@ pub async fn heartbeats_keep_the_lease(h: Harness) {
         outcome: AttemptOutcome::LeaseLapsed,
         status_code: None,
         error: None,
+        detail: None,
         next: NextStep::Dead,
         only_if_lapsed: true,
     };
@@ -557,6 +560,7 @@ pub async fn cancel_and_redrive_follow_the_state_machine(h: Harness) {
         outcome: AttemptOutcome::TransientFailure,
         status_code: Some(503),
         error: Some("HTTP 503".into()),
+        detail: None,
         next: NextStep::Dead,
         only_if_lapsed: false,
     };

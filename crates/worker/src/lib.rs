@@ -249,13 +249,17 @@ impl Worker {
                 NextStep::RetryAt(now + delay.as_signed())
             }
         };
+        let mut detail = None;
         let (outcome, status_code, error, next) = match result {
-            Ok(ok) => (
-                AttemptOutcome::Succeeded,
-                ok.status_code,
-                None,
-                NextStep::Succeeded,
-            ),
+            Ok(ok) => {
+                detail = ok.detail;
+                (
+                    AttemptOutcome::Succeeded,
+                    ok.status_code,
+                    None,
+                    NextStep::Succeeded,
+                )
+            }
             Err(Failure::Target(TargetError::Permanent {
                 status_code,
                 message,
@@ -289,6 +293,7 @@ impl Worker {
             ),
         };
         AttemptComplete {
+            detail,
             attempt,
             outcome,
             status_code,

@@ -25,7 +25,8 @@ pub struct Delivery {
 }
 
 /// A loopback HTTP receiver. Paths: `/fail-once` answers 503 to attempt 1 and 200 after;
-/// `/slow` waits 5 s then answers 200; `/missing` answers 404; anything else 200.
+/// `/slow` waits 5 s then answers 200; `/missing` answers 404; `/unavailable` answers 503;
+/// anything else 200.
 #[derive(Clone, Default)]
 pub struct Receiver {
     pub addr: Option<SocketAddr>,
@@ -65,6 +66,7 @@ async fn receive(
             StatusCode::OK
         }
         "missing" => StatusCode::NOT_FOUND,
+        "unavailable" => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::OK,
     }
 }
