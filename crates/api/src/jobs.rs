@@ -201,6 +201,94 @@ pub(crate) async fn put(
     Ok(with_etag(status, &job, job_json(&job, true)))
 }
 
+/// Most jobs one bulk request may carry.
+pub const MAX_BATCH: usize = 1000;
+
+/// `POST /v1/namespaces/{ns}/jobs:apply` with `{"jobs": [job, ...]}` (at most [`MAX_BATCH`]):
+/// creates or replaces every job, all or none — every job is validated first (errors name
+/// `jobs.<i>.<field>`), then all are written in one transaction. Answers
+/// `{"items": [job, ...], "created": n, "updated": m}`.
+pub(crate) async fn apply_many(
+    State(state): State<AppState>,
+    Path(ns): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    check_path(&ns, None)?;
+    let body = json_body(&headers, body).await?;
+    let Some(items) = body.get("jobs").and_then(Value::as_array) else {
+        return Err(ApiError::invalid(vec![FieldError::new(
+            "jobs",
+            "is required: an array of jobs",
+        )]));
+    };
+    if items.len() > MAX_BATCH {
+        return Err(ApiError::invalid(vec![FieldError::new(
+            "jobs",
+            format!(
+                "holds {} jobs; at most {MAX_BATCH} per request",
+                items.len()
+            ),
+        )]));
+    }
+    if let Some(extra) = body
+        .as_object()
+        .and_then(|o| o.keys().find(|k| *k != "jobs"))
+    {
+        return Err(ApiError::invalid(vec![FieldError::new(
+            extra.clone(),
+            "unknown field; expected jobs",
+        )]));
+    }
+    let mut specs = Vec::with_capacity(items.len());
+    let mut errors = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (i, item) in items.iter().enumerate() {
+        match validate::job_from_json(item, &context(&state, &ns, None)) {
+            Ok(spec) => {
+                if !seen.insert(spec.name.clone()) {
+                    errors.push(FieldError::new(
+                        format!("jobs.{i}.name"),
+                        format!("'{}' appears twice in the batch", spec.name),
+                    ));
+                }
+                specs.push(spec);
+            }
+            Err(errs) => errors.extend(errs.into_iter().map(|e| {
+                let field = if e.field.is_empty() {
+                    format!("jobs.{i}")
+                } else {
+                    format!("jobs.{i}.{}", e.field)
+                };
+                FieldError::new(field, e.message)
+            })),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::invalid(errors));
+    }
+    let now = state.store.now().await?;
+    let mut writes = Vec::with_capacity(specs.len());
+    let mut created = 0;
+    for spec in specs {
+        let existing = state.store.job_get(&ns, &spec.name).await?;
+        created += usize::from(existing.is_none());
+        let (record, pending) = next_record(spec, existing.as_ref(), now);
+        writes.push(JobWrite {
+            record,
+            expected_version: existing.map(|o| o.version),
+            pending,
+        });
+    }
+    let written = state.store.job_write_batch(&writes).await?;
+    state.scheduler_wake.notify_one();
+    let items: Vec<Value> = written.iter().map(|j| job_json(j, false)).collect();
+    Ok(
+        Json(json!({"items": items, "created": created, "updated": written.len() - created}))
+            .into_response(),
+    )
+}
+
 /// `POST /v1/namespaces/{ns}/jobs`: create with `name` in the body; 409 if it exists.
 pub(crate) async fn create(
     State(state): State<AppState>,

@@ -71,6 +71,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/cluster", get(cluster))
         .route("/v1/cron/next", post(jobs::cron_next))
         .route(&format!("{ns}/jobs"), get(jobs::list).post(jobs::create))
+        .route(&format!("{ns}/jobs:apply"), post(jobs::apply_many))
         .route(
             &format!("{ns}/jobs/{{name}}"),
             get(jobs::get_one)

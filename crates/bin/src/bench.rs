@@ -57,6 +57,9 @@ struct Common {
     /// Seconds between job creation and the first slot
     #[arg(long, default_value_t = 5)]
     lead_s: u64,
+    /// Far-future jobs to store besides (they must not slow the due lookup)
+    #[arg(long, default_value_t = 0)]
+    stored: u64,
 }
 
 #[derive(Default)]
@@ -161,50 +164,64 @@ async fn start_nodes(url: &str, count: u32) -> anyhow::Result<Nodes> {
     }
 }
 
-/// Creates jobs with up to 32 requests in flight.
-async fn create_jobs(api: &str, jobs: Vec<(String, Value)>) -> anyhow::Result<()> {
+/// Creates jobs through the bulk endpoint, 1,000 per request, 4 requests in flight.
+async fn create_jobs(api: &str, what: &str, jobs: Vec<(String, Value)>) -> anyhow::Result<()> {
     let http = reqwest::Client::new();
     let total = jobs.len();
-    let mut pending = jobs.into_iter();
+    let mut batches = jobs
+        .chunks(1000)
+        .map(|c| c.to_vec())
+        .collect::<Vec<_>>()
+        .into_iter();
     let mut set = tokio::task::JoinSet::new();
     let mut done = 0;
     loop {
-        while set.len() < 32 {
-            let Some((name, body)) = pending.next() else {
-                break;
-            };
+        while set.len() < 4 {
+            let Some(batch) = batches.next() else { break };
             let (http, url) = (
                 http.clone(),
-                format!("{api}/v1/namespaces/bench/jobs/{name}"),
+                format!("{api}/v1/namespaces/bench/jobs:apply"),
             );
+            let n = batch.len();
+            let body = json!({"jobs": batch.into_iter().map(|(name, mut body)| { body["name"] = json!(name); body }).collect::<Vec<_>>()});
             set.spawn(async move {
                 let r = http
-                    .put(url)
+                    .post(url)
                     .header("content-type", "application/json")
                     .body(body.to_string())
                     .send()
                     .await?;
+                let status = r.status();
                 anyhow::ensure!(
-                    r.status().is_success(),
-                    "creating {name}: HTTP {}",
-                    r.status()
+                    status.is_success(),
+                    "creating jobs: HTTP {status}: {}",
+                    r.text().await.unwrap_or_default()
                 );
-                Ok(())
+                Ok(n)
             });
         }
         match set.join_next().await {
             Some(r) => {
-                r??;
-                done += 1;
-                if done % 500 == 0 || done == total {
-                    eprint!("\rcreating jobs {done}/{total}");
-                }
+                done += r??;
+                eprint!("\rcreating {what} jobs {done}/{total}");
             }
             None => break,
         }
     }
     eprintln!();
     Ok(())
+}
+
+/// Moves every instant of a schedule (`at`, `start_at`, `end_at`) later by `by`.
+fn shift_schedule(schedule: &mut Value, by: SignedDuration) {
+    for key in ["at", "start_at", "end_at"] {
+        if let Some(t) = schedule[key]
+            .as_str()
+            .and_then(|s| s.parse::<Timestamp>().ok())
+        {
+            schedule[key] = json!((t + by).to_string());
+        }
+    }
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -285,8 +302,35 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             (name, body)
         })
         .collect();
+    if common.stored > 0 {
+        let far = json!({"schedule": {"at": "2199-01-01T00:00:00Z"}, "target": {"type": "http", "url": format!("http://{sink_addr}/sink/stored")}});
+        let stored = (0..common.stored)
+            .map(|i| (format!("f{i}"), far.clone()))
+            .collect();
+        let loading = Instant::now();
+        create_jobs(&nodes.api, "stored", stored).await?;
+        eprintln!(
+            "stored {} far-future jobs in {:.1} s",
+            common.stored,
+            loading.elapsed().as_secs_f64()
+        );
+    }
+    // The slot is placed only now, after the stored jobs are in.
+    let lead = SignedDuration::from_secs(i64::try_from(common.lead_s).unwrap_or(5));
+    let shift = (Timestamp::now() + lead)
+        .duration_since(first_slot)
+        .max(SignedDuration::ZERO);
+    let shift = SignedDuration::from_secs(shift.as_secs() + i64::from(shift.subsec_nanos() > 0));
+    let (first_slot, last_slot) = (first_slot + shift, last_slot + shift);
+    let jobs: Vec<(String, Value)> = jobs
+        .into_iter()
+        .map(|(name, mut body)| {
+            shift_schedule(&mut body["schedule"], shift);
+            (name, body)
+        })
+        .collect();
     let created = Instant::now();
-    create_jobs(&nodes.api, jobs).await?;
+    create_jobs(&nodes.api, workload, jobs).await?;
     if Timestamp::now() >= first_slot {
         bail!(
             "creating the jobs took {:?}, past the first slot; raise --lead-s",
@@ -337,7 +381,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         seen.len() as f64 / (last_slot.duration_since(first_slot).as_secs_f64() + 1.0)
     };
     let report = json!({
-        "workload": workload, "store": store, "jobs": expected, "stored": 0, "nodes": common.nodes,
+        "workload": workload, "store": store, "jobs": expected, "stored": common.stored, "nodes": common.nodes,
         "drain_s": (drain_s * 1000.0).round() / 1000.0,
         "triggers_per_s": triggers_per_s.round(),
         "lag_ms": {"p50": percentile(&lags, 50.0), "p90": percentile(&lags, 90.0), "p99": percentile(&lags, 99.0), "max": lags.last().copied().unwrap_or(0.0)},

@@ -333,51 +333,83 @@ pub async fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Applies every job of a file with PUT; reports each; fails if any was rejected.
+/// Applies every job of a file through the bulk endpoint, per namespace in batches of 1000,
+/// each batch all or none; reports each job; fails if any batch was rejected.
 async fn apply(api: &Api, text: &str) -> anyhow::Result<ExitCode> {
     let jobs = parse_jobs(text)?;
-    let mut failed = 0;
-    for (i, job) in jobs.iter().enumerate() {
-        let name = job.get("name").and_then(Value::as_str);
+    let mut by_namespace: std::collections::BTreeMap<String, Vec<&Value>> = Default::default();
+    for job in &jobs {
         let ns = job
             .get("namespace")
             .and_then(Value::as_str)
             .unwrap_or(&api.opts.namespace);
-        let Some(name) = name else {
-            eprintln!("job #{}: name: is required", i + 1);
-            failed += 1;
-            continue;
-        };
+        by_namespace.entry(ns.to_owned()).or_default().push(job);
+    }
+    let mut rejected = 0;
+    for (ns, jobs) in by_namespace {
         let scoped = Api::new(ClientOpts {
-            namespace: ns.to_owned(),
+            namespace: ns.clone(),
             ..api.opts.clone()
         });
-        let (status, v) = scoped
-            .send(reqwest::Method::PUT, &format!("/jobs/{name}"), Some(job))
-            .await?;
-        match status {
-            200 | 201 => {
-                let verb = if status == 201 {
-                    "created"
-                } else {
-                    "configured"
-                };
+        for chunk in jobs.chunks(1000) {
+            let body = serde_json::json!({ "jobs": chunk });
+            let (status, v) = scoped
+                .send(reqwest::Method::POST, "/jobs:apply", Some(&body))
+                .await?;
+            if status == 200 {
+                let created = v["created"].as_u64().unwrap_or(0);
+                for job in v["items"].as_array().map_or(&[][..], Vec::as_slice) {
+                    println!(
+                        "job {ns}/{} applied (version {}, next fire at {})",
+                        cell_str(&job["name"]),
+                        job["version"],
+                        cell_str(&job["next_fire_at"])
+                    );
+                }
                 println!(
-                    "job {ns}/{name} {verb} (version {}, next fire at {})",
-                    v["version"],
-                    v["next_fire_at"].as_str().unwrap_or("-")
+                    "{ns}: {created} created, {} updated",
+                    v["updated"].as_u64().unwrap_or(0)
                 );
+                continue;
             }
-            _ => {
-                eprintln!("job {ns}/{name} rejected: {}", problem_text(&v));
-                failed += 1;
+            rejected += chunk.len();
+            eprintln!(
+                "{ns}: {} jobs rejected, none written: {}",
+                chunk.len(),
+                v["detail"]
+                    .as_str()
+                    .unwrap_or("the server refused the batch")
+            );
+            for e in v["errors"].as_array().map_or(&[][..], Vec::as_slice) {
+                let field = e["field"].as_str().unwrap_or("");
+                // `jobs.<i>.<field>`: name the job by its name where the file gives one.
+                let mut parts = field.splitn(3, '.');
+                let label = match (
+                    parts.next(),
+                    parts.next().and_then(|i| i.parse::<usize>().ok()),
+                    parts.next(),
+                ) {
+                    (Some("jobs"), Some(i), rest) => {
+                        let name = chunk
+                            .get(i)
+                            .and_then(|j| j["name"].as_str())
+                            .map_or(format!("#{}", i + 1), str::to_owned);
+                        format!("job {name}: {}", rest.unwrap_or(""))
+                    }
+                    _ => field.to_owned(),
+                };
+                eprintln!("  {label}: {}", e["message"].as_str().unwrap_or(""));
             }
         }
     }
-    if failed > 0 {
-        bail!("{failed} of {} jobs rejected", jobs.len());
+    if rejected > 0 {
+        bail!("{rejected} of {} jobs not applied", jobs.len());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn cell_str(v: &Value) -> String {
+    v.as_str().map_or_else(|| "-".to_owned(), str::to_owned)
 }
 
 /// `sundial exec ...`

@@ -86,7 +86,10 @@ async fn job_and_exec_commands_drive_the_api() {
     let o = run(&["job", "apply", "-f", file.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(
-        stdout(&o).lines().filter(|l| l.contains("created")).count(),
+        stdout(&o)
+            .lines()
+            .filter(|l| l.contains(" applied "))
+            .count(),
         3,
         "{}",
         stdout(&o)
@@ -123,7 +126,8 @@ async fn job_and_exec_commands_drive_the_api() {
     let o = run(&["exec", "cancel", &id]);
     assert_eq!(o.status.code(), Some(1));
 
-    // A file with one bad job: that job is rejected with its fields named, the good one lands.
+    // A file with one bad job: the batch is rejected with the bad job's fields named, and
+    // nothing of it is written — not even the good job.
     let bad = server.dir.join("bad.json");
     std::fs::write(
         &bad,
@@ -135,16 +139,23 @@ async fn job_and_exec_commands_drive_the_api() {
     let o = run(&["job", "apply", "-f", bad.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);
-    for field in ["schedule", "target.type", "timeout"] {
+    for field in [
+        "job bad: schedule",
+        "job bad: target.type",
+        "job bad: timeout",
+    ] {
         assert!(err.contains(field), "{field} not named in: {err}");
     }
-    let o = run(&["job", "get", "bad"]);
     assert_eq!(
-        o.status.code(),
+        run(&["job", "get", "bad"]).status.code(),
         Some(1),
-        "nothing was written for the bad job"
+        "nothing was written"
     );
-    assert!(run(&["job", "get", "good"]).status.success());
+    assert_eq!(
+        run(&["job", "get", "good"]).status.code(),
+        Some(1),
+        "nothing was written"
+    );
 
     let o = run(&["job", "delete", "later"]);
     assert!(o.status.success());

@@ -257,98 +257,15 @@ impl Store for SqliteStore {
         rows.iter().map(rows::job).collect()
     }
 
-    async fn job_write(&self, w: &JobWrite) -> Result<JobRecord> {
-        let r = &w.record;
-        let spec = serde_json::to_string(&r.spec).map_err(|e| Error::Corrupt(e.to_string()))?;
+    async fn job_write_batch(&self, writes: &[JobWrite]) -> Result<Vec<JobRecord>> {
         let now = self.clock.now();
         let mut tx = self.begin().await?;
-        let version = match w.expected_version {
-            None => {
-                let inserted = sqlx::query(
-                    "INSERT INTO jobs (namespace, name, uid, shard, version, spec, paused, created_at, \
-                     updated_at, next_slot_at, next_fire_at) VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?7, ?8, ?9) \
-                     ON CONFLICT (namespace, name) DO NOTHING",
-                )
-                .bind(&r.spec.namespace)
-                .bind(&r.spec.name)
-                .bind(&r.uid)
-                .bind(i64::from(r.shard))
-                .bind(&spec)
-                .bind(r.spec.paused)
-                .bind(ms(now))
-                .bind(r.next_slot_at.map(ms))
-                .bind(r.next_fire_at.map(ms))
-                .execute(&mut *tx)
-                .await
-                .map_err(db_err)?;
-                if inserted.rows_affected() == 0 {
-                    return Err(Error::Conflict(format!(
-                        "job {}/{} already exists",
-                        r.spec.namespace, r.spec.name
-                    )));
-                }
-                1
-            }
-            Some(expected) => {
-                let updated = sqlx::query(
-                    "UPDATE jobs SET version = version + 1, spec = ?4, paused = ?5, updated_at = ?6, \
-                     next_slot_at = ?7, next_fire_at = ?8 \
-                     WHERE namespace = ?1 AND name = ?2 AND version = ?3",
-                )
-                .bind(&r.spec.namespace)
-                .bind(&r.spec.name)
-                .bind(expected)
-                .bind(&spec)
-                .bind(r.spec.paused)
-                .bind(ms(now))
-                .bind(r.next_slot_at.map(ms))
-                .bind(r.next_fire_at.map(ms))
-                .execute(&mut *tx)
-                .await
-                .map_err(db_err)?;
-                if updated.rows_affected() == 0 {
-                    return Err(version_mismatch(
-                        &mut tx,
-                        &r.spec.namespace,
-                        &r.spec.name,
-                        expected,
-                    )
-                    .await);
-                }
-                expected + 1
-            }
-        };
-        match w.pending {
-            PendingExecutions::Keep => {}
-            PendingExecutions::Cancel => cancel_pending(&mut tx, &r.uid, now).await?,
-            PendingExecutions::Update => {
-                let run = serde_json::to_string(&RunSpec::of(&r.spec))
-                    .map_err(|e| Error::Corrupt(e.to_string()))?;
-                sqlx::query(
-                    "UPDATE executions SET run = ?2, job_version = ?3, max_attempts = ?4, lease_ms = ?5 \
-                     WHERE job_uid = ?1 AND due_at IS NOT NULL AND attempt = 0",
-                )
-                .bind(&r.uid)
-                .bind(run)
-                .bind(version)
-                .bind(i64::from(r.spec.retry.max_attempts))
-                .bind(r.spec.heartbeat_timeout.as_millis_i64())
-                .execute(&mut *tx)
-                .await
-                .map_err(db_err)?;
-            }
+        let mut written = Vec::with_capacity(writes.len());
+        for w in writes {
+            written.push(write_job(&mut tx, w, now).await?);
         }
         tx.commit().await.map_err(db_err)?;
-        Ok(JobRecord {
-            version,
-            created_at: if w.expected_version.is_none() {
-                now
-            } else {
-                r.created_at
-            },
-            updated_at: now,
-            ..r.clone()
-        })
+        Ok(written)
     }
 
     async fn job_delete(
@@ -806,6 +723,92 @@ async fn insert_execution(
     .await
     .map_err(db_err)?;
     Ok(u32::try_from(done.rows_affected()).unwrap_or(0))
+}
+
+/// Writes one job inside `tx` (see [`Store::job_write_batch`]).
+async fn write_job(tx: &mut Tx<'_>, w: &JobWrite, now: Timestamp) -> Result<JobRecord> {
+    let r = &w.record;
+    let spec = serde_json::to_string(&r.spec).map_err(|e| Error::Corrupt(e.to_string()))?;
+    let version = match w.expected_version {
+        None => {
+            let inserted = sqlx::query(
+                "INSERT INTO jobs (namespace, name, uid, shard, version, spec, paused, created_at, \
+                 updated_at, next_slot_at, next_fire_at) VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?7, ?8, ?9) \
+                 ON CONFLICT (namespace, name) DO NOTHING",
+            )
+            .bind(&r.spec.namespace)
+            .bind(&r.spec.name)
+            .bind(&r.uid)
+            .bind(i64::from(r.shard))
+            .bind(&spec)
+            .bind(r.spec.paused)
+            .bind(ms(now))
+            .bind(r.next_slot_at.map(ms))
+            .bind(r.next_fire_at.map(ms))
+            .execute(&mut **tx)
+            .await
+            .map_err(db_err)?;
+            if inserted.rows_affected() == 0 {
+                return Err(Error::Conflict(format!(
+                    "job {}/{} already exists",
+                    r.spec.namespace, r.spec.name
+                )));
+            }
+            1
+        }
+        Some(expected) => {
+            let updated = sqlx::query(
+                "UPDATE jobs SET version = version + 1, spec = ?4, paused = ?5, updated_at = ?6, \
+                 next_slot_at = ?7, next_fire_at = ?8 \
+                 WHERE namespace = ?1 AND name = ?2 AND version = ?3",
+            )
+            .bind(&r.spec.namespace)
+            .bind(&r.spec.name)
+            .bind(expected)
+            .bind(&spec)
+            .bind(r.spec.paused)
+            .bind(ms(now))
+            .bind(r.next_slot_at.map(ms))
+            .bind(r.next_fire_at.map(ms))
+            .execute(&mut **tx)
+            .await
+            .map_err(db_err)?;
+            if updated.rows_affected() == 0 {
+                return Err(version_mismatch(tx, &r.spec.namespace, &r.spec.name, expected).await);
+            }
+            expected + 1
+        }
+    };
+    match w.pending {
+        PendingExecutions::Keep => {}
+        PendingExecutions::Cancel => cancel_pending(tx, &r.uid, now).await?,
+        PendingExecutions::Update => {
+            let run = serde_json::to_string(&RunSpec::of(&r.spec))
+                .map_err(|e| Error::Corrupt(e.to_string()))?;
+            sqlx::query(
+                "UPDATE executions SET run = ?2, job_version = ?3, max_attempts = ?4, lease_ms = ?5 \
+                 WHERE job_uid = ?1 AND due_at IS NOT NULL AND attempt = 0",
+            )
+            .bind(&r.uid)
+            .bind(run)
+            .bind(version)
+            .bind(i64::from(r.spec.retry.max_attempts))
+            .bind(r.spec.heartbeat_timeout.as_millis_i64())
+            .execute(&mut **tx)
+            .await
+            .map_err(db_err)?;
+        }
+    }
+    Ok(JobRecord {
+        version,
+        created_at: if w.expected_version.is_none() {
+            now
+        } else {
+            r.created_at
+        },
+        updated_at: now,
+        ..r.clone()
+    })
 }
 
 /// Cancels the not-yet-started executions of a job incarnation.

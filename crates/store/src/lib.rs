@@ -111,7 +111,19 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// - Per `pending`, the job's executions that have not started (`scheduled` or `queued`
     ///   with no attempt yet) are left, rewritten with the new definition, or `cancelled`, in
     ///   the same transaction.
-    async fn job_write(&self, write: &JobWrite) -> Result<JobRecord>;
+    async fn job_write(&self, write: &JobWrite) -> Result<JobRecord> {
+        let mut written = self.job_write_batch(std::slice::from_ref(write)).await?;
+        written
+            .pop()
+            .ok_or_else(|| Error::Corrupt("a one-job batch wrote nothing".into()))
+    }
+
+    /// Writes many jobs in one transaction, each as [`Store::job_write`] would: all or none.
+    ///
+    /// # Contract
+    /// The first write that fails aborts the batch and its error is returned; nothing of the
+    /// batch is stored then. Results are in the order of `writes`.
+    async fn job_write_batch(&self, writes: &[JobWrite]) -> Result<Vec<JobRecord>>;
 
     /// Deletes a job and cancels its not-yet-started executions; history is kept.
     ///
