@@ -335,3 +335,65 @@ async fn a_permanent_4xx_fails_at_once_and_503s_exhaust_the_attempts() {
     assert_eq!(receiver.for_path("missing").len(), 1);
     assert_eq!(receiver.for_path("unavailable").len(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_running_execution_stops_its_attempt_within_a_second() {
+    let receiver = Receiver::start().await;
+    let server = Server::start().await;
+    server
+        .put_job(
+            "e2e",
+            "long",
+            json!({
+                "schedule": {"at": whole_second_after(Duration::from_secs(1)).to_string()},
+                "target": {"type": "http", "url": receiver.url("slow")},
+                "heartbeat_timeout": "30s"
+            }),
+        )
+        .await;
+    let running = server
+        .wait_for(Duration::from_secs(10), async || {
+            server
+                .history("e2e", "long")
+                .await
+                .into_iter()
+                .find(|e| e["state"] == "running")
+        })
+        .await;
+    let id = running["id"].as_str().unwrap().to_owned();
+    server
+        .wait_for(Duration::from_secs(5), async || {
+            (!receiver.for_path("slow").is_empty()).then_some(())
+        })
+        .await;
+    let cancelled_at = jiff::Timestamp::now();
+    let (status, e) = server
+        .request(
+            reqwest::Method::POST,
+            &format!("/v1/namespaces/e2e/executions/{id}/cancel"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{e}");
+    assert_eq!(e["state"], "cancelled");
+    assert_eq!(e["attempts"][0]["outcome"], "cancelled");
+    let (_, hung_up_at) = server
+        .wait_for(Duration::from_secs(3), async || {
+            receiver.abandoned().into_iter().find(|(x, _)| *x == id)
+        })
+        .await;
+    let took = hung_up_at.duration_since(cancelled_at);
+    assert!(
+        took < SignedDuration::from_secs(1),
+        "the request was dropped {took} after the cancel"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = server
+        .get(&format!("/v1/namespaces/e2e/executions/{id}"))
+        .await;
+    assert_eq!(
+        (after["state"].clone(), after["attempt"].clone()),
+        (json!("cancelled"), json!(1)),
+        "nothing overwrote the cancel"
+    );
+}

@@ -695,3 +695,57 @@ async fn a_node_with_a_skewed_clock_fires_nothing_early_and_nothing_late() {
     v.assert_exactly_once_on_time(SignedDuration::from_secs(1));
     c.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cancel_through_one_process_stops_the_attempt_in_another_within_a_second() {
+    let _serial = SERIAL.lock().await;
+    let c = Cluster::start(&["api,scheduler", "worker"], None, None).await;
+    c.nodes[0]
+        .put_job(
+            "f",
+            "long",
+            json!({
+                "schedule": {"at": whole_second_after(Duration::from_secs(1)).to_string()},
+                "target": {"type": "http", "url": c.receiver.url("slow")},
+                "heartbeat_timeout": "30s"
+            }),
+        )
+        .await;
+    let running = c.nodes[0]
+        .wait_for(Duration::from_secs(10), async || {
+            c.nodes[0]
+                .history("f", "long")
+                .await
+                .into_iter()
+                .find(|e| e["state"] == "running")
+        })
+        .await;
+    let id = running["id"].as_str().unwrap().to_owned();
+    assert_eq!(running["worker"], "n1");
+    c.nodes[0]
+        .wait_for(Duration::from_secs(5), async || {
+            (!c.receiver.for_path("slow").is_empty()).then_some(())
+        })
+        .await;
+    let cancelled_at = Timestamp::now();
+    let (status, _) = c.nodes[0]
+        .request(
+            reqwest::Method::POST,
+            &format!("/v1/namespaces/f/executions/{id}/cancel"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (_, hung_up_at) = c.nodes[0]
+        .wait_for(Duration::from_secs(3), async || {
+            c.receiver.abandoned().into_iter().find(|(x, _)| *x == id)
+        })
+        .await;
+    let took = hung_up_at.duration_since(cancelled_at);
+    println!(
+        "scenario cancel across processes: the worker dropped the request {} ms after the cancel",
+        took.as_millis()
+    );
+    assert!(took < SignedDuration::from_secs(1), "took {took}");
+    c.finish().await;
+}

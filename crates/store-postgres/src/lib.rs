@@ -31,15 +31,17 @@ use sundial_core::execution::ExecutionState;
 use sundial_store::{
     AttemptComplete, AttemptRef, ClaimedExecution, ClusterStatus, DueJob, Error, ExecutionClaim,
     ExecutionListQuery, ExecutionRecord, JobListQuery, JobRecord, JobWrite, NewExecution, NextStep,
-    PendingExecutions, Result, RunSpec, ShardLease, ShardLeaseRequest, Store, TriggerCommit,
-    TriggerCommitted, TriggerListDue,
+    PendingExecutions, Result, RunSpec, ShardLease, ShardLeaseRequest, Signals, Store,
+    TriggerCommit, TriggerCommitted, TriggerListDue,
 };
-use tokio::sync::Notify;
 
 use rows::{db_err, ms, ts};
 
 /// The channel a commit that makes executions due notifies.
 pub const DUE_CHANNEL: &str = "sundial_due";
+
+/// The channel a commit that cancels a running execution notifies, with the execution id.
+pub const CANCEL_CHANNEL: &str = "sundial_cancel";
 
 const DB_NOW: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
@@ -50,7 +52,7 @@ pub struct PgStore {
     url: String,
     clock: Option<Arc<dyn Clock>>,
     instance: String,
-    due: OnceLock<Arc<Notify>>,
+    signals: OnceLock<Signals>,
 }
 
 type Tx<'a> = sqlx::Transaction<'a, Postgres>;
@@ -80,7 +82,7 @@ impl PgStore {
             url: url.to_owned(),
             clock,
             instance: uuid::Uuid::now_v7().to_string(),
-            due: OnceLock::new(),
+            signals: OnceLock::new(),
         })
     }
 
@@ -124,14 +126,15 @@ impl Store for PgStore {
         ts(self.now_ms(&self.pool).await?)
     }
 
-    fn due_signal(&self) -> Option<Arc<Notify>> {
-        let notify = self.due.get_or_init(|| {
-            let notify = Arc::new(Notify::new());
-            let (url, wake) = (self.url.clone(), notify.clone());
-            tokio::spawn(async move { listen(url, wake).await });
-            notify
-        });
-        Some(notify.clone())
+    fn signals(&self) -> Signals {
+        self.signals
+            .get_or_init(|| {
+                let signals = Signals::new();
+                let (url, s) = (self.url.clone(), signals.clone());
+                tokio::spawn(async move { listen(url, s).await });
+                signals
+            })
+            .clone()
     }
 
     async fn job_get(&self, namespace: &str, name: &str) -> Result<Option<JobRecord>> {
@@ -616,6 +619,9 @@ impl Store for PgStore {
         .execute(&mut *tx)
         .await
         .map_err(db_err)?;
+        if state == ExecutionState::Running {
+            notify_cancelled(&mut tx, id).await?;
+        }
         tx.commit().await.map_err(db_err)?;
         self.execution_get(namespace, id)
             .await?
@@ -727,19 +733,22 @@ impl Store for PgStore {
     }
 }
 
-/// Keeps a `LISTEN sundial_due` connection and wakes `notify` on each notification; on a lost
-/// connection it wakes too (work may have come due meanwhile) and reconnects.
-async fn listen(url: String, notify: Arc<Notify>) {
+/// Keeps a connection listening on [`DUE_CHANNEL`] and [`CANCEL_CHANNEL`] and turns each
+/// notification into the matching [`Signals`]; on a lost connection it wakes the due signal
+/// (work may have come due meanwhile) and reconnects.
+async fn listen(url: String, signals: Signals) {
     loop {
         match PgListener::connect(&url).await {
             Ok(mut listener) => {
-                if let Err(e) = listener.listen(DUE_CHANNEL).await {
+                if let Err(e) = listener.listen_all([DUE_CHANNEL, CANCEL_CHANNEL]).await {
                     tracing::warn!(error = %e, "LISTEN failed");
                 } else {
                     loop {
                         match listener.try_recv().await {
-                            Ok(Some(_)) => notify.notify_one(),
-                            Ok(None) => notify.notify_one(), // reconnected: catch up
+                            Ok(Some(n)) if n.channel() == CANCEL_CHANNEL => {
+                                let _ = signals.cancelled.send(n.payload().to_owned());
+                            }
+                            Ok(_) => signals.due.notify_one(),
                             Err(e) => {
                                 tracing::warn!(error = %e, "notification connection lost");
                                 break;
@@ -750,9 +759,20 @@ async fn listen(url: String, notify: Arc<Notify>) {
             }
             Err(e) => tracing::debug!(error = %e, "cannot connect the notification listener"),
         }
-        notify.notify_one();
+        signals.due.notify_one();
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// Tells every process that an execution was cancelled (delivered on commit).
+async fn notify_cancelled(tx: &mut Tx<'_>, id: &str) -> Result<()> {
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(CANCEL_CHANNEL)
+        .bind(id)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_err)?;
+    Ok(())
 }
 
 async fn notify_due(tx: &mut Tx<'_>) -> Result<()> {

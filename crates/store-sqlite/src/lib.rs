@@ -29,8 +29,8 @@ use sundial_core::execution::ExecutionState;
 use sundial_store::{
     AttemptComplete, AttemptRef, ClaimedExecution, ClusterStatus, DueJob, Error, ExecutionClaim,
     ExecutionListQuery, ExecutionRecord, JobListQuery, JobRecord, JobWrite, NewExecution, NextStep,
-    PendingExecutions, Result, RunSpec, ShardLease, ShardLeaseRequest, Store, TriggerCommit,
-    TriggerCommitted, TriggerListDue,
+    PendingExecutions, Result, RunSpec, ShardLease, ShardLeaseRequest, Signals, Store,
+    TriggerCommit, TriggerCommitted, TriggerListDue,
 };
 
 use rows::{db_err, ms, ts};
@@ -44,6 +44,7 @@ pub struct SqliteStore {
     lock_path: Option<PathBuf>,
     scheduler_lock: Mutex<Option<std::fs::File>>,
     instance: String,
+    signals: Signals,
 }
 
 impl SqliteStore {
@@ -87,6 +88,7 @@ impl SqliteStore {
             lock_path,
             scheduler_lock: Mutex::new(None),
             instance: uuid::Uuid::now_v7().to_string(),
+            signals: Signals::new(),
         })
     }
 
@@ -146,6 +148,10 @@ const CLAIMED_COLUMNS: &str = "id, namespace, job, attempt, max_attempts, schedu
 impl Store for SqliteStore {
     async fn now(&self) -> Result<Timestamp> {
         Ok(self.clock.now())
+    }
+
+    fn signals(&self) -> Signals {
+        self.signals.clone()
     }
 
     async fn node_heartbeat(
@@ -641,6 +647,9 @@ impl Store for SqliteStore {
         .await
         .map_err(db_err)?;
         tx.commit().await.map_err(db_err)?;
+        if state == ExecutionState::Running {
+            let _ = self.signals.cancelled.send(id.to_owned());
+        }
         self.execution_get(namespace, id)
             .await?
             .ok_or_else(|| Error::NotFound(format!("execution {id}")))

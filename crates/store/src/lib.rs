@@ -65,6 +65,32 @@ impl Error {
     }
 }
 
+/// Notifications a store delivers to the roles of one process (see [`Store::signals`]).
+#[derive(Debug, Clone)]
+pub struct Signals {
+    /// Notified when executions may have become due.
+    pub due: std::sync::Arc<tokio::sync::Notify>,
+    /// Carries the id of each execution cancelled while it may be running, so the worker
+    /// running it stops at once rather than at its next heartbeat.
+    pub cancelled: tokio::sync::broadcast::Sender<String>,
+}
+
+impl Signals {
+    /// Fresh, unconnected signals.
+    pub fn new() -> Self {
+        Signals {
+            due: std::sync::Arc::new(tokio::sync::Notify::new()),
+            cancelled: tokio::sync::broadcast::channel(1024).0,
+        }
+    }
+}
+
+impl Default for Signals {
+    fn default() -> Self {
+        Signals::new()
+    }
+}
+
 /// Result alias for store calls.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -75,12 +101,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// The store's time authority, UTC at millisecond resolution.
     async fn now(&self) -> Result<Timestamp>;
 
-    /// A signal notified when executions may have become due through another process (a
-    /// shared store's notifications); `None` when the store has no such channel and
-    /// in-process wake-ups suffice.
-    fn due_signal(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
-        None
-    }
+    /// The store's notifications to the roles of this process: executions that may have
+    /// become due, and executions cancelled while running — from this process or, for a
+    /// shared store, any other.
+    fn signals(&self) -> Signals;
 
     /// Nodes, their roles and shard ownership, and queue depth.
     async fn cluster_status(&self) -> Result<ClusterStatus>;

@@ -72,6 +72,8 @@ pub struct Worker {
     config: WorkerConfig,
     wake: Arc<Notify>,
     slots: Arc<Semaphore>,
+    /// Attempts running in this worker: execution id → the signal that stops it.
+    running: Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<Notify>>>>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -100,6 +102,7 @@ impl Worker {
             config,
             wake,
             slots,
+            running: Arc::default(),
         }
     }
 
@@ -107,10 +110,9 @@ impl Worker {
     /// flight to finish (at most their timeout).
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
         let reaper = tokio::spawn(self.clone().reap_loop(shutdown.clone()));
-        let due_signal = self
-            .store
-            .due_signal()
-            .unwrap_or_else(|| Arc::new(Notify::new()));
+        let signals = self.store.signals();
+        let due_signal = signals.due.clone();
+        let canceller = tokio::spawn(self.clone().cancel_loop(signals.cancelled.subscribe()));
         while !*shutdown.borrow() {
             let claimed = match self.claim_once().await {
                 Ok(n) => n,
@@ -132,6 +134,7 @@ impl Worker {
             }
         }
         reaper.abort();
+        canceller.abort();
         let all = u32::try_from(self.config.max_in_flight).unwrap_or(u32::MAX);
         let _ = self.slots.acquire_many(all).await;
     }
@@ -189,6 +192,19 @@ impl Worker {
 
     /// Runs one claimed attempt to its completion (or abandons it when the lease is lost).
     async fn attempt(&self, e: ClaimedExecution) {
+        let cancelled = Arc::new(Notify::new());
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(e.id.clone(), cancelled.clone());
+        self.attempt_inner(&e, &cancelled).await;
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&e.id);
+    }
+
+    async fn attempt_inner(&self, e: &ClaimedExecution, cancelled: &Notify) {
         let started = self.clock.now();
         let attempt = AttemptRef {
             id: e.id.clone(),
@@ -210,10 +226,37 @@ impl Worker {
                     "attempt lease lost; abandoning the attempt");
                 None
             }
+            _ = cancelled.notified() => {
+                // The store recorded the cancellation; dropping the dispatch stops the work.
+                tracing::info!(execution = %e.id, attempt = e.attempt, "execution cancelled; attempt stopped");
+                None
+            }
         };
         let Some(result) = result else { return };
-        let completion = self.completion(&e, attempt, result, false);
+        let completion = self.completion(e, attempt, result, false);
         self.complete(completion).await;
+    }
+
+    /// Stops the local attempts of executions cancelled anywhere in the cluster.
+    async fn cancel_loop(self, mut cancelled: tokio::sync::broadcast::Receiver<String>) {
+        loop {
+            match cancelled.recv().await {
+                Ok(id) => {
+                    let running = self
+                        .running
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get(&id)
+                        .cloned();
+                    if let Some(stop) = running {
+                        stop.notify_one();
+                    }
+                }
+                // Missed some: the heartbeat's refusal still stops those attempts.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            }
+        }
     }
 
     /// Renews the attempt's lease every third of the heartbeat timeout; returns only when the

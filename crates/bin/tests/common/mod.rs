@@ -31,6 +31,26 @@ pub struct Delivery {
 pub struct Receiver {
     pub addr: Option<SocketAddr>,
     deliveries: Arc<Mutex<Vec<Delivery>>>,
+    /// Requests to `/slow` whose caller hung up before the answer: (execution id, when).
+    abandoned: Arc<Mutex<Vec<(String, Timestamp)>>>,
+}
+
+/// Records, when dropped before `done`, that the caller hung up.
+struct HangUp {
+    id: String,
+    done: bool,
+    log: Arc<Mutex<Vec<(String, Timestamp)>>>,
+}
+
+impl Drop for HangUp {
+    fn drop(&mut self) {
+        if !self.done {
+            self.log
+                .lock()
+                .unwrap()
+                .push((self.id.clone(), Timestamp::now()));
+        }
+    }
 }
 
 async fn receive(
@@ -62,7 +82,13 @@ async fn receive(
         "fail-once" if attempt <= 1 => StatusCode::SERVICE_UNAVAILABLE,
         "fail-once" => StatusCode::OK,
         "slow" => {
+            let mut guard = HangUp {
+                id: header("idempotency-key"),
+                done: false,
+                log: r.abandoned.clone(),
+            };
             tokio::time::sleep(Duration::from_secs(5)).await;
+            guard.done = true;
             StatusCode::OK
         }
         "missing" => StatusCode::NOT_FOUND,
@@ -92,6 +118,11 @@ impl Receiver {
 
     pub fn deliveries(&self) -> Vec<Delivery> {
         self.deliveries.lock().unwrap().clone()
+    }
+
+    /// Requests to `/slow` abandoned by the caller: (execution id, when).
+    pub fn abandoned(&self) -> Vec<(String, Timestamp)> {
+        self.abandoned.lock().unwrap().clone()
     }
 
     pub fn for_path(&self, path: &str) -> Vec<Delivery> {
