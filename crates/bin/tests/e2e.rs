@@ -397,3 +397,73 @@ async fn cancelling_a_running_execution_stops_its_attempt_within_a_second() {
         "nothing overwrote the cancel"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_policies_govern_runs_longer_than_the_interval() {
+    let receiver = Receiver::start().await;
+    let server = Server::start().await;
+    let start = whole_second_after(Duration::from_secs(1));
+    for policy in ["allow", "skip", "replace"] {
+        server
+            .put_job(
+                "e2e",
+                policy,
+                json!({
+                    "schedule": {"every": "1s", "start_at": start.to_string()},
+                    "target": {"type": "http", "url": receiver.url(&format!("slow-{policy}"))},
+                    "concurrency_policy": policy,
+                    "timeout": "30s"
+                }),
+            )
+            .await;
+    }
+    // Until 8.5 s past the first slot: skip fits the calls at 0 s and 6 s (5 s each).
+    let until = start + SignedDuration::from_millis(8500);
+    tokio::time::sleep(until.duration_since(jiff::Timestamp::now()).unsigned_abs()).await;
+    for policy in ["allow", "skip", "replace"] {
+        server
+            .request(
+                reqwest::Method::POST,
+                &format!("/v1/namespaces/e2e/jobs/{policy}/pause"),
+                None,
+            )
+            .await;
+    }
+    let states = |h: &[serde_json::Value], s: &str| h.iter().filter(|e| e["state"] == s).count();
+
+    // allow: every slot runs, overlapping (5 s calls, one a second).
+    let allow = receiver.for_path("slow-allow");
+    assert!(
+        allow.len() >= 5,
+        "allow ran {} overlapping calls",
+        allow.len()
+    );
+
+    // skip: one call at a time; the slots that came due meanwhile are recorded skipped.
+    let skip = receiver.for_path("slow-skip");
+    assert_eq!(
+        skip.len(),
+        2,
+        "two 5 s calls fit one after another: {skip:?}"
+    );
+    let gap = skip[1].received_at.duration_since(skip[0].received_at);
+    assert!(
+        gap >= SignedDuration::from_secs(5),
+        "skip let two runs overlap ({gap} apart)"
+    );
+    let h = server.history("e2e", "skip").await;
+    assert!(
+        states(&h, "skipped") >= 3,
+        "slots due while running are skipped: {h:?}"
+    );
+
+    // replace: each slot cancels the running call (the request is really dropped).
+    let replaced = server.history("e2e", "replace").await;
+    assert!(states(&replaced, "cancelled") >= 4, "{replaced:?}");
+    let dropped = receiver
+        .abandoned()
+        .into_iter()
+        .filter(|(id, _)| replaced.iter().any(|e| e["id"] == id.as_str()))
+        .count();
+    assert!(dropped >= 4, "replace dropped {dropped} requests");
+}

@@ -28,6 +28,8 @@ use sqlx::{ConnectOptions, PgPool, Postgres, Row};
 use sundial_clock::Clock;
 use sundial_core::SHARD_COUNT;
 use sundial_core::execution::ExecutionState;
+use sundial_core::job::ConcurrencyPolicy;
+use sundial_store::concurrency::{DEFER_MS, Decision, decide};
 use sundial_store::{
     AttemptComplete, AttemptRef, ClaimedExecution, ClusterStatus, DueJob, Error, ExecutionClaim,
     ExecutionListQuery, ExecutionRecord, JobListQuery, JobRecord, JobWrite, NewExecution, NextStep,
@@ -405,11 +407,82 @@ impl Store for PgStore {
     async fn execution_claim(&self, claim: &ExecutionClaim) -> Result<Vec<ClaimedExecution>> {
         let mut tx = self.begin().await?;
         let now = self.now_ms(&mut *tx).await?;
+        let due = sqlx::query(
+            "SELECT id, job_uid, trigger, run FROM executions WHERE due_at <= $1 ORDER BY due_at LIMIT $2 \
+             FOR UPDATE SKIP LOCKED",
+        )
+        .bind(now)
+        .bind(i64::from(claim.limit))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        // (id, job uid) of the executions to hand out, in due order.
+        let mut chosen: Vec<(String, String)> = Vec::with_capacity(due.len());
+        for row in &due {
+            let (id, uid, trigger, run) = rows::due_execution(row)?;
+            if run.concurrency_policy == ConcurrencyPolicy::Allow {
+                chosen.push((id, uid));
+                continue;
+            }
+            // One decision per job at a time, across every worker.
+            sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+                .bind(&uid)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_err)?;
+            let active: Vec<(String, String)> = sqlx::query_as(
+                "SELECT id, state FROM executions WHERE job_uid = $1 AND state IN ('running', 'retry_wait') AND id <> $2",
+            )
+            .bind(&uid)
+            .bind(&id)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db_err)?;
+            let batch_mate = chosen.iter().any(|(_, u)| *u == uid);
+            match decide(
+                run.concurrency_policy,
+                trigger,
+                batch_mate || !active.is_empty(),
+            ) {
+                Decision::Run => {}
+                Decision::Skip => {
+                    sqlx::query("UPDATE executions SET state = 'skipped', due_at = NULL, finished_at = $2 WHERE id = $1")
+                        .bind(&id)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db_err)?;
+                    continue;
+                }
+                Decision::Defer => {
+                    sqlx::query("UPDATE executions SET due_at = $2 WHERE id = $1")
+                        .bind(&id)
+                        .bind(now + DEFER_MS)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db_err)?;
+                    continue;
+                }
+                Decision::Replace => {
+                    for (other, state) in &active {
+                        cancel_in_tx(&mut tx, other, now).await?;
+                        if state == "running" {
+                            notify_cancelled(&mut tx, other).await?;
+                        }
+                    }
+                    for (mate, _) in chosen.iter().filter(|(_, u)| *u == uid) {
+                        cancel_in_tx(&mut tx, mate, now).await?;
+                    }
+                    chosen.retain(|(_, u)| *u != uid);
+                }
+            }
+            chosen.push((id, uid));
+        }
+        let ids: Vec<String> = chosen.into_iter().map(|(id, _)| id).collect();
         let sql = format!(
-            "WITH due AS (SELECT id FROM executions WHERE due_at <= $2 ORDER BY due_at LIMIT $3 FOR UPDATE SKIP LOCKED), \
-             claimed AS (UPDATE executions e SET state = 'running', attempt = e.attempt + 1, worker = $1, \
+            "WITH claimed AS (UPDATE executions e SET state = 'running', attempt = e.attempt + 1, worker = $1, \
                  started_at = coalesce(e.started_at, $2), lease_expires_at = $2 + e.lease_ms, due_at = NULL \
-                 FROM due WHERE e.id = due.id RETURNING e.*), \
+                 WHERE e.id = ANY($3) RETURNING e.*), \
              attempts_added AS (INSERT INTO attempts (execution_id, attempt, worker, started_at) \
                  SELECT id, attempt, $1, $2 FROM claimed) \
              SELECT {CLAIMED_COLUMNS} FROM claimed ORDER BY fire_at"
@@ -417,7 +490,7 @@ impl Store for PgStore {
         let rows = sqlx::query(&sql)
             .bind(&claim.worker)
             .bind(now)
-            .bind(i64::from(claim.limit))
+            .bind(&ids)
             .fetch_all(&mut *tx)
             .await
             .map_err(db_err)?;
@@ -600,25 +673,7 @@ impl Store for PgStore {
                 "execution {id} is already {state}"
             )));
         }
-        let attempt: i64 = row.try_get("attempt").map_err(db_err)?;
-        sqlx::query(
-            "UPDATE executions SET state = 'cancelled', due_at = NULL, lease_expires_at = NULL, finished_at = $2 WHERE id = $1",
-        )
-        .bind(id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-        sqlx::query(
-            "UPDATE attempts SET finished_at = $3, outcome = 'cancelled' \
-             WHERE execution_id = $1 AND attempt = $2 AND finished_at IS NULL",
-        )
-        .bind(id)
-        .bind(attempt)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
+        cancel_in_tx(&mut tx, id, now).await?;
         if state == ExecutionState::Running {
             notify_cancelled(&mut tx, id).await?;
         }
@@ -940,6 +995,27 @@ async fn write_job(tx: &mut Tx<'_>, w: &JobWrite, now: i64) -> Result<JobRecord>
         updated_at: now_ts,
         ..r.clone()
     })
+}
+
+/// Cancels one execution (whatever its state) and closes its open attempt as `cancelled`.
+async fn cancel_in_tx(tx: &mut Tx<'_>, id: &str, now: i64) -> Result<()> {
+    sqlx::query(
+        "UPDATE executions SET state = 'cancelled', due_at = NULL, lease_expires_at = NULL, finished_at = $2 WHERE id = $1",
+    )
+    .bind(id)
+    .bind(now)
+    .execute(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    sqlx::query(
+        "UPDATE attempts SET finished_at = $2, outcome = 'cancelled' WHERE execution_id = $1 AND finished_at IS NULL",
+    )
+    .bind(id)
+    .bind(now)
+    .execute(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    Ok(())
 }
 
 async fn cancel_pending(tx: &mut Tx<'_>, uid: &str, now: i64) -> Result<()> {

@@ -80,6 +80,9 @@ conformance!(
     cancel_and_redrive_follow_the_state_machine,
     job_writes_steer_pending_executions,
     execution_history_pages_newest_first,
+    skip_records_a_slot_due_while_the_job_runs,
+    replace_cancels_the_running_execution,
+    catch_up_under_skip_runs_one_after_another,
 );
 
 #[tokio::test]

@@ -26,6 +26,8 @@ use sqlx::{Row, SqlitePool};
 use sundial_clock::Clock;
 use sundial_core::SHARD_COUNT;
 use sundial_core::execution::ExecutionState;
+use sundial_core::job::ConcurrencyPolicy;
+use sundial_store::concurrency::{DEFER_MS, Decision, decide};
 use sundial_store::{
     AttemptComplete, AttemptRef, ClaimedExecution, ClusterStatus, DueJob, Error, ExecutionClaim,
     ExecutionListQuery, ExecutionRecord, JobListQuery, JobRecord, JobWrite, NewExecution, NextStep,
@@ -428,16 +430,83 @@ impl Store for SqliteStore {
     async fn execution_claim(&self, claim: &ExecutionClaim) -> Result<Vec<ClaimedExecution>> {
         let now = ms(self.clock.now());
         let mut tx = self.begin().await?;
+        let due = sqlx::query(
+            "SELECT id, job_uid, trigger, run FROM executions WHERE due_at <= ?1 ORDER BY due_at LIMIT ?2",
+        )
+        .bind(now)
+        .bind(i64::from(claim.limit))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        // (id, job uid) of the executions to hand out, in due order.
+        let mut chosen: Vec<(String, String)> = Vec::with_capacity(due.len());
+        let mut stopped = Vec::new();
+        for row in &due {
+            let (id, uid, trigger, run) = rows::due_execution(row)?;
+            if run.concurrency_policy == ConcurrencyPolicy::Allow {
+                chosen.push((id, uid));
+                continue;
+            }
+            let active: Vec<(String, String)> = sqlx::query_as(
+                "SELECT id, state FROM executions WHERE job_uid = ?1 AND state IN ('running', 'retry_wait') AND id != ?2",
+            )
+            .bind(&uid)
+            .bind(&id)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db_err)?;
+            let batch_mate = chosen.iter().any(|(_, u)| *u == uid);
+            match decide(
+                run.concurrency_policy,
+                trigger,
+                batch_mate || !active.is_empty(),
+            ) {
+                Decision::Run => {}
+                Decision::Skip => {
+                    sqlx::query("UPDATE executions SET state = 'skipped', due_at = NULL, finished_at = ?2 WHERE id = ?1")
+                        .bind(&id)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db_err)?;
+                    continue;
+                }
+                Decision::Defer => {
+                    sqlx::query("UPDATE executions SET due_at = ?2 WHERE id = ?1")
+                        .bind(&id)
+                        .bind(now + DEFER_MS)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db_err)?;
+                    continue;
+                }
+                Decision::Replace => {
+                    for (other, state) in &active {
+                        cancel_in_tx(&mut tx, other, now).await?;
+                        if state == "running" {
+                            stopped.push(other.clone());
+                        }
+                    }
+                    for (mate, _) in chosen.iter().filter(|(_, u)| *u == uid) {
+                        cancel_in_tx(&mut tx, mate, now).await?;
+                    }
+                    chosen.retain(|(_, u)| *u != uid);
+                }
+            }
+            chosen.push((id, uid));
+        }
+        let ids: Vec<&str> = chosen.iter().map(|(id, _)| id.as_str()).collect();
+        let ids = serde_json::to_string(&ids).map_err(|e| Error::Corrupt(e.to_string()))?;
         let sql = format!(
             "UPDATE executions SET state = 'running', attempt = attempt + 1, worker = ?1, \
                started_at = coalesce(started_at, ?2), lease_expires_at = ?2 + lease_ms, due_at = NULL \
-             WHERE id IN (SELECT id FROM executions WHERE due_at <= ?2 ORDER BY due_at LIMIT ?3) \
+             WHERE id IN (SELECT value FROM json_each(?3)) \
              RETURNING {CLAIMED_COLUMNS}"
         );
         let rows = sqlx::query(&sql)
             .bind(&claim.worker)
             .bind(now)
-            .bind(i64::from(claim.limit))
+            .bind(ids)
             .fetch_all(&mut *tx)
             .await
             .map_err(db_err)?;
@@ -457,6 +526,9 @@ impl Store for SqliteStore {
             .map_err(db_err)?;
         }
         tx.commit().await.map_err(db_err)?;
+        for id in stopped {
+            let _ = self.signals.cancelled.send(id);
+        }
         claimed.sort_by_key(|c| c.fire_at);
         Ok(claimed)
     }
@@ -626,26 +698,7 @@ impl Store for SqliteStore {
                 "execution {id} is already {state}"
             )));
         }
-        let attempt: i64 = row.try_get("attempt").map_err(db_err)?;
-        sqlx::query(
-            "UPDATE executions SET state = 'cancelled', due_at = NULL, lease_expires_at = NULL, \
-             finished_at = ?2 WHERE id = ?1",
-        )
-        .bind(id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-        sqlx::query(
-            "UPDATE attempts SET finished_at = ?3, outcome = 'cancelled' \
-             WHERE execution_id = ?1 AND attempt = ?2 AND finished_at IS NULL",
-        )
-        .bind(id)
-        .bind(attempt)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
+        cancel_in_tx(&mut tx, id, now).await?;
         tx.commit().await.map_err(db_err)?;
         if state == ExecutionState::Running {
             let _ = self.signals.cancelled.send(id.to_owned());
@@ -818,6 +871,29 @@ async fn write_job(tx: &mut Tx<'_>, w: &JobWrite, now: Timestamp) -> Result<JobR
         updated_at: now,
         ..r.clone()
     })
+}
+
+/// Cancels one execution (whatever its state) and closes its open attempt as `cancelled`.
+async fn cancel_in_tx(tx: &mut Tx<'_>, id: &str, now: i64) -> Result<()> {
+    sqlx::query(
+        "UPDATE executions SET state = 'cancelled', due_at = NULL, lease_expires_at = NULL, \
+         finished_at = ?2 WHERE id = ?1",
+    )
+    .bind(id)
+    .bind(now)
+    .execute(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    sqlx::query(
+        "UPDATE attempts SET finished_at = ?2, outcome = 'cancelled' \
+         WHERE execution_id = ?1 AND finished_at IS NULL",
+    )
+    .bind(id)
+    .bind(now)
+    .execute(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    Ok(())
 }
 
 /// Cancels the not-yet-started executions of a job incarnation.

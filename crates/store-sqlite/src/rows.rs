@@ -186,3 +186,15 @@ pub(crate) fn node(row: &SqliteRow, now: i64) -> Result<NodeStatus> {
         shards: count(row, "shards")?,
     })
 }
+
+/// A due execution as the claim sees it: id, job incarnation, trigger, run spec.
+pub(crate) fn due_execution(
+    row: &SqliteRow,
+) -> Result<(String, String, sundial_core::execution::Trigger, RunSpec)> {
+    Ok((
+        get(row, "id")?,
+        get(row, "job_uid")?,
+        parse(get(row, "trigger")?)?,
+        json(row, "run")?,
+    ))
+}

@@ -16,6 +16,7 @@
 
 #![warn(missing_docs)]
 
+pub mod concurrency;
 pub mod records;
 /// The store conformance suite every backend runs from its own tests.
 pub mod testkit;
@@ -195,7 +196,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     ///
     /// # Contract
     /// Due means `scheduled`/`queued`/`retry_wait` with due time ≤ now; oldest due first. No
-    /// execution is handed to two claimers.
+    /// execution is handed to two claimers. Concurrency policies apply here
+    /// ([`concurrency::decide`]): under `skip` a due execution of an active job is recorded
+    /// `skipped` (a catch-up one waits instead); under `replace` the job's active executions
+    /// are cancelled (and signalled) before the new one is handed out.
     async fn execution_claim(&self, claim: &ExecutionClaim) -> Result<Vec<ClaimedExecution>>;
 
     /// The earliest due time among executions waiting for a worker, if any.

@@ -707,6 +707,170 @@ pub async fn execution_history_pages_newest_first(h: Harness) {
     assert_eq!(seen, expected);
 }
 
+async fn create_with(
+    store: &dyn Store,
+    name: &str,
+    policy: sundial_core::job::ConcurrencyPolicy,
+) -> JobRecord {
+    let mut record = job_record("ns", name);
+    record.spec.concurrency_policy = policy;
+    store
+        .job_write(&JobWrite {
+            record,
+            expected_version: None,
+            pending: PendingExecutions::Keep,
+        })
+        .await
+        .expect("create job")
+}
+
+fn complete_ok(id: &str, attempt: u32) -> AttemptComplete {
+    AttemptComplete {
+        attempt: AttemptRef {
+            id: id.into(),
+            attempt,
+        },
+        outcome: AttemptOutcome::Succeeded,
+        status_code: Some(200),
+        error: None,
+        detail: None,
+        next: NextStep::Succeeded,
+        only_if_lapsed: false,
+    }
+}
+
+/// `skip`: a slot that comes due while the job runs is recorded `skipped`; the next one after
+/// it finished runs.
+pub async fn skip_records_a_slot_due_while_the_job_runs(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h(clock.clone()).await;
+    let job = create_with(&*store, "a", sundial_core::job::ConcurrencyPolicy::Skip).await;
+    let slots: Vec<Timestamp> = (0..3)
+        .map(|i| t0() + SignedDuration::from_secs(10 * i))
+        .collect();
+    trigger(&*store, "n1", &job, &slots).await.expect("trigger");
+    let first = store
+        .execution_claim(&claim("w", 10))
+        .await
+        .expect("claim")
+        .remove(0);
+    clock.advance(SignedDuration::from_secs(10));
+    assert!(
+        store
+            .execution_claim(&claim("w", 10))
+            .await
+            .expect("claim")
+            .is_empty(),
+        "the second slot is skipped"
+    );
+    store
+        .attempt_complete(&complete_ok(&first.id, 1))
+        .await
+        .expect("complete");
+    clock.advance(SignedDuration::from_secs(10));
+    let third = store.execution_claim(&claim("w", 10)).await.expect("claim");
+    assert_eq!(third.len(), 1, "the job is idle again");
+    let all = store
+        .execution_list(&ExecutionListQuery {
+            namespace: "ns".into(),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .expect("list");
+    let states: Vec<_> = all.iter().rev().map(|e| e.state).collect();
+    assert_eq!(
+        states,
+        [
+            ExecutionState::Succeeded,
+            ExecutionState::Skipped,
+            ExecutionState::Running
+        ]
+    );
+}
+
+/// `replace`: the running execution is cancelled — its worker is signalled — and the new one
+/// is handed out.
+pub async fn replace_cancels_the_running_execution(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h(clock.clone()).await;
+    let mut cancelled = store.signals().cancelled.subscribe();
+    let job = create_with(&*store, "a", sundial_core::job::ConcurrencyPolicy::Replace).await;
+    let slots = [t0(), t0() + SignedDuration::from_secs(10)];
+    trigger(&*store, "n1", &job, &slots).await.expect("trigger");
+    let first = store
+        .execution_claim(&claim("w", 10))
+        .await
+        .expect("claim")
+        .remove(0);
+    clock.advance(SignedDuration::from_secs(10));
+    let second = store.execution_claim(&claim("w", 10)).await.expect("claim");
+    assert_eq!(second.len(), 1);
+    let old = store
+        .execution_get("ns", &first.id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(old.state, ExecutionState::Cancelled);
+    assert_eq!(old.attempts[0].outcome, Some(AttemptOutcome::Cancelled));
+    let signalled = tokio::time::timeout(std::time::Duration::from_secs(5), cancelled.recv()).await;
+    assert_eq!(signalled.expect("a cancel signal").expect("open"), first.id);
+    assert!(matches!(
+        store.attempt_complete(&complete_ok(&first.id, 1)).await,
+        Err(Error::StaleFence(_))
+    ));
+}
+
+/// `skip` with a catch-up (`misfire`) episode: the catch-up executions run one after another.
+pub async fn catch_up_under_skip_runs_one_after_another(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h(clock.clone()).await;
+    let job = create_with(&*store, "a", sundial_core::job::ConcurrencyPolicy::Skip).await;
+    let leases = store
+        .shard_lease_renew(&ShardLeaseRequest {
+            node: "n1".into(),
+            ttl: Dur::from_secs(10),
+        })
+        .await
+        .expect("leases");
+    let mut catch_up: Vec<NewExecution> = (0..2)
+        .map(|i| execution(&job, t0() - SignedDuration::from_secs(600 - i)))
+        .collect();
+    for e in &mut catch_up {
+        e.trigger = Trigger::Misfire;
+    }
+    let commit = TriggerCommit {
+        node: "n1".into(),
+        leases,
+        jobs: vec![JobTrigger {
+            namespace: "ns".into(),
+            name: "a".into(),
+            uid: job.uid.clone(),
+            shard: job.shard,
+            version: job.version,
+            expected_next_slot: t0(),
+            next_slot_at: Some(t0() + SignedDuration::from_secs(60)),
+            next_fire_at: Some(t0() + SignedDuration::from_secs(60)),
+            executions: catch_up,
+        }],
+    };
+    store.trigger_commit(&commit).await.expect("commit");
+    let first = store.execution_claim(&claim("w", 10)).await.expect("claim");
+    assert_eq!(first.len(), 1, "one catch-up at a time");
+    store
+        .attempt_complete(&complete_ok(&first[0].id, 1))
+        .await
+        .expect("complete");
+    clock.advance(SignedDuration::from_millis(crate::concurrency::DEFER_MS));
+    let second = store.execution_claim(&claim("w", 10)).await.expect("claim");
+    assert_eq!(
+        second.len(),
+        1,
+        "the next catch-up runs after the first, not skipped"
+    );
+    assert_ne!(second[0].id, first[0].id);
+}
+
 /// Runs every check, each on a fresh store.
 pub async fn run_all(h: Harness) {
     job_writes_are_conditional_on_version(h.clone()).await;
@@ -719,5 +883,8 @@ pub async fn run_all(h: Harness) {
     heartbeats_keep_the_lease(h.clone()).await;
     cancel_and_redrive_follow_the_state_machine(h.clone()).await;
     job_writes_steer_pending_executions(h.clone()).await;
-    execution_history_pages_newest_first(h).await;
+    execution_history_pages_newest_first(h.clone()).await;
+    skip_records_a_slot_due_while_the_job_runs(h.clone()).await;
+    replace_cancels_the_running_execution(h.clone()).await;
+    catch_up_under_skip_runs_one_after_another(h).await;
 }

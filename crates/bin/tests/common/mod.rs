@@ -25,7 +25,7 @@ pub struct Delivery {
 }
 
 /// A loopback HTTP receiver. Paths: `/fail-once` answers 503 to attempt 1 and 200 after;
-/// `/slow` waits 5 s then answers 200; `/missing` answers 404; `/unavailable` answers 503;
+/// `/slow…` waits 5 s then answers 200; `/missing` answers 404; `/unavailable` answers 503;
 /// anything else 200.
 #[derive(Clone, Default)]
 pub struct Receiver {
@@ -81,7 +81,7 @@ async fn receive(
         "ok" => StatusCode::OK,
         "fail-once" if attempt <= 1 => StatusCode::SERVICE_UNAVAILABLE,
         "fail-once" => StatusCode::OK,
-        "slow" => {
+        p if p.starts_with("slow") => {
             let mut guard = HangUp {
                 id: header("idempotency-key"),
                 done: false,
