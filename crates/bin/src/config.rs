@@ -64,7 +64,7 @@ struct FileConfig {
     #[serde(default)]
     connections: BTreeMap<String, ConnectionConfig>,
     #[serde(default)]
-    namespaces: BTreeMap<String, toml::Table>,
+    namespaces: BTreeMap<String, NamespaceConfig>,
     #[serde(default)]
     tokens: Vec<toml::Table>,
     #[serde(default)]
@@ -122,6 +122,14 @@ impl ConnectionConfig {
     }
 }
 
+/// `[namespaces.NAME]`: per-namespace settings.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NamespaceConfig {
+    /// Executions the namespace may start per second, across every worker.
+    max_dispatch_per_second: Option<f64>,
+}
+
 /// The resolved server configuration.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -137,6 +145,8 @@ pub struct ServerConfig {
     pub connections: BTreeMap<String, ConnectionConfig>,
     /// Shard lease time to live.
     pub lease_ttl: sundial_core::Dur,
+    /// Per-namespace dispatch limits, executions per second.
+    pub rate_limits: BTreeMap<String, f64>,
     /// Shift of this node's clock (testing aid), in milliseconds.
     pub clock_offset_ms: i64,
 }
@@ -190,7 +200,20 @@ impl ServerConfig {
             c.endpoint()
                 .map_err(|e| anyhow::anyhow!("connections.{name}.{e}"))?;
         }
-        let _ = (&file.namespaces, &file.tokens, &file.http_targets);
+        let _ = (&file.tokens, &file.http_targets);
+        let mut rate_limits = BTreeMap::new();
+        for (ns, settings) in &file.namespaces {
+            sundial_core::names::check_name(ns)
+                .map_err(|m| anyhow::anyhow!("namespaces.{ns}: the name {m}"))?;
+            if let Some(rate) = settings.max_dispatch_per_second {
+                if !(rate.is_finite() && rate >= 1.0 && rate <= 1_000_000.0) {
+                    bail!(
+                        "namespaces.{ns}.max_dispatch_per_second: {rate} is not a number in 1-1000000"
+                    );
+                }
+                rate_limits.insert(ns.clone(), rate);
+            }
+        }
         let ttl_text = args
             .lease_ttl
             .or(file.lease_ttl)
@@ -214,6 +237,7 @@ impl ServerConfig {
                 .unwrap_or_else(default_node_id),
             connections: file.connections,
             lease_ttl,
+            rate_limits,
             clock_offset_ms: args.clock_offset_ms.unwrap_or(0),
         })
     }

@@ -93,6 +93,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         node_id: "demo".into(),
         connections: Default::default(),
         lease_ttl: sundial_core::Dur::from_secs(10),
+        rate_limits: Default::default(),
         clock_offset_ms: 0,
     };
     let running = crate::server::start(&config).await?;

@@ -143,7 +143,10 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
             store.clone(),
             clock.clone(),
             Arc::new(targets),
-            WorkerConfig::new(&config.node_id),
+            WorkerConfig {
+                rate_limits: config.rate_limits.clone(),
+                ..WorkerConfig::new(&config.node_id)
+            },
             worker_wake.clone(),
         );
         let rx = rx.clone();

@@ -87,3 +87,11 @@ CREATE TABLE nodes (
     expires_at           BIGINT NOT NULL,
     scheduler_expires_at BIGINT NOT NULL DEFAULT 0
 );
+
+-- Per-namespace dispatch token buckets (max_dispatch_per_second), shared by every worker.
+CREATE TABLE namespace_rates (
+    namespace  TEXT PRIMARY KEY,
+    tokens     DOUBLE PRECISION NOT NULL,
+    updated_at BIGINT NOT NULL
+);
+CREATE INDEX executions_ns_due ON executions (namespace, due_at) WHERE due_at IS NOT NULL;

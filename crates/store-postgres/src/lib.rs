@@ -29,7 +29,7 @@ use sundial_clock::Clock;
 use sundial_core::SHARD_COUNT;
 use sundial_core::execution::ExecutionState;
 use sundial_core::job::ConcurrencyPolicy;
-use sundial_store::concurrency::{DEFER_MS, Decision, decide};
+use sundial_store::concurrency::{DEFER_MS, Decision, decide, refill, whole_tokens};
 use sundial_store::{
     AttemptComplete, AttemptRef, ClaimedExecution, ClusterStatus, DueJob, Error, ExecutionClaim,
     ExecutionListQuery, ExecutionRecord, JobListQuery, JobRecord, JobWrite, NewExecution, NextStep,
@@ -407,15 +407,60 @@ impl Store for PgStore {
     async fn execution_claim(&self, claim: &ExecutionClaim) -> Result<Vec<ClaimedExecution>> {
         let mut tx = self.begin().await?;
         let now = self.now_ms(&mut *tx).await?;
-        let due = sqlx::query(
-            "SELECT id, job_uid, trigger, run FROM executions WHERE due_at <= $1 ORDER BY due_at LIMIT $2 \
-             FOR UPDATE SKIP LOCKED",
+        // Token buckets of the rate-limited namespaces, locked and refilled to now: one claimer
+        // at a time spends a namespace's tokens, whichever process it is in.
+        let mut buckets = Vec::with_capacity(claim.rate_limits.len());
+        for (ns, rate) in &claim.rate_limits {
+            sqlx::query(
+                "INSERT INTO namespace_rates (namespace, tokens, updated_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+            )
+            .bind(ns)
+            .bind(*rate)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+            let row: Option<(f64, i64)> = sqlx::query_as(
+                "SELECT tokens, updated_at FROM namespace_rates WHERE namespace = $1 FOR UPDATE",
+            )
+            .bind(ns)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db_err)?;
+            buckets.push((ns.clone(), refill(row, *rate, now)));
+        }
+        let limited: Vec<String> = claim.rate_limits.keys().cloned().collect();
+        let mut due = sqlx::query(
+            "SELECT id, job_uid, trigger, run, due_at FROM executions WHERE due_at <= $1 AND namespace <> ALL($3) \
+             ORDER BY due_at LIMIT $2 FOR UPDATE SKIP LOCKED",
         )
         .bind(now)
         .bind(i64::from(claim.limit))
+        .bind(&limited)
         .fetch_all(&mut *tx)
         .await
         .map_err(db_err)?;
+        for (ns, tokens) in &buckets {
+            let allowance = whole_tokens(*tokens).min(i64::from(claim.limit));
+            if allowance > 0 {
+                due.extend(
+                    sqlx::query(
+                        "SELECT id, job_uid, trigger, run, due_at FROM executions \
+                         WHERE namespace = $1 AND due_at <= $2 ORDER BY due_at LIMIT $3 FOR UPDATE SKIP LOCKED",
+                    )
+                    .bind(ns)
+                    .bind(now)
+                    .bind(allowance)
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(db_err)?,
+                );
+            }
+        }
+        if !buckets.is_empty() {
+            due.sort_by_key(|r| r.try_get::<i64, _>("due_at").unwrap_or(i64::MAX));
+            due.truncate(usize::try_from(claim.limit).unwrap_or(usize::MAX));
+        }
         // (id, job uid) of the executions to hand out, in due order.
         let mut chosen: Vec<(String, String)> = Vec::with_capacity(due.len());
         for row in &due {
@@ -494,6 +539,21 @@ impl Store for PgStore {
             .fetch_all(&mut *tx)
             .await
             .map_err(db_err)?;
+        for (ns, tokens) in &buckets {
+            let spent = rows
+                .iter()
+                .filter(|r| r.try_get::<String, _>("namespace").is_ok_and(|n| n == *ns))
+                .count() as f64;
+            sqlx::query(
+                "UPDATE namespace_rates SET tokens = $2, updated_at = $3 WHERE namespace = $1",
+            )
+            .bind(ns)
+            .bind(tokens - spent)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        }
         tx.commit().await.map_err(db_err)?;
         let started = ts(now)?;
         rows.iter()

@@ -83,6 +83,7 @@ conformance!(
     skip_records_a_slot_due_while_the_job_runs,
     replace_cancels_the_running_execution,
     catch_up_under_skip_runs_one_after_another,
+    rate_limited_namespaces_dispatch_at_their_rate,
 );
 
 #[tokio::test]

@@ -27,7 +27,7 @@ use sundial_clock::Clock;
 use sundial_core::SHARD_COUNT;
 use sundial_core::execution::ExecutionState;
 use sundial_core::job::ConcurrencyPolicy;
-use sundial_store::concurrency::{DEFER_MS, Decision, decide};
+use sundial_store::concurrency::{DEFER_MS, Decision, decide, refill, whole_tokens};
 use sundial_store::{
     AttemptComplete, AttemptRef, ClaimedExecution, ClusterStatus, DueJob, Error, ExecutionClaim,
     ExecutionListQuery, ExecutionRecord, JobListQuery, JobRecord, JobWrite, NewExecution, NextStep,
@@ -430,14 +430,51 @@ impl Store for SqliteStore {
     async fn execution_claim(&self, claim: &ExecutionClaim) -> Result<Vec<ClaimedExecution>> {
         let now = ms(self.clock.now());
         let mut tx = self.begin().await?;
-        let due = sqlx::query(
-            "SELECT id, job_uid, trigger, run FROM executions WHERE due_at <= ?1 ORDER BY due_at LIMIT ?2",
+        // Token buckets of the rate-limited namespaces, refilled to now.
+        let mut buckets = Vec::with_capacity(claim.rate_limits.len());
+        for (ns, rate) in &claim.rate_limits {
+            let row: Option<(f64, i64)> = sqlx::query_as(
+                "SELECT tokens, updated_at FROM namespace_rates WHERE namespace = ?1",
+            )
+            .bind(ns)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db_err)?;
+            buckets.push((ns.clone(), refill(row, *rate, now)));
+        }
+        let limited: Vec<&str> = claim.rate_limits.keys().map(String::as_str).collect();
+        let limited = serde_json::to_string(&limited).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let mut due = sqlx::query(
+            "SELECT id, job_uid, trigger, run, due_at FROM executions WHERE due_at <= ?1 \
+             AND namespace NOT IN (SELECT value FROM json_each(?3)) ORDER BY due_at LIMIT ?2",
         )
         .bind(now)
         .bind(i64::from(claim.limit))
+        .bind(limited)
         .fetch_all(&mut *tx)
         .await
         .map_err(db_err)?;
+        for (ns, tokens) in &buckets {
+            let allowance = whole_tokens(*tokens).min(i64::from(claim.limit));
+            if allowance > 0 {
+                due.extend(
+                    sqlx::query(
+                        "SELECT id, job_uid, trigger, run, due_at FROM executions \
+                         WHERE namespace = ?1 AND due_at <= ?2 ORDER BY due_at LIMIT ?3",
+                    )
+                    .bind(ns)
+                    .bind(now)
+                    .bind(allowance)
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(db_err)?,
+                );
+            }
+        }
+        if !buckets.is_empty() {
+            due.sort_by_key(|r| r.try_get::<i64, _>("due_at").unwrap_or(i64::MAX));
+            due.truncate(usize::try_from(claim.limit).unwrap_or(usize::MAX));
+        }
         // (id, job uid) of the executions to hand out, in due order.
         let mut chosen: Vec<(String, String)> = Vec::with_capacity(due.len());
         let mut stopped = Vec::new();
@@ -520,6 +557,19 @@ impl Store for SqliteStore {
             .bind(&c.id)
             .bind(i64::from(c.attempt))
             .bind(&claim.worker)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        }
+        for (ns, tokens) in &buckets {
+            let spent = claimed.iter().filter(|c| c.namespace == *ns).count() as f64;
+            sqlx::query(
+                "INSERT INTO namespace_rates (namespace, tokens, updated_at) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (namespace) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at",
+            )
+            .bind(ns)
+            .bind(tokens - spent)
             .bind(now)
             .execute(&mut *tx)
             .await

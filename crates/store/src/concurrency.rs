@@ -34,12 +34,61 @@ pub fn decide(policy: ConcurrencyPolicy, trigger: Trigger, active: bool) -> Deci
     }
 }
 
+/// How many seconds' worth of dispatches a namespace's bucket holds: small, so that no
+/// one-second window sees much more than the rate (a token bucket of depth `rate` would let
+/// twice the rate through in the second after an idle spell).
+pub const BURST_SECONDS: f64 = 0.1;
+
+/// The depth of a namespace's bucket: [`BURST_SECONDS`] of its rate, at least one token.
+pub fn bucket_depth(rate: f64) -> f64 {
+    (rate * BURST_SECONDS).max(1.0)
+}
+
+/// A namespace's dispatch bucket refilled to `now` (ms) at `rate` per second, up to
+/// [`bucket_depth`]: `stored` is (tokens, updated_at) as last written, `None` for a namespace
+/// seen for the first time (a full bucket). Token bucket as in RFC 2697's committed burst.
+pub fn refill(stored: Option<(f64, i64)>, rate: f64, now: i64) -> f64 {
+    let depth = bucket_depth(rate);
+    match stored {
+        None => depth,
+        Some((tokens, at)) => {
+            let elapsed_s = (now - at).max(0) as f64 / 1000.0;
+            (tokens + rate * elapsed_s).min(depth)
+        }
+    }
+}
+
+/// The whole tokens of a bucket: how many executions it may start now.
+pub fn whole_tokens(tokens: f64) -> i64 {
+    if tokens.is_finite() && tokens >= 1.0 {
+        tokens.floor() as i64
+    } else {
+        0
+    }
+}
+
 /// How long a deferred catch-up execution waits before it is looked at again, in ms.
 pub const DEFER_MS: i64 = 1000;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn buckets_refill_at_the_rate_up_to_their_depth() {
+        assert_eq!(refill(None, 100.0, 0), 10.0);
+        assert_eq!(refill(Some((0.0, 0)), 100.0, 50), 5.0);
+        assert_eq!(refill(Some((5.0, 0)), 100.0, 10_000), 10.0);
+        assert_eq!(
+            refill(Some((5.0, 1000)), 100.0, 0),
+            5.0,
+            "a clock step back adds nothing"
+        );
+        assert_eq!(refill(None, 2.0, 0), 1.0, "at least one token");
+        assert_eq!(whole_tokens(2.9), 2);
+        assert_eq!(whole_tokens(0.5), 0);
+        assert_eq!(whole_tokens(f64::NAN), 0);
+    }
 
     #[test]
     fn each_policy_decides_as_the_spec_says() {

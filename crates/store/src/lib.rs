@@ -199,7 +199,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// execution is handed to two claimers. Concurrency policies apply here
     /// ([`concurrency::decide`]): under `skip` a due execution of an active job is recorded
     /// `skipped` (a catch-up one waits instead); under `replace` the job's active executions
-    /// are cancelled (and signalled) before the new one is handed out.
+    /// are cancelled (and signalled) before the new one is handed out. A namespace in
+    /// `rate_limits` gets no more executions than its bucket holds: the bucket refills at the
+    /// namespace's rate up to one second's worth and lives in the store, so the limit holds
+    /// across every worker.
     async fn execution_claim(&self, claim: &ExecutionClaim) -> Result<Vec<ClaimedExecution>>;
 
     /// The earliest due time among executions waiting for a worker, if any.

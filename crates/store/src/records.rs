@@ -241,12 +241,15 @@ pub struct NewExecution {
 }
 
 /// `execution_claim` parameters.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct ExecutionClaim {
     /// The worker node.
     pub worker: String,
     /// At most this many.
     pub limit: u32,
+    /// Per-namespace dispatch limits, in executions per second, enforced across every worker
+    /// of the store (a token bucket per namespace holding at most one second's worth).
+    pub rate_limits: std::collections::BTreeMap<String, f64>,
 }
 
 /// An execution handed to a worker (or found with a lapsed lease).

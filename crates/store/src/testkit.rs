@@ -143,6 +143,7 @@ fn claim(worker: &str, limit: u32) -> ExecutionClaim {
     ExecutionClaim {
         worker: worker.into(),
         limit,
+        rate_limits: Default::default(),
     }
 }
 
@@ -871,6 +872,75 @@ pub async fn catch_up_under_skip_runs_one_after_another(h: Harness) {
     assert_ne!(second[0].id, first[0].id);
 }
 
+/// A namespace limited to N per second gets a full bucket (a tenth of a second's worth) at
+/// once, then N per second, whichever claimer asks; other namespaces are not held back.
+pub async fn rate_limited_namespaces_dispatch_at_their_rate(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h(clock.clone()).await;
+    let slow = {
+        let record = job_record("limited", "a");
+        store
+            .job_write(&JobWrite {
+                record,
+                expected_version: None,
+                pending: PendingExecutions::Keep,
+            })
+            .await
+            .expect("create")
+    };
+    let fast = create(&*store, "ns", "b").await;
+    let slots: Vec<Timestamp> = (0..50)
+        .map(|i| t0() - SignedDuration::from_secs(i))
+        .collect();
+    trigger(&*store, "n1", &slow, &slots)
+        .await
+        .expect("trigger");
+    trigger(&*store, "n1", &fast, &[t0()])
+        .await
+        .expect("trigger");
+    let limited = |worker: &str| ExecutionClaim {
+        worker: worker.into(),
+        limit: 100,
+        rate_limits: [("limited".to_owned(), 100.0)].into_iter().collect(),
+    };
+    let first = store.execution_claim(&limited("w1")).await.expect("claim");
+    let per_ns =
+        |v: &[crate::ClaimedExecution], ns: &str| v.iter().filter(|c| c.namespace == ns).count();
+    assert_eq!(
+        (per_ns(&first, "limited"), per_ns(&first, "ns")),
+        (10, 1),
+        "a full bucket, and the other namespace unhindered"
+    );
+    assert!(
+        store
+            .execution_claim(&limited("w2"))
+            .await
+            .expect("claim")
+            .is_empty(),
+        "the bucket is shared by claimers"
+    );
+    clock.advance(SignedDuration::from_millis(50));
+    assert_eq!(
+        store
+            .execution_claim(&limited("w2"))
+            .await
+            .expect("claim")
+            .len(),
+        5,
+        "refilled at 100/s"
+    );
+    clock.advance(SignedDuration::from_secs(60));
+    assert_eq!(
+        store
+            .execution_claim(&limited("w1"))
+            .await
+            .expect("claim")
+            .len(),
+        10,
+        "never more than the bucket's depth"
+    );
+}
+
 /// Runs every check, each on a fresh store.
 pub async fn run_all(h: Harness) {
     job_writes_are_conditional_on_version(h.clone()).await;
@@ -886,5 +956,6 @@ pub async fn run_all(h: Harness) {
     execution_history_pages_newest_first(h.clone()).await;
     skip_records_a_slot_due_while_the_job_runs(h.clone()).await;
     replace_cancels_the_running_execution(h.clone()).await;
-    catch_up_under_skip_runs_one_after_another(h).await;
+    catch_up_under_skip_runs_one_after_another(h.clone()).await;
+    rate_limited_namespaces_dispatch_at_their_rate(h).await;
 }

@@ -35,6 +35,9 @@ use sundial_store::{
 use sundial_target::{Delivery, Error as TargetError, Target};
 use tokio::sync::{Notify, Semaphore, watch};
 
+/// The shortest wait between two claims that found nothing (25 ms).
+pub const MIN_IDLE: jiff::SignedDuration = jiff::SignedDuration::from_millis(25);
+
 /// Worker settings.
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -48,6 +51,8 @@ pub struct WorkerConfig {
     pub poll: Dur,
     /// How often the reaper looks for lapsed leases. Default `1s`.
     pub reap_every: Dur,
+    /// Per-namespace dispatch limits (executions per second), enforced cluster-wide by the store.
+    pub rate_limits: std::collections::BTreeMap<String, f64>,
 }
 
 impl WorkerConfig {
@@ -59,6 +64,7 @@ impl WorkerConfig {
             claim_batch: 100,
             poll: Dur::from_secs(1),
             reap_every: Dur::from_secs(1),
+            rate_limits: Default::default(),
         }
     }
 }
@@ -149,9 +155,10 @@ impl Worker {
             self.store.execution_next_due().await,
             self.store.now().await,
         ) {
-            (Ok(Some(due)), Ok(now)) => due
-                .duration_since(now)
-                .clamp(jiff::SignedDuration::ZERO, poll),
+            // Due already but not handed out (a rate-limited namespace, a deferred catch-up):
+            // look again after MIN_IDLE, so nothing busy-loops.
+            (Ok(Some(due)), Ok(now)) if due <= now => MIN_IDLE,
+            (Ok(Some(due)), Ok(now)) => due.duration_since(now).min(poll),
             _ => poll,
         };
         self.clock.now() + wait
@@ -174,6 +181,7 @@ impl Worker {
             .execution_claim(&ExecutionClaim {
                 worker: self.config.node.clone(),
                 limit: u32::try_from(free).unwrap_or(u32::MAX),
+                rate_limits: self.config.rate_limits.clone(),
             })
             .await?;
         let n = claimed.len();
