@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::{Receiver, Server, ServerOpts, whole_second_after};
+use common::{Receiver, Server, ServerOpts, ts, whole_second_after};
 use jiff::{SignedDuration, Timestamp};
 use serde_json::json;
 use sqlx::{Connection, PgPool, Row};
@@ -842,5 +842,135 @@ async fn a_rate_limited_namespace_dispatches_at_its_rate_across_workers_while_ot
         "{in_first_second} started in the first second"
     );
     v.assert_exactly_once_on_time(SignedDuration::from_secs(1));
+    c.finish().await;
+}
+
+/// A container run far longer than its heartbeat timeout: not retried while its worker lives
+/// (the heartbeats keep the lease); on a worker killed mid-run, retried on another worker once
+/// the lease lapses. (30 s runs with a 3 s heartbeat timeout keep the suite short; the ratio is
+/// that of a 2-minute run with a 10 s timeout.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_long_container_run_is_kept_alive_by_heartbeats_and_retried_only_when_its_worker_dies() {
+    if std::env::var("SUNDIAL_SKIP_CONTAINER_TESTS").is_ok_and(|v| v == "1") {
+        eprintln!("SKIPPED: SUNDIAL_SKIP_CONTAINER_TESTS=1");
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    let db = TestDb::create().await;
+    let dir = tempfile::tempdir().unwrap().keep();
+    let config = dir.join("sundial.toml");
+    std::fs::write(
+        &config,
+        "[connections.engine]\ntype = \"container\"\nurl = \"unix:///tmp/podman.sock\"\n",
+    )
+    .unwrap();
+    let receiver = Receiver::start().await;
+    let mut nodes = Vec::new();
+    for (i, roles) in ["api,scheduler", "worker", "worker"]
+        .into_iter()
+        .enumerate()
+    {
+        let opts = ServerOpts {
+            database_url: Some(db.url.clone()),
+            node_id: Some(format!("n{i}")),
+            args: vec![
+                "--roles".into(),
+                roles.into(),
+                "--config".into(),
+                config.display().to_string(),
+            ],
+            env: Vec::new(),
+        };
+        nodes.push(Server::start_with(&dir, opts).await);
+    }
+    let mut c = Cluster {
+        db,
+        dir,
+        nodes,
+        receiver,
+    };
+    c.nodes[0]
+        .put_job(
+            "f",
+            "box",
+            json!({
+                "schedule": {"at": "2199-01-01T00:00:00Z"},
+                "target": {"type": "container", "connection": "engine", "image": "localhost/busybox:test", "command": ["sleep", "30"]},
+                "heartbeat_timeout": "3s",
+                "timeout": "2m",
+                "retry": {"max_attempts": 3, "initial_interval": "500ms", "jitter": false}
+            }),
+        )
+        .await;
+    let run = async |c: &Cluster| -> String {
+        let (status, e) = c.nodes[0]
+            .request(
+                reqwest::Method::POST,
+                "/v1/namespaces/f/jobs/box/trigger",
+                None,
+            )
+            .await;
+        assert_eq!(status, 201, "{e}");
+        e["id"].as_str().unwrap().to_owned()
+    };
+    let get = async |c: &Cluster, id: &str| {
+        c.nodes[0]
+            .get(&format!("/v1/namespaces/f/executions/{id}"))
+            .await
+    };
+
+    // 1. The worker lives: one attempt, ~30 s, succeeded.
+    let id = run(&c).await;
+    let done = c.nodes[0]
+        .wait_for(Duration::from_secs(60), async || {
+            let e = get(&c, &id).await;
+            (e["state"] == "succeeded").then_some(e)
+        })
+        .await;
+    let attempts = done["attempts"].as_array().unwrap();
+    assert_eq!(
+        attempts.len(),
+        1,
+        "not retried while its worker lives: {done}"
+    );
+    assert!(attempts[0]["duration_ms"].as_i64().unwrap() >= 30_000);
+
+    // 2. The worker dies mid-run: retried on the other worker after the lease lapses.
+    let id = run(&c).await;
+    let running = c.nodes[0]
+        .wait_for(Duration::from_secs(20), async || {
+            let e = get(&c, &id).await;
+            (e["state"] == "running").then_some(e)
+        })
+        .await;
+    let victim: usize = running["worker"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches('n')
+        .parse()
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    c.nodes[victim].kill9();
+    let killed_at = Timestamp::now();
+    let done = c.nodes[0]
+        .wait_for(Duration::from_secs(90), async || {
+            let e = get(&c, &id).await;
+            (e["state"] == "succeeded").then_some(e)
+        })
+        .await;
+    let attempts = done["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "{done}");
+    assert_eq!(attempts[0]["outcome"], "lease_lapsed");
+    assert_ne!(attempts[1]["worker"], attempts[0]["worker"]);
+    let restarted = ts(&attempts[1]["started_at"]).duration_since(killed_at);
+    println!(
+        "scenario long container run: 30 s run with a 3 s heartbeat timeout kept 1 attempt; after SIGKILL of n{victim} attempt 2 started {} ms later on {}",
+        restarted.as_millis(),
+        attempts[1]["worker"]
+    );
+    assert!(
+        restarted <= SignedDuration::from_secs(3 + 2 + 2),
+        "retried {restarted} after the kill"
+    );
     c.finish().await;
 }
