@@ -125,6 +125,11 @@ pub(crate) fn next_record(
         updated_at: now,
         next_slot_at,
         next_fire_at,
+        // Executions created ahead survive the write unless it cancels them.
+        pending_fire_at: match pending {
+            PendingExecutions::Cancel => None,
+            _ => existing.and_then(|o| o.pending_fire_at),
+        },
         last_execution: existing.and_then(|o| o.last_execution.clone()),
     };
     (record, pending)
@@ -159,6 +164,10 @@ async fn write(
     }
     let now = state.store.now().await?;
     let (record, pending) = next_record(spec, existing.as_ref(), now);
+    // Writing back what is stored changes nothing: no new version, no rescheduling.
+    if let Some(old) = existing.as_ref().filter(|old| old.spec == record.spec) {
+        return Ok(old.clone());
+    }
     let written = state
         .store
         .job_write(&JobWrite {
@@ -192,13 +201,21 @@ pub(crate) async fn put(
     let spec = validate::job_from_json(&body, &context(&state, &ns, Some(&name)))
         .map_err(ApiError::invalid)?;
     let existing = state.store.job_get(&ns, &name).await?;
+    if existing.is_none() && crate::request::if_match_any(&headers) {
+        return Err(ApiError::new(
+            StatusCode::PRECONDITION_FAILED,
+            "precondition failed",
+            format!("If-Match: * needs an existing job, and {ns}/{name} does not exist"),
+        ));
+    }
     let status = if existing.is_some() {
         StatusCode::OK
     } else {
         StatusCode::CREATED
     };
     let job = write(&state, spec, existing, expected).await?;
-    Ok(with_etag(status, &job, job_json(&job, true)))
+    let now = state.store.now().await?;
+    Ok(with_etag(status, &job, job_json(&job, true, now)))
 }
 
 /// Most jobs one bulk request may carry.
@@ -207,7 +224,8 @@ pub const MAX_BATCH: usize = 1000;
 /// `POST /v1/namespaces/{ns}/jobs:apply` with `{"jobs": [job, ...]}` (at most [`MAX_BATCH`]):
 /// creates or replaces every job, all or none — every job is validated first (errors name
 /// `jobs.<i>.<field>`), then all are written in one transaction. Answers
-/// `{"items": [job, ...], "created": n, "updated": m}`.
+/// `{"items": [job, ...], "created": n, "updated": m, "unchanged": k}` (a job written back as
+/// stored is left alone).
 pub(crate) async fn apply_many(
     State(state): State<AppState>,
     Path(ns): Path<String>,
@@ -270,23 +288,34 @@ pub(crate) async fn apply_many(
     let now = state.store.now().await?;
     let mut writes = Vec::with_capacity(specs.len());
     let mut created = 0;
+    let mut unchanged = Vec::new();
     for spec in specs {
         let existing = state.store.job_get(&ns, &spec.name).await?;
         created += usize::from(existing.is_none());
         let (record, pending) = next_record(spec, existing.as_ref(), now);
+        if let Some(old) = existing.as_ref().filter(|old| old.spec == record.spec) {
+            unchanged.push(old.clone());
+            continue;
+        }
         writes.push(JobWrite {
             record,
             expected_version: existing.map(|o| o.version),
             pending,
         });
     }
-    let written = state.store.job_write_batch(&writes).await?;
+    let written = if writes.is_empty() {
+        Vec::new()
+    } else {
+        state.store.job_write_batch(&writes).await?
+    };
     state.scheduler_wake.notify_one();
-    let items: Vec<Value> = written.iter().map(|j| job_json(j, false)).collect();
-    Ok(
-        Json(json!({"items": items, "created": created, "updated": written.len() - created}))
-            .into_response(),
-    )
+    let updated = written.len() - created;
+    let items: Vec<Value> = written
+        .iter()
+        .chain(&unchanged)
+        .map(|j| job_json(j, false, now))
+        .collect();
+    Ok(Json(json!({"items": items, "created": created, "updated": updated, "unchanged": unchanged.len()})).into_response())
 }
 
 /// `POST /v1/namespaces/{ns}/jobs`: create with `name` in the body; 409 if it exists.
@@ -308,7 +337,12 @@ pub(crate) async fn create(
         ));
     }
     let job = write(&state, spec, None, None).await?;
-    Ok(with_etag(StatusCode::CREATED, &job, job_json(&job, true)))
+    let now = state.store.now().await?;
+    Ok(with_etag(
+        StatusCode::CREATED,
+        &job,
+        job_json(&job, true, now),
+    ))
 }
 
 /// `GET /v1/namespaces/{ns}/jobs/{name}`, with `next_fire_times`.
@@ -317,7 +351,8 @@ pub(crate) async fn get_one(
     Path((ns, name)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let job = load(&state, &ns, &name).await?;
-    Ok(with_etag(StatusCode::OK, &job, job_json(&job, true)))
+    let now = state.store.now().await?;
+    Ok(with_etag(StatusCode::OK, &job, job_json(&job, true, now)))
 }
 
 /// `GET /v1/namespaces/{ns}/jobs?paused=&label=k=v&limit=&page_token=`.
@@ -365,7 +400,8 @@ pub(crate) async fn list(
     let next = (jobs.len() == limit as usize)
         .then(|| jobs.last().map(|j| j.spec.name.clone()))
         .flatten();
-    let items: Vec<Value> = jobs.iter().map(|j| job_json(j, false)).collect();
+    let now = state.store.now().await?;
+    let items: Vec<Value> = jobs.iter().map(|j| job_json(j, false, now)).collect();
     Ok(Json(json!({"items": items, "next_page_token": next})).into_response())
 }
 
@@ -392,7 +428,8 @@ pub(crate) async fn patch(
     let spec = validate::job_from_json(&doc, &context(&state, &ns, Some(&name)))
         .map_err(ApiError::invalid)?;
     let job = write(&state, spec, Some(existing), expected).await?;
-    Ok(with_etag(StatusCode::OK, &job, job_json(&job, true)))
+    let now = state.store.now().await?;
+    Ok(with_etag(StatusCode::OK, &job, job_json(&job, true, now)))
 }
 
 /// `DELETE /v1/namespaces/{ns}/jobs/{name}`: 204; not-started executions are cancelled.
@@ -415,11 +452,12 @@ async fn set_paused(
 ) -> Result<Response, ApiError> {
     let expected = if_match(headers)?;
     let existing = load(state, ns, name).await?;
+    let now = state.store.now().await?;
     if existing.spec.paused == paused {
         return Ok(with_etag(
             StatusCode::OK,
             &existing,
-            job_json(&existing, true),
+            job_json(&existing, true, now),
         ));
     }
     let spec = JobSpec {
@@ -427,7 +465,7 @@ async fn set_paused(
         ..existing.spec.clone()
     };
     let job = write(state, spec, Some(existing), expected).await?;
-    Ok(with_etag(StatusCode::OK, &job, job_json(&job, true)))
+    Ok(with_etag(StatusCode::OK, &job, job_json(&job, true, now)))
 }
 
 /// `POST .../pause`: slots that pass while paused are not fired; not-started executions are

@@ -109,6 +109,14 @@ pub fn if_match(headers: &HeaderMap) -> Result<Option<i64>, ApiError> {
         .map_err(|_| ApiError::bad_request("If-Match", format!("'{text}' is not a job version")))
 }
 
+/// True for `If-Match: *` ("any current version": the job must exist).
+pub fn if_match_any(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::IF_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim() == "*")
+}
+
 /// `?limit=`: 1 to 1000, default 100.
 pub fn limit(raw: Option<&str>) -> Result<u32, ApiError> {
     match raw {

@@ -5,26 +5,25 @@ use serde_json::{Value, json};
 use sundial_core::schedule::Schedule;
 use sundial_store::{ExecutionRecord, JobRecord};
 
-/// A job as the API shows it: its spec plus the read-only fields; with `next_fire_times`
-/// (the next five slots) when `with_upcoming`.
-pub fn job_json(job: &JobRecord, with_upcoming: bool) -> Value {
+/// A job as the API shows it at `now`: its spec plus the read-only fields; `next_fire_at` is
+/// when it fires next (an execution already created for a slot counts); with `with_upcoming`,
+/// `next_fire_times` lists the next five fire times of its schedule from `now` (none while
+/// paused).
+pub fn job_json(job: &JobRecord, with_upcoming: bool, now: Timestamp) -> Value {
     let mut v = serde_json::to_value(&job.spec).unwrap_or_else(|_| json!({}));
     v["state"] = json!(job.state());
     v["version"] = json!(job.version);
     v["created_at"] = json!(job.created_at);
     v["updated_at"] = json!(job.updated_at);
-    v["next_fire_at"] = json!(job.next_fire_at);
+    v["next_fire_at"] = json!(job.upcoming_fire_at());
     v["last_execution"] = json!(job.last_execution);
     if with_upcoming {
-        let upcoming = match (job.next_slot_at, Schedule::compile(&job.spec.schedule)) {
-            (Some(next), Ok(schedule)) => {
-                let mut slots = vec![next];
-                slots.extend(schedule.upcoming(next, 4));
-                slots
-                    .into_iter()
-                    .map(|s| sundial_scheduler::fire_time(&job.uid, s, job.spec.jitter))
-                    .collect()
-            }
+        let upcoming: Vec<Timestamp> = match Schedule::compile(&job.spec.schedule) {
+            Ok(schedule) if !job.spec.paused && job.upcoming_fire_at().is_some() => schedule
+                .upcoming(now - jiff::SignedDuration::from_millis(1), 5)
+                .into_iter()
+                .map(|s| sundial_scheduler::fire_time(&job.uid, s, job.spec.jitter))
+                .collect(),
             _ => Vec::new(),
         };
         v["next_fire_times"] = json!(upcoming);

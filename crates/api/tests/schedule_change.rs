@@ -181,8 +181,8 @@ async fn other_changes_keep_the_schedule_position_and_pause_resume_skips_what_pa
         .await;
     assert_eq!(
         ts(&job["next_fire_at"]),
-        "2026-01-01T00:02:00Z".parse().unwrap(),
-        "position kept"
+        "2026-01-01T00:01:00Z".parse().unwrap(),
+        "position kept: the slot created ahead still fires"
     );
     assert_eq!(
         rig.states().await,

@@ -923,13 +923,32 @@ async fn put_creates_then_replaces_and_honours_if_match() {
     assert_eq!(third.status, StatusCode::OK, "{}", third.body);
     assert_eq!(third.body["version"], json!(3));
 
-    // A fetched job can be written back as it is.
+    // A fetched job can be written back as it is; that changes nothing, not even the version.
     let fetched = app.call("GET", path, &[], None).await;
     let back = app
         .call("PUT", path, &[("if-match", "3")], Some(fetched.body))
         .await;
     assert_eq!(back.status, StatusCode::OK, "{}", back.body);
-    assert_eq!(back.body["version"], json!(4));
+    assert_eq!(back.body["version"], json!(3));
+    // If-Match: * names "any existing version": on a job that does not exist it fails.
+    let absent = app
+        .call(
+            "PUT",
+            "/v1/namespaces/happy/jobs/absent",
+            &[("if-match", "*")],
+            Some(fetched_body_for("absent")),
+        )
+        .await;
+    assert_eq!(
+        absent.status,
+        StatusCode::PRECONDITION_FAILED,
+        "{}",
+        absent.body
+    );
+}
+
+fn fetched_body_for(name: &str) -> Value {
+    json!({"name": name, "schedule": {"every": "1h"}, "target": {"type": "http", "url": "http://127.0.0.1:9/"}})
 }
 
 #[tokio::test]

@@ -387,28 +387,28 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         "lag_ms": {"p50": percentile(&lags, 50.0), "p90": percentile(&lags, 90.0), "p99": percentile(&lags, 99.0), "max": lags.last().copied().unwrap_or(0.0)},
         "lost": lost, "duplicates": duplicates, "peak_rss_mb": (peak_rss_mb * 10.0).round() / 10.0,
     });
-    println!(
+    outln!(
         "workload         {workload} ({store}, {} node(s))",
         common.nodes
     );
-    println!("slots expected   {expected}");
-    println!(
+    outln!("slots expected   {expected}");
+    outln!(
         "delivered        {} (lost {lost}, duplicates {duplicates})",
         seen.len()
     );
-    println!(
+    outln!(
         "drain            {drain_s:.3} s   triggers/s {:.0}",
         triggers_per_s
     );
-    println!(
+    outln!(
         "lag ms           p50 {}  p90 {}  p99 {}  max {}",
         report["lag_ms"]["p50"],
         report["lag_ms"]["p90"],
         report["lag_ms"]["p99"],
         report["lag_ms"]["max"]
     );
-    println!("peak RSS         {peak_rss_mb:.1} MB");
-    println!("{report}");
+    outln!("peak RSS         {peak_rss_mb:.1} MB");
+    outln!("{report}");
     if common.database_url.is_none() {
         for suffix in ["", "-wal", "-shm", ".scheduler.lock"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", temp_db.display()));

@@ -202,7 +202,7 @@ impl Api {
 
 fn print(format: Format, value: &Value, table: impl FnOnce(&Value)) {
     match format {
-        Format::Json => println!(
+        Format::Json => outln!(
             "{}",
             serde_json::to_string_pretty(value).unwrap_or_default()
         ),
@@ -221,8 +221,16 @@ pub fn parse_jobs(text: &str) -> anyhow::Result<Vec<Value>> {
         docs.push(v);
     } else {
         for (i, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
-            let v = Value::deserialize(doc)
+            let yaml = serde_yaml_ng::Value::deserialize(doc)
                 .with_context(|| format!("document {} is not valid YAML", i + 1))?;
+            if let Some(path) = non_finite(&yaml, String::new()) {
+                bail!(
+                    "document {}: {path}: .inf and .nan are not numbers a job can hold",
+                    i + 1
+                );
+            }
+            let v = serde_json::to_value(&yaml)
+                .with_context(|| format!("document {} cannot be read as JSON", i + 1))?;
             if !v.is_null() {
                 docs.push(v);
             }
@@ -244,6 +252,36 @@ pub fn parse_jobs(text: &str) -> anyhow::Result<Vec<Value>> {
         bail!("the file holds no job");
     }
     Ok(jobs)
+}
+
+/// The path of the first infinite or NaN number in a YAML value (JSON has neither, and would
+/// silently turn them into null).
+fn non_finite(v: &serde_yaml_ng::Value, path: String) -> Option<String> {
+    use serde_yaml_ng::Value as Y;
+    let join = |key: String| {
+        if path.is_empty() {
+            key
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    match v {
+        Y::Number(n) if n.as_f64().is_some_and(|f| !f.is_finite()) => Some(if path.is_empty() {
+            "value".into()
+        } else {
+            path
+        }),
+        Y::Sequence(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, x)| non_finite(x, join(i.to_string()))),
+        Y::Mapping(m) => m.iter().find_map(|(k, x)| {
+            let key = k.as_str().map_or_else(|| format!("{k:?}"), str::to_owned);
+            non_finite(x, join(key))
+        }),
+        Y::Tagged(t) => non_finite(&t.value, path),
+        _ => None,
+    }
 }
 
 /// `sundial job ...`
@@ -281,7 +319,7 @@ pub async fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
                 .call(Method::GET, &format!("/jobs/{name}"), None)
                 .await?;
             print(format, &v, |v| {
-                println!("{}", serde_yaml_ng::to_string(v).unwrap_or_default())
+                outln!("{}", serde_yaml_ng::to_string(v).unwrap_or_default())
             });
         }
         JobCommand::Pause { name } => {
@@ -289,7 +327,7 @@ pub async fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
                 .call(Method::POST, &format!("/jobs/{name}/pause"), None)
                 .await?;
             print(format, &v, |v| {
-                println!("job {name} {}", v["state"].as_str().unwrap_or("?"))
+                outln!("job {name} {}", v["state"].as_str().unwrap_or("?"))
             });
         }
         JobCommand::Resume { name } => {
@@ -297,7 +335,7 @@ pub async fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
                 .call(Method::POST, &format!("/jobs/{name}/resume"), None)
                 .await?;
             print(format, &v, |v| {
-                println!(
+                outln!(
                     "job {name} {}; next fire at {}",
                     v["state"].as_str().unwrap_or("?"),
                     v["next_fire_at"].as_str().unwrap_or("-")
@@ -309,14 +347,14 @@ pub async fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
                 .call(Method::POST, &format!("/jobs/{name}/trigger"), None)
                 .await?;
             print(format, &v, |v| {
-                println!("execution {} queued", v["id"].as_str().unwrap_or("?"))
+                outln!("execution {} queued", v["id"].as_str().unwrap_or("?"))
             });
         }
         JobCommand::Delete { name } => {
             api.call(Method::DELETE, &format!("/jobs/{name}"), None)
                 .await?;
             if format == Format::Table {
-                println!("job {name} deleted");
+                outln!("job {name} deleted");
             }
         }
         JobCommand::History { name, state, limit } => {
@@ -359,16 +397,17 @@ async fn apply(api: &Api, text: &str) -> anyhow::Result<ExitCode> {
             if status == 200 {
                 let created = v["created"].as_u64().unwrap_or(0);
                 for job in v["items"].as_array().map_or(&[][..], Vec::as_slice) {
-                    println!(
+                    outln!(
                         "job {ns}/{} applied (version {}, next fire at {})",
                         cell_str(&job["name"]),
                         job["version"],
                         cell_str(&job["next_fire_at"])
                     );
                 }
-                println!(
-                    "{ns}: {created} created, {} updated",
-                    v["updated"].as_u64().unwrap_or(0)
+                outln!(
+                    "{ns}: {created} created, {} updated, {} unchanged",
+                    v["updated"].as_u64().unwrap_or(0),
+                    v["unchanged"].as_u64().unwrap_or(0)
                 );
                 continue;
             }
@@ -437,7 +476,7 @@ pub async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
     print(format, &v, |v| {
         print_executions(std::slice::from_ref(v));
         if let Some(attempts) = v["attempts"].as_array().filter(|a| !a.is_empty()) {
-            println!();
+            outln!();
             crate::output::print_attempts(attempts);
         }
     });

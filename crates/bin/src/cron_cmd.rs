@@ -67,14 +67,21 @@ pub fn run(args: CronArgs) -> ExitCode {
                     Err(_) => return fail(format!("--from: '{text}' is not an RFC 3339 instant")),
                 },
             };
+            let mut printed = 0;
             for z in cron.iter_after(from, &zone).take(count) {
-                println!("{}", z.strftime("%Y-%m-%dT%H:%M:%S%:z"));
+                outln!("{}", z.strftime("%Y-%m-%dT%H:%M:%S%:z"));
+                printed += 1;
+            }
+            if printed < count {
+                eprintln!(
+                    "sundial: the expression fires {printed} time(s) after {from} through local year 2199"
+                );
             }
             ExitCode::SUCCESS
         }
         CronCommand::Explain { expr } => match Cron::parse(&expr.join(" ")) {
             Ok(c) => {
-                println!("{}", c.describe());
+                outln!("{}", c.describe());
                 ExitCode::SUCCESS
             }
             Err(e) => fail(format!("invalid cron expression: {e}")),

@@ -98,11 +98,11 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     };
     let running = crate::server::start(&config).await?;
     let api_addr = running.addr;
-    println!(
+    outln!(
         "Sundial {} — API on http://{api_addr}, store {database_url}",
         env!("CARGO_PKG_VERSION")
     );
-    println!("HTTP receiver on http://{receiver_addr}; running for {duration}\n");
+    outln!("HTTP receiver on http://{receiver_addr}; running for {duration}\n");
 
     let text = std::fs::read_to_string(&args.file).unwrap_or_else(|_| BUILTIN_JOBS.to_owned());
     let in_5s = Timestamp::now() + jiff::SignedDuration::from_secs(5);
@@ -123,14 +123,19 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         let v = api
             .call(reqwest::Method::PUT, &format!("/jobs/{name}"), Some(&job))
             .await?;
-        println!(
+        outln!(
             "applied job {name:<16} next fire at {}",
             v["next_fire_at"].as_str().unwrap_or("-")
         );
     }
-    println!(
+    outln!(
         "\n{:<24}  {:<16}  {:<8}  {:<10}  {:>7}  {:>8}",
-        "SCHEDULED", "JOB", "TRIGGER", "STATE", "ATTEMPT", "LAG MS"
+        "SCHEDULED",
+        "JOB",
+        "TRIGGER",
+        "STATE",
+        "ATTEMPT",
+        "LAG MS"
     );
 
     let deadline = tokio::time::Instant::now() + duration.as_std();
@@ -161,7 +166,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
                 },
                 _ => "-".into(),
             };
-            println!(
+            outln!(
                 "{:<24}  {:<16}  {:<8}  {:<10}  {:>7}  {:>8}",
                 e["scheduled_at"].as_str().unwrap_or("-"),
                 e["job"].as_str().unwrap_or("-"),
@@ -179,7 +184,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|e| e.into_inner())
         .values()
         .sum();
-    println!("\n{finished} executions finished; the receiver saw {deliveries} deliveries.");
+    outln!("\n{finished} executions finished; the receiver saw {deliveries} deliveries.");
     if args.database_url.is_none() {
         for suffix in ["", "-wal", "-shm", ".scheduler.lock"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", temp_db.display()));

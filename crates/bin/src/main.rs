@@ -4,6 +4,15 @@
 //! Exit codes: 0 success; 1 a failure (server error, rejected request, unreachable server);
 //! 2 bad usage or an invalid cron expression.
 
+/// `println!` that ignores a closed standard output (`sundial ... | head`), where `println!`
+/// would panic.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 mod bench;
 mod client;
 mod config;

@@ -23,7 +23,7 @@ fn table(headers: &[&str], rows: Vec<Vec<String>>) {
             .zip(&widths)
             .map(|(c, w)| format!("{c:<w$}"))
             .collect();
-        println!("{}", padded.join("  ").trim_end());
+        outln!("{}", padded.join("  ").trim_end());
     };
     line(headers.iter().map(|h| h.to_string()).collect());
     for row in rows {

@@ -235,7 +235,7 @@ pub async fn migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
         .database_url
         .unwrap_or_else(|| DEFAULT_DATABASE_URL.into());
     open_store(&url, Arc::new(SystemClock)).await?;
-    println!("migrations applied to {url}");
+    outln!("migrations applied to {url}");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -246,6 +246,7 @@ pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
 }
 

@@ -191,6 +191,15 @@ pub fn job_from_json(body: &Value, ctx: &Context) -> Result<JobSpec, Vec<FieldEr
         false,
     );
     let jitter = v.duration(obj, "jitter", "jitter", Dur::ZERO, false);
+    if let Some(period) = schedule.as_ref().and_then(shortest_interval)
+        && !jitter.is_zero()
+        && jitter >= period
+    {
+        v.err(
+            "jitter",
+            format!("{jitter} is not shorter than the schedule's interval of {period}; slots would fire out of order"),
+        );
+    }
     let paused = v.opt_bool(obj, "paused", "paused").unwrap_or(false);
 
     match (schedule, target, v.errors.is_empty()) {
@@ -211,6 +220,32 @@ pub fn job_from_json(body: &Value, ctx: &Context) -> Result<JobSpec, Vec<FieldEr
             paused,
         }),
         _ => Err(v.errors),
+    }
+}
+
+/// The shortest gap between consecutive slots of a recurring schedule: the interval of an
+/// `every` schedule; for a cron schedule, the smallest gap among its first 16 slots after
+/// 2026-01-01 (bounds ignored). `None` for a one-off schedule.
+fn shortest_interval(spec: &ScheduleSpec) -> Option<Dur> {
+    match &spec.kind {
+        ScheduleKind::At { .. } => None,
+        ScheduleKind::Every { every } => Some(*every),
+        ScheduleKind::Cron { .. } => {
+            let unbounded = ScheduleSpec {
+                start_at: None,
+                end_at: None,
+                ..spec.clone()
+            };
+            let schedule = Schedule::compile(&unbounded).ok()?;
+            let reference = Timestamp::from_second(1_767_225_600).ok()?; // 2026-01-01T00:00:00Z
+            let slots = schedule.upcoming(reference, 16);
+            slots
+                .windows(2)
+                .map(|w| w[1].as_millisecond() - w[0].as_millisecond())
+                .min()
+                .and_then(|ms| u64::try_from(ms).ok())
+                .map(Dur::from_millis)
+        }
     }
 }
 
@@ -958,6 +993,24 @@ mod tests {
         body["version"] = json!(3);
         body["state"] = json!("active");
         assert!(job_from_json(&body, &ctx()).is_ok());
+    }
+
+    #[test]
+    fn jitter_must_be_shorter_than_the_schedule_interval() {
+        let mut body = valid();
+        body["schedule"] = json!({"every": "5s"});
+        body["jitter"] = json!("5s");
+        assert_eq!(job_from_json(&body, &ctx()).unwrap_err()[0].field, "jitter");
+        body["jitter"] = json!("4s");
+        assert!(job_from_json(&body, &ctx()).is_ok());
+        body["schedule"] = json!({"cron": "*/10 * * * * *"});
+        body["jitter"] = json!("1m");
+        assert_eq!(job_from_json(&body, &ctx()).unwrap_err()[0].field, "jitter");
+        body["schedule"] = json!({"at": "2030-01-01T00:00:00Z"});
+        assert!(
+            job_from_json(&body, &ctx()).is_ok(),
+            "a one-off slot has no interval"
+        );
     }
 
     #[test]

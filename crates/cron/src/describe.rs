@@ -241,7 +241,7 @@ fn day_phrase(s: &Schedule) -> String {
         (Some(dom), Some(_)) if s.dom_star || s.dow_star => {
             format!("{dom}, if it is {}", dow_condition(s.weekdays))
         }
-        (Some(dom), Some(dow)) => format!("{dom} and {dow}"),
+        (Some(dom), Some(dow)) => format!("{dom}, and also {dow}"),
     }
 }
 

@@ -458,7 +458,7 @@ mod tests {
             ("*/15 * * * * *", "every 15 seconds, every day"),
             (
                 "0 0 13 * 5",
-                "at 00:00, on day 13 of the month and on Friday",
+                "at 00:00, on day 13 of the month, and also on Friday",
             ),
             (
                 "0 0 */2 * 5",

@@ -181,11 +181,17 @@ impl Scheduler {
         };
         match self.store.shard_lease_renew(&request).await {
             Ok(leases) => {
+                if leases.len() != self.leases.len() {
+                    tracing::info!(node = %self.config.node, held = leases.len(), before = self.leases.len(), "shard leases changed");
+                }
                 self.leases = leases;
                 self.leases_renewed_at = Some(now);
                 Ok(())
             }
             Err(e) => {
+                if !self.leases.is_empty() {
+                    tracing::warn!(node = %self.config.node, error = %e, "shard lease renewal failed; triggering nothing until it succeeds");
+                }
                 self.leases.clear();
                 Err(e)
             }

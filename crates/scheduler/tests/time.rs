@@ -70,6 +70,7 @@ impl Rig {
             updated_at: self.clock.now(),
             next_slot_at: first,
             next_fire_at: first,
+            pending_fire_at: None,
             last_execution: None,
         };
         self.store
@@ -338,6 +339,7 @@ async fn a_job_past_its_end_is_completed() {
         updated_at: rig.clock.now(),
         next_slot_at: first,
         next_fire_at: first,
+        pending_fire_at: None,
         last_execution: None,
     };
     rig.store
@@ -374,6 +376,7 @@ async fn jitter_offsets_each_slot_deterministically_within_its_bound() {
         version: 0,
         created_at: rig.clock.now(),
         updated_at: rig.clock.now(),
+        pending_fire_at: None,
         last_execution: None,
     };
     rig.store

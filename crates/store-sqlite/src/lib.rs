@@ -138,7 +138,9 @@ const JOB_COLUMNS: &str = "j.namespace, j.name, j.uid, j.shard, j.version, j.spe
 
 const LAST_EXECUTION: &str = "(SELECT e.id || '|' || e.state || '|' || e.scheduled_at \
     FROM executions e WHERE e.job_uid = j.uid AND e.fire_at <= ?1 \
-    ORDER BY e.fire_at DESC LIMIT 1) AS last_execution";
+    ORDER BY e.fire_at DESC LIMIT 1) AS last_execution, \
+    (SELECT min(e.fire_at) FROM executions e WHERE e.job_uid = j.uid AND e.due_at IS NOT NULL \
+    AND e.attempt = 0) AS pending_fire_at";
 
 const EXECUTION_COLUMNS: &str = "id, namespace, job, job_version, trigger, scheduled_at, fire_at, \
     queued_at, started_at, finished_at, state, attempt, max_attempts, due_at, worker";

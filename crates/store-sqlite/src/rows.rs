@@ -90,6 +90,7 @@ pub(crate) fn job(row: &SqliteRow) -> Result<JobRecord> {
         updated_at: instant(row, "updated_at")?,
         next_slot_at: opt_instant(row, "next_slot_at")?,
         next_fire_at: opt_instant(row, "next_fire_at")?,
+        pending_fire_at: opt_instant(row, "pending_fire_at")?,
         last_execution,
     })
 }

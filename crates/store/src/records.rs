@@ -28,11 +28,23 @@ pub struct JobRecord {
     pub next_slot_at: Option<Timestamp>,
     /// That slot's fire time (slot + jitter).
     pub next_fire_at: Option<Timestamp>,
+    /// The earliest fire time among the job's executions created ahead that have not started
+    /// (read-only; ignored on writes).
+    pub pending_fire_at: Option<Timestamp>,
     /// The newest execution whose fire time has passed.
     pub last_execution: Option<ExecutionSummary>,
 }
 
 impl JobRecord {
+    /// When the job fires next: its earliest execution that has not started, or else its next
+    /// slot not yet triggered.
+    pub fn upcoming_fire_at(&self) -> Option<Timestamp> {
+        match (self.pending_fire_at, self.next_fire_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// `paused`, `completed` (the schedule yields nothing more) or `active`.
     pub fn state(&self) -> &'static str {
         if self.spec.paused {

@@ -78,6 +78,7 @@ pub fn job_record(namespace: &str, name: &str) -> JobRecord {
         updated_at: t0(),
         next_slot_at: Some(t0()),
         next_fire_at: Some(t0()),
+        pending_fire_at: None,
         last_execution: None,
     }
 }
