@@ -10,7 +10,7 @@ use sundial_scheduler::{Scheduler, SchedulerConfig};
 use sundial_store::Store;
 use sundial_store_postgres::PgStore;
 use sundial_store_sqlite::SqliteStore;
-use sundial_target::Targets;
+use sundial_target::{Targets, redact};
 use sundial_worker::{Worker, WorkerConfig};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
@@ -248,18 +248,4 @@ pub fn init_tracing() {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
-}
-
-/// A store URL with any password replaced by `***`, for messages and logs.
-pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let userinfo = &url[scheme + 3..at];
-            match userinfo.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
-                None => url.to_owned(),
-            }
-        }
-        _ => url.to_owned(),
-    }
 }

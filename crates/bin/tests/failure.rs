@@ -974,3 +974,119 @@ async fn a_long_container_run_is_kept_alive_by_heartbeats_and_retried_only_when_
     );
     c.finish().await;
 }
+
+/// `replace` and cancel stop a running container for real: the container is removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cancelling_a_container_run_removes_the_container() {
+    if std::env::var("SUNDIAL_SKIP_CONTAINER_TESTS").is_ok_and(|v| v == "1") {
+        eprintln!("SKIPPED: SUNDIAL_SKIP_CONTAINER_TESTS=1");
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    let db = TestDb::create().await;
+    let dir = tempfile::tempdir().unwrap().keep();
+    let config = dir.join("sundial.toml");
+    std::fs::write(
+        &config,
+        "[connections.engine]\ntype = \"container\"\nurl = \"unix:///tmp/podman.sock\"\n",
+    )
+    .unwrap();
+    let receiver = Receiver::start().await;
+    let opts = ServerOpts {
+        database_url: Some(db.url.clone()),
+        node_id: Some("n0".into()),
+        args: vec!["--config".into(), config.display().to_string()],
+        env: Vec::new(),
+    };
+    let nodes = vec![Server::start_with(&dir, opts).await];
+    let c = Cluster {
+        db,
+        dir,
+        nodes,
+        receiver,
+    };
+    c.nodes[0]
+        .put_job(
+            "f",
+            "boxed",
+            json!({
+                "schedule": {"at": "2199-01-01T00:00:00Z"},
+                "target": {"type": "container", "connection": "engine", "image": "localhost/busybox:test", "command": ["sleep", "60"]},
+                "concurrency_policy": "replace"
+            }),
+        )
+        .await;
+    let containers = || {
+        let out = std::process::Command::new("podman")
+            .args([
+                "--url",
+                "unix:///tmp/podman.sock",
+                "ps",
+                "-a",
+                "--format",
+                "{{.Names}}",
+            ])
+            .output()
+            .expect("podman");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let start = async |c: &Cluster| -> String {
+        let (_, e) = c.nodes[0]
+            .request(
+                reqwest::Method::POST,
+                "/v1/namespaces/f/jobs/boxed/trigger",
+                None,
+            )
+            .await;
+        let id = e["id"].as_str().unwrap().to_owned();
+        c.nodes[0]
+            .wait_for(Duration::from_secs(20), async || {
+                containers()
+                    .contains(&format!("sundial-{id}"))
+                    .then_some(())
+            })
+            .await;
+        id
+    };
+    // Cancel through the API.
+    let first = start(&c).await;
+    c.nodes[0]
+        .request(
+            reqwest::Method::POST,
+            &format!("/v1/namespaces/f/executions/{first}/cancel"),
+            None,
+        )
+        .await;
+    let t = std::time::Instant::now();
+    c.nodes[0]
+        .wait_for(Duration::from_secs(10), async || {
+            (!containers().contains(&format!("sundial-{first}"))).then_some(())
+        })
+        .await;
+    let cancel_ms = t.elapsed().as_millis();
+    // Replace: a new run of the job stops the running one.
+    let second = start(&c).await;
+    let third = start(&c).await;
+    let t = std::time::Instant::now();
+    c.nodes[0]
+        .wait_for(Duration::from_secs(10), async || {
+            (!containers().contains(&format!("sundial-{second}"))).then_some(())
+        })
+        .await;
+    let replace_ms = t.elapsed().as_millis();
+    let e = c.nodes[0]
+        .get(&format!("/v1/namespaces/f/executions/{second}"))
+        .await;
+    assert_eq!(e["state"], "cancelled");
+    println!(
+        "scenario container cancel: removed {cancel_ms} ms after the cancel; replaced run removed {replace_ms} ms after the new one started"
+    );
+    c.nodes[0]
+        .request(
+            reqwest::Method::POST,
+            &format!("/v1/namespaces/f/executions/{third}/cancel"),
+            None,
+        )
+        .await;
+    c.finish().await;
+}
