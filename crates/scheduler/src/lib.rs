@@ -41,7 +41,7 @@ pub struct SchedulerConfig {
     pub tick: Dur,
     /// Shard lease time to live; renewed every third of it. Default `10s`.
     pub lease_ttl: Dur,
-    /// Jobs per trigger transaction. Default 500.
+    /// Jobs per trigger transaction. Default 1000.
     pub batch: u32,
 }
 
@@ -53,7 +53,7 @@ impl SchedulerConfig {
             lookahead: Dur::from_secs(5),
             tick: Dur::from_secs(1),
             lease_ttl: Dur::from_secs(10),
-            batch: 500,
+            batch: 1000,
         }
     }
 }

@@ -366,28 +366,50 @@ impl Store for PgStore {
                 )));
             }
         }
-        let mut done = TriggerCommitted::default();
+        // Advance every job of the batch in one statement; a job that changed since it was
+        // read (version or next slot) is left out, and so are its executions.
+        let mut cols: (
+            Vec<&str>,
+            Vec<i64>,
+            Vec<i64>,
+            Vec<Option<i64>>,
+            Vec<Option<i64>>,
+        ) = Default::default();
         for job in &c.jobs {
-            let advanced = sqlx::query(
-                "UPDATE jobs SET next_slot_at = $1, next_fire_at = $2 \
-                 WHERE uid = $3 AND version = $4 AND next_slot_at = $5",
-            )
-            .bind(job.next_slot_at.map(ms))
-            .bind(job.next_fire_at.map(ms))
-            .bind(&job.uid)
-            .bind(job.version)
-            .bind(ms(job.expected_next_slot))
-            .execute(&mut *tx)
-            .await
-            .map_err(db_err)?;
-            if advanced.rows_affected() == 0 {
-                done.jobs_changed += 1;
-                continue;
-            }
-            done.jobs_advanced += 1;
-            done.executions_inserted +=
-                insert_executions(&mut tx, &job.executions, now, Some(&c.node)).await?;
+            cols.0.push(&job.uid);
+            cols.1.push(job.version);
+            cols.2.push(ms(job.expected_next_slot));
+            cols.3.push(job.next_slot_at.map(ms));
+            cols.4.push(job.next_fire_at.map(ms));
         }
+        let advanced: Vec<String> = sqlx::query_scalar(
+            "UPDATE jobs j SET next_slot_at = t.next_slot, next_fire_at = t.next_fire \
+             FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) \
+               AS t(uid, version, expected, next_slot, next_fire) \
+             WHERE j.uid = t.uid AND j.version = t.version AND j.next_slot_at = t.expected RETURNING j.uid",
+        )
+        .bind(&cols.0)
+        .bind(&cols.1)
+        .bind(&cols.2)
+        .bind(&cols.3)
+        .bind(&cols.4)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        let advanced: std::collections::HashSet<String> = advanced.into_iter().collect();
+        let executions: Vec<NewExecution> = c
+            .jobs
+            .iter()
+            .filter(|j| advanced.contains(&j.uid))
+            .flat_map(|j| j.executions.iter().cloned())
+            .collect();
+        let mut done = TriggerCommitted {
+            jobs_advanced: u32::try_from(advanced.len()).unwrap_or(u32::MAX),
+            jobs_changed: u32::try_from(c.jobs.len() - advanced.len()).unwrap_or(u32::MAX),
+            executions_inserted: 0,
+        };
+        done.executions_inserted =
+            insert_executions(&mut tx, &executions, now, Some(&c.node)).await?;
         if done.executions_inserted > 0 {
             notify_due(&mut tx).await?;
         }
@@ -595,47 +617,16 @@ impl Store for PgStore {
         }
     }
 
-    async fn attempt_complete(&self, c: &AttemptComplete) -> Result<()> {
+    async fn attempt_complete_batch(&self, completions: &[AttemptComplete]) -> Result<Vec<bool>> {
+        // One transaction (one commit) for the batch; each completion one statement.
+        let test_now = self.clock.as_ref().map(|c| ms(c.now()));
         let mut tx = self.begin().await?;
-        let now = self.now_ms(&mut *tx).await?;
-        let (state, due_at, finished_at) = match c.next {
-            NextStep::Succeeded => (ExecutionState::Succeeded, None, Some(now)),
-            NextStep::Failed => (ExecutionState::Failed, None, Some(now)),
-            NextStep::Dead => (ExecutionState::Dead, None, Some(now)),
-            NextStep::RetryAt(at) => (ExecutionState::RetryWait, Some(ms(at)), None),
-        };
-        let updated = sqlx::query(
-            "UPDATE executions SET state = $3, due_at = $4, finished_at = $5, lease_expires_at = NULL \
-             WHERE id = $1 AND attempt = $2 AND state = 'running' AND (NOT $6 OR lease_expires_at < $7)",
-        )
-        .bind(&c.attempt.id)
-        .bind(i64::from(c.attempt.attempt))
-        .bind(state.as_str())
-        .bind(due_at)
-        .bind(finished_at)
-        .bind(c.only_if_lapsed)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-        if updated.rows_affected() == 0 {
-            return Err(stale_attempt(&c.attempt));
+        let mut applied = Vec::with_capacity(completions.len());
+        for c in completions {
+            applied.push(complete_in_tx(&mut tx, c, test_now).await?);
         }
-        sqlx::query(
-            "UPDATE attempts SET finished_at = $3, outcome = $4, status_code = $5, error = $6, detail = $7 \
-             WHERE execution_id = $1 AND attempt = $2",
-        )
-        .bind(&c.attempt.id)
-        .bind(i64::from(c.attempt.attempt))
-        .bind(now)
-        .bind(c.outcome.as_str())
-        .bind(c.status_code)
-        .bind(c.error.as_deref())
-        .bind(c.detail.as_deref())
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-        tx.commit().await.map_err(db_err)
+        tx.commit().await.map_err(db_err)?;
+        Ok(applied)
     }
 
     async fn attempt_list_lapsed(&self, limit: u32) -> Result<Vec<ClaimedExecution>> {
@@ -1057,6 +1048,47 @@ async fn write_job(tx: &mut Tx<'_>, w: &JobWrite, now: i64) -> Result<JobRecord>
         updated_at: now_ts,
         ..r.clone()
     })
+}
+
+/// Applies one fenced completion inside `tx` in one statement: the execution's conditional
+/// update and, only if it applied, the attempt's record. False when stale (nothing changed).
+async fn complete_in_tx(
+    tx: &mut Tx<'_>,
+    c: &AttemptComplete,
+    test_now: Option<i64>,
+) -> Result<bool> {
+    // One statement, one round trip: the fenced update of the execution and, only if it
+    // applied, the attempt's record. The time is the test clock's or the database's.
+    let (state, retry_at) = match c.next {
+        NextStep::Succeeded => (ExecutionState::Succeeded, None),
+        NextStep::Failed => (ExecutionState::Failed, None),
+        NextStep::Dead => (ExecutionState::Dead, None),
+        NextStep::RetryAt(at) => (ExecutionState::RetryWait, Some(ms(at))),
+    };
+    let sql = format!(
+        "WITH now AS (SELECT coalesce($8::bigint, {DB_NOW}) AS t), \
+         e AS (UPDATE executions SET state = $3, due_at = $4, \
+             finished_at = CASE WHEN $4::bigint IS NULL THEN (SELECT t FROM now) END, lease_expires_at = NULL \
+           WHERE id = $1 AND attempt = $2 AND state = 'running' \
+             AND (NOT $5 OR lease_expires_at < (SELECT t FROM now)) RETURNING id, attempt) \
+         UPDATE attempts a SET finished_at = (SELECT t FROM now), outcome = $6, status_code = $7, error = $9, detail = $10 \
+         FROM e WHERE a.execution_id = e.id AND a.attempt = e.attempt RETURNING a.attempt"
+    );
+    let done = sqlx::query(&sql)
+        .bind(&c.attempt.id)
+        .bind(i64::from(c.attempt.attempt))
+        .bind(state.as_str())
+        .bind(retry_at)
+        .bind(c.only_if_lapsed)
+        .bind(c.outcome.as_str())
+        .bind(c.status_code)
+        .bind(test_now)
+        .bind(c.error.as_deref())
+        .bind(c.detail.as_deref())
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(db_err)?;
+    Ok(done.is_some())
 }
 
 /// Cancels one execution (whatever its state) and closes its open attempt as `cancelled`.

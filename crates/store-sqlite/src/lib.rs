@@ -613,47 +613,15 @@ impl Store for SqliteStore {
         }
     }
 
-    async fn attempt_complete(&self, c: &AttemptComplete) -> Result<()> {
+    async fn attempt_complete_batch(&self, completions: &[AttemptComplete]) -> Result<Vec<bool>> {
         let now = ms(self.clock.now());
-        let (state, due_at, finished_at) = match c.next {
-            NextStep::Succeeded => (ExecutionState::Succeeded, None, Some(now)),
-            NextStep::Failed => (ExecutionState::Failed, None, Some(now)),
-            NextStep::Dead => (ExecutionState::Dead, None, Some(now)),
-            NextStep::RetryAt(at) => (ExecutionState::RetryWait, Some(ms(at)), None),
-        };
         let mut tx = self.begin().await?;
-        let updated = sqlx::query(
-            "UPDATE executions SET state = ?3, due_at = ?4, finished_at = ?5, lease_expires_at = NULL \
-             WHERE id = ?1 AND attempt = ?2 AND state = 'running' AND (?6 = 0 OR lease_expires_at < ?7)",
-        )
-        .bind(&c.attempt.id)
-        .bind(i64::from(c.attempt.attempt))
-        .bind(state.as_str())
-        .bind(due_at)
-        .bind(finished_at)
-        .bind(c.only_if_lapsed)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-        if updated.rows_affected() == 0 {
-            return Err(stale_attempt(&c.attempt));
+        let mut applied = Vec::with_capacity(completions.len());
+        for c in completions {
+            applied.push(complete_in_tx(&mut tx, c, now).await?);
         }
-        sqlx::query(
-            "UPDATE attempts SET finished_at = ?3, outcome = ?4, status_code = ?5, error = ?6, detail = ?7 \
-             WHERE execution_id = ?1 AND attempt = ?2",
-        )
-        .bind(&c.attempt.id)
-        .bind(i64::from(c.attempt.attempt))
-        .bind(now)
-        .bind(c.outcome.as_str())
-        .bind(c.status_code)
-        .bind(c.error.as_deref())
-        .bind(c.detail.as_deref())
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-        tx.commit().await.map_err(db_err)
+        tx.commit().await.map_err(db_err)?;
+        Ok(applied)
     }
 
     async fn attempt_list_lapsed(&self, limit: u32) -> Result<Vec<ClaimedExecution>> {
@@ -923,6 +891,48 @@ async fn write_job(tx: &mut Tx<'_>, w: &JobWrite, now: Timestamp) -> Result<JobR
         updated_at: now,
         ..r.clone()
     })
+}
+
+/// Applies one fenced completion inside `tx`; false when stale (nothing changed).
+async fn complete_in_tx(tx: &mut Tx<'_>, c: &AttemptComplete, now: i64) -> Result<bool> {
+    let (state, due_at, finished_at) = match c.next {
+        NextStep::Succeeded => (ExecutionState::Succeeded, None, Some(now)),
+        NextStep::Failed => (ExecutionState::Failed, None, Some(now)),
+        NextStep::Dead => (ExecutionState::Dead, None, Some(now)),
+        NextStep::RetryAt(at) => (ExecutionState::RetryWait, Some(ms(at)), None),
+    };
+    let updated = sqlx::query(
+        "UPDATE executions SET state = ?3, due_at = ?4, finished_at = ?5, lease_expires_at = NULL \
+         WHERE id = ?1 AND attempt = ?2 AND state = 'running' AND (?6 = 0 OR lease_expires_at < ?7)",
+    )
+    .bind(&c.attempt.id)
+    .bind(i64::from(c.attempt.attempt))
+    .bind(state.as_str())
+    .bind(due_at)
+    .bind(finished_at)
+    .bind(c.only_if_lapsed)
+    .bind(now)
+    .execute(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    if updated.rows_affected() == 0 {
+        return Ok(false);
+    }
+    sqlx::query(
+        "UPDATE attempts SET finished_at = ?3, outcome = ?4, status_code = ?5, error = ?6, detail = ?7 \
+         WHERE execution_id = ?1 AND attempt = ?2",
+    )
+    .bind(&c.attempt.id)
+    .bind(i64::from(c.attempt.attempt))
+    .bind(now)
+    .bind(c.outcome.as_str())
+    .bind(c.status_code)
+    .bind(c.error.as_deref())
+    .bind(c.detail.as_deref())
+    .execute(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    Ok(true)
 }
 
 /// Cancels one execution (whatever its state) and closes its open attempt as `cancelled`.

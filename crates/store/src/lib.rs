@@ -220,7 +220,26 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// # Contract
     /// [`Error::StaleFence`] (and no change) unless the execution is `running` with this
     /// attempt number — and, for `only_if_lapsed`, its lease has expired.
-    async fn attempt_complete(&self, completion: &AttemptComplete) -> Result<()>;
+    async fn attempt_complete(&self, completion: &AttemptComplete) -> Result<()> {
+        let applied = self
+            .attempt_complete_batch(std::slice::from_ref(completion))
+            .await?;
+        if applied.first().copied().unwrap_or(false) {
+            Ok(())
+        } else {
+            Err(Error::StaleFence(format!(
+                "attempt {} of execution {} is not the current running attempt or its lease lapsed",
+                completion.attempt.attempt, completion.attempt.id
+            )))
+        }
+    }
+
+    /// Records many attempt outcomes in one transaction (a worker's completions, batched).
+    ///
+    /// # Contract
+    /// Each completion is fenced on its own, as [`Store::attempt_complete`]: the result says,
+    /// in order, which applied (`false`: stale, nothing changed). An `Err` means none applied.
+    async fn attempt_complete_batch(&self, completions: &[AttemptComplete]) -> Result<Vec<bool>>;
 
     /// Running attempts whose lease has lapsed (their worker is presumed dead), at most `limit`.
     async fn attempt_list_lapsed(&self, limit: u32) -> Result<Vec<ClaimedExecution>>;

@@ -35,6 +35,15 @@ use sundial_store::{
 use sundial_target::{Delivery, Error as TargetError, Target};
 use tokio::sync::{Notify, Semaphore, watch};
 
+/// A completion waiting to be written, with where to send whether it applied.
+type Completion = (
+    AttemptComplete,
+    tokio::sync::oneshot::Sender<Result<bool, StoreError>>,
+);
+
+/// Most completions written in one store call.
+pub const COMPLETION_BATCH: usize = 256;
+
 /// The shortest wait between two claims that found nothing (25 ms).
 pub const MIN_IDLE: jiff::SignedDuration = jiff::SignedDuration::from_millis(25);
 
@@ -43,9 +52,9 @@ pub const MIN_IDLE: jiff::SignedDuration = jiff::SignedDuration::from_millis(25)
 pub struct WorkerConfig {
     /// This node's id, recorded on each attempt.
     pub node: String,
-    /// Most attempts running at once. Default 256.
+    /// Most attempts running at once. Default 512.
     pub max_in_flight: usize,
-    /// Most executions claimed per store call. Default 100.
+    /// Most executions claimed per store call. Default 256.
     pub claim_batch: u32,
     /// Longest idle wait before looking for due executions again. Default `1s`.
     pub poll: Dur,
@@ -60,8 +69,8 @@ impl WorkerConfig {
     pub fn new(node: impl Into<String>) -> Self {
         WorkerConfig {
             node: node.into(),
-            max_in_flight: 256,
-            claim_batch: 100,
+            max_in_flight: 512,
+            claim_batch: 256,
             poll: Dur::from_secs(1),
             reap_every: Dur::from_secs(1),
             rate_limits: Default::default(),
@@ -80,6 +89,9 @@ pub struct Worker {
     slots: Arc<Semaphore>,
     /// Attempts running in this worker: execution id → the signal that stops it.
     running: Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<Notify>>>>,
+    /// Completions to write, in batches ([`Worker::completion_batcher`]).
+    batcher: tokio::sync::mpsc::UnboundedSender<Completion>,
+    batcher_queue: Arc<std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Completion>>>>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -101,6 +113,7 @@ impl Worker {
         wake: Arc<Notify>,
     ) -> Self {
         let slots = Arc::new(Semaphore::new(config.max_in_flight));
+        let (batcher, queue) = tokio::sync::mpsc::unbounded_channel();
         Worker {
             store,
             clock,
@@ -109,6 +122,8 @@ impl Worker {
             wake,
             slots,
             running: Arc::default(),
+            batcher,
+            batcher_queue: Arc::new(std::sync::Mutex::new(Some(queue))),
         }
     }
 
@@ -119,6 +134,12 @@ impl Worker {
         let signals = self.store.signals();
         let due_signal = signals.due.clone();
         let canceller = tokio::spawn(self.clone().cancel_loop(signals.cancelled.subscribe()));
+        let queue = self
+            .batcher_queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let batcher = queue.map(|q| tokio::spawn(self.clone().completion_batcher(q)));
         while !*shutdown.borrow() {
             let claimed = match self.claim_once().await {
                 Ok(n) => n,
@@ -143,6 +164,9 @@ impl Worker {
         canceller.abort();
         let all = u32::try_from(self.config.max_in_flight).unwrap_or(u32::MAX);
         let _ = self.slots.acquire_many(all).await;
+        if let Some(b) = batcher {
+            b.abort();
+        }
     }
 
     /// When to look again, on this node's clock: when the next execution comes due by the
@@ -355,20 +379,60 @@ impl Worker {
     }
 
     /// Writes a completion, retrying while the store is unavailable (if it never lands, the
-    /// lease lapses and the reaper re-runs the attempt: at least once, SPEC G2).
+    /// lease lapses and the reaper re-runs the attempt: at least once, SPEC G2). Completions
+    /// of concurrent attempts are written together, one transaction per batch (group commit,
+    /// see [`Worker::completion_batcher`]).
     async fn complete(&self, completion: AttemptComplete) {
         let mut backoff = Duration::from_millis(50);
         for _ in 0..8 {
-            match self.store.attempt_complete(&completion).await {
-                Ok(()) => return,
-                Err(e @ StoreError::StaleFence(_)) => {
-                    tracing::warn!(error = %e, "completion refused: the attempt is no longer current");
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            let result = match self.batcher.send((completion.clone(), reply)) {
+                Ok(()) => answer.await.unwrap_or_else(|_| {
+                    Err(StoreError::Corrupt("completion batcher stopped".into()))
+                }),
+                // No batcher running (the worker is driven by hand): write it alone.
+                Err(_) => self
+                    .store
+                    .attempt_complete_batch(std::slice::from_ref(&completion))
+                    .await
+                    .map(|v| v.first().copied().unwrap_or(false)),
+            };
+            match result {
+                Ok(true) => return,
+                Ok(false) => {
+                    tracing::warn!(execution = %completion.attempt.id, attempt = completion.attempt.attempt,
+                        "completion refused: the attempt is no longer current");
                     return;
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, execution = %completion.attempt.id, "completion failed; retrying");
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+    }
+
+    /// Writes the completions waiting in the queue, up to [`COMPLETION_BATCH`] per store call,
+    /// and answers each with whether it applied.
+    async fn completion_batcher(self, mut queue: tokio::sync::mpsc::UnboundedReceiver<Completion>) {
+        let mut batch = Vec::with_capacity(COMPLETION_BATCH);
+        while queue.recv_many(&mut batch, COMPLETION_BATCH).await > 0 {
+            let completions: Vec<AttemptComplete> = batch.iter().map(|(c, _)| c.clone()).collect();
+            match self.store.attempt_complete_batch(&completions).await {
+                Ok(applied) => {
+                    for ((_, reply), ok) in batch
+                        .drain(..)
+                        .zip(applied.into_iter().chain(std::iter::repeat(false)))
+                    {
+                        let _ = reply.send(Ok(ok));
+                    }
+                }
+                Err(e) => {
+                    let message = e.to_string();
+                    for (_, reply) in batch.drain(..) {
+                        let _ = reply.send(Err(StoreError::Unavailable(message.clone().into())));
+                    }
                 }
             }
         }
