@@ -212,6 +212,31 @@ async fn create_jobs(api: &str, what: &str, jobs: Vec<(String, Value)>) -> anyho
     Ok(())
 }
 
+/// `started_at − fire_at` of every started execution of the bench namespace, in ms, read
+/// through the API.
+async fn start_lags(api: &str) -> anyhow::Result<Vec<f64>> {
+    let http = reqwest::Client::new();
+    let mut lags = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let mut url = format!("{api}/v1/namespaces/bench/executions?limit=1000");
+        if let Some(t) = &token {
+            url.push_str(&format!("&page_token={t}"));
+        }
+        let page: Value = serde_json::from_str(&http.get(&url).send().await?.text().await?)?;
+        for e in page["items"].as_array().map_or(&[][..], Vec::as_slice) {
+            let at = |k: &str| e[k].as_str().and_then(|s| s.parse::<Timestamp>().ok());
+            if let (Some(started), Some(fire)) = (at("started_at"), at("fire_at")) {
+                lags.push((started.as_millisecond() - fire.as_millisecond()) as f64);
+            }
+        }
+        match page["next_page_token"].as_str() {
+            Some(t) => token = Some(t.to_owned()),
+            None => return Ok(lags),
+        }
+    }
+}
+
 /// Moves every instant of a schedule (`at`, `start_at`, `end_at`) later by `by`.
 fn shift_schedule(schedule: &mut Value, by: SignedDuration) {
     for key in ["at", "start_at", "end_at"] {
@@ -357,6 +382,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     tokio::time::sleep(Duration::from_millis(500)).await;
     eprintln!();
     let peak_rss_mb = nodes.peak_rss_mb();
+    let mut start_lags = start_lags(&nodes.api).await.unwrap_or_default();
+    start_lags.sort_by(f64::total_cmp);
     drop(nodes);
 
     let seen = sink_state.seen.lock().unwrap_or_else(|e| e.into_inner());
@@ -385,6 +412,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         "drain_s": (drain_s * 1000.0).round() / 1000.0,
         "triggers_per_s": triggers_per_s.round(),
         "lag_ms": {"p50": percentile(&lags, 50.0), "p90": percentile(&lags, 90.0), "p99": percentile(&lags, 99.0), "max": lags.last().copied().unwrap_or(0.0)},
+        "start_lag_ms": {"p50": percentile(&start_lags, 50.0), "p99": percentile(&start_lags, 99.0), "max": start_lags.last().copied().unwrap_or(0.0)},
         "lost": lost, "duplicates": duplicates, "peak_rss_mb": (peak_rss_mb * 10.0).round() / 10.0,
     });
     outln!(
@@ -406,6 +434,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         report["lag_ms"]["p90"],
         report["lag_ms"]["p99"],
         report["lag_ms"]["max"]
+    );
+    outln!(
+        "start lag ms     p50 {}  p99 {}  max {}   (attempt start - fire time, from the records)",
+        report["start_lag_ms"]["p50"],
+        report["start_lag_ms"]["p99"],
+        report["start_lag_ms"]["max"]
     );
     outln!("peak RSS         {peak_rss_mb:.1} MB");
     outln!("{report}");

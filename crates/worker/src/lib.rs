@@ -18,6 +18,10 @@
 //! - An attempt never starts before its execution's fire time: the store only hands out due
 //!   executions, by its own clock (SPEC G5).
 //! - At most `max_in_flight` attempts run at once in one worker.
+//! - Completions of concurrent attempts are written together, up to [`COMPLETION_BATCH`] in
+//!   one store transaction (group commit); each is still fenced on its own.
+//! - A cancelled execution's attempt is stopped as soon as the store's cancel signal arrives
+//!   (dropping the delivery), and writes nothing.
 
 #![warn(missing_docs)]
 
