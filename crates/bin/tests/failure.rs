@@ -24,6 +24,10 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const TTL_S: i64 = 10;
 
+/// A config naming the Podman engine that `scripts/podman-setup.sh` serves.
+const ENGINE_CONFIG: &str =
+    "[connections.engine]\ntype = \"container\"\nurl = \"unix:///tmp/podman.sock\"\n";
+
 fn admin_url() -> String {
     std::env::var("SUNDIAL_TEST_DATABASE_URL")
         .unwrap_or_else(|_| "postgres://root@127.0.0.1:5432/postgres".into())
@@ -86,9 +90,25 @@ impl Cluster {
         proxy_for: Option<(usize, String)>,
         env_for: Option<(usize, (String, String))>,
     ) -> Cluster {
+        Cluster::start_configured(roles, proxy_for, env_for, None).await
+    }
+
+    /// Like [`Cluster::start`], every node also reading `config` (TOML) with `--config`.
+    async fn start_configured(
+        roles: &[&str],
+        proxy_for: Option<(usize, String)>,
+        env_for: Option<(usize, (String, String))>,
+        config: Option<&str>,
+    ) -> Cluster {
         let db = TestDb::create().await;
         let dir = tempfile::tempdir().unwrap().keep();
         let receiver = Receiver::start().await;
+        let mut common_args = vec!["--lease-ttl".to_owned(), format!("{TTL_S}s")];
+        if let Some(text) = config {
+            let path = dir.join("sundial.toml");
+            std::fs::write(&path, text).unwrap();
+            common_args.extend(["--config".to_owned(), path.display().to_string()]);
+        }
         let mut nodes = Vec::new();
         for (i, r) in roles.iter().enumerate() {
             let url = match &proxy_for {
@@ -102,12 +122,11 @@ impl Cluster {
             let opts = ServerOpts {
                 database_url: Some(url),
                 node_id: Some(format!("n{i}")),
-                args: vec![
-                    "--roles".into(),
-                    (*r).into(),
-                    "--lease-ttl".into(),
-                    format!("{TTL_S}s"),
-                ],
+                args: [
+                    vec!["--roles".to_owned(), (*r).to_owned()],
+                    common_args.clone(),
+                ]
+                .concat(),
                 env,
             };
             nodes.push(Server::start_with(&dir, opts).await);
@@ -760,36 +779,13 @@ async fn a_cancel_through_one_process_stops_the_attempt_in_another_within_a_seco
 async fn a_rate_limited_namespace_dispatches_at_its_rate_across_workers_while_others_keep_their_lag()
  {
     let _serial = SERIAL.lock().await;
-    let db = TestDb::create().await;
-    let dir = tempfile::tempdir().unwrap().keep();
-    let config = dir.join("sundial.toml");
-    std::fs::write(
-        &config,
-        "[namespaces.limited]\nmax_dispatch_per_second = 100\n",
+    let c = Cluster::start_configured(
+        &["api,scheduler,worker", "worker"],
+        None,
+        None,
+        Some("[namespaces.limited]\nmax_dispatch_per_second = 100\n"),
     )
-    .unwrap();
-    let receiver = Receiver::start().await;
-    let mut nodes = Vec::new();
-    for (i, roles) in ["api,scheduler,worker", "worker"].into_iter().enumerate() {
-        let opts = ServerOpts {
-            database_url: Some(db.url.clone()),
-            node_id: Some(format!("n{i}")),
-            args: vec![
-                "--roles".into(),
-                roles.into(),
-                "--config".into(),
-                config.display().to_string(),
-            ],
-            env: Vec::new(),
-        };
-        nodes.push(Server::start_with(&dir, opts).await);
-    }
-    let c = Cluster {
-        db,
-        dir,
-        nodes,
-        receiver,
-    };
+    .await;
     let start = whole_second_after(Duration::from_secs(2));
     let steady = c.every_second_jobs(20, start).await;
     let at = whole_second_after(Duration::from_secs(3));
@@ -856,39 +852,13 @@ async fn a_long_container_run_is_kept_alive_by_heartbeats_and_retried_only_when_
         return;
     }
     let _serial = SERIAL.lock().await;
-    let db = TestDb::create().await;
-    let dir = tempfile::tempdir().unwrap().keep();
-    let config = dir.join("sundial.toml");
-    std::fs::write(
-        &config,
-        "[connections.engine]\ntype = \"container\"\nurl = \"unix:///tmp/podman.sock\"\n",
+    let mut c = Cluster::start_configured(
+        &["api,scheduler", "worker", "worker"],
+        None,
+        None,
+        Some(ENGINE_CONFIG),
     )
-    .unwrap();
-    let receiver = Receiver::start().await;
-    let mut nodes = Vec::new();
-    for (i, roles) in ["api,scheduler", "worker", "worker"]
-        .into_iter()
-        .enumerate()
-    {
-        let opts = ServerOpts {
-            database_url: Some(db.url.clone()),
-            node_id: Some(format!("n{i}")),
-            args: vec![
-                "--roles".into(),
-                roles.into(),
-                "--config".into(),
-                config.display().to_string(),
-            ],
-            env: Vec::new(),
-        };
-        nodes.push(Server::start_with(&dir, opts).await);
-    }
-    let mut c = Cluster {
-        db,
-        dir,
-        nodes,
-        receiver,
-    };
+    .await;
     c.nodes[0]
         .put_job(
             "f",
@@ -983,28 +953,8 @@ async fn cancelling_a_container_run_removes_the_container() {
         return;
     }
     let _serial = SERIAL.lock().await;
-    let db = TestDb::create().await;
-    let dir = tempfile::tempdir().unwrap().keep();
-    let config = dir.join("sundial.toml");
-    std::fs::write(
-        &config,
-        "[connections.engine]\ntype = \"container\"\nurl = \"unix:///tmp/podman.sock\"\n",
-    )
-    .unwrap();
-    let receiver = Receiver::start().await;
-    let opts = ServerOpts {
-        database_url: Some(db.url.clone()),
-        node_id: Some("n0".into()),
-        args: vec!["--config".into(), config.display().to_string()],
-        env: Vec::new(),
-    };
-    let nodes = vec![Server::start_with(&dir, opts).await];
-    let c = Cluster {
-        db,
-        dir,
-        nodes,
-        receiver,
-    };
+    let c =
+        Cluster::start_configured(&["api,scheduler,worker"], None, None, Some(ENGINE_CONFIG)).await;
     c.nodes[0]
         .put_job(
             "f",
