@@ -27,9 +27,9 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool, Postgres, Row};
 use sundial_clock::Clock;
 use sundial_core::SHARD_COUNT;
-use sundial_core::execution::ExecutionState;
+use sundial_core::execution::{ExecutionState, Trigger};
 use sundial_core::job::ConcurrencyPolicy;
-use sundial_store::concurrency::{DEFER_MS, Decision, decide, refill, whole_tokens};
+use sundial_store::concurrency::{DEFER_MS, Decision, decide, misfire_runs, refill, whole_tokens};
 use sundial_store::{
     AttemptComplete, AttemptRef, ClaimedExecution, ClusterStatus, DueJob, Error, ExecutionClaim,
     ExecutionListQuery, ExecutionRecord, JobListQuery, JobRecord, JobWrite, NewExecution, NextStep,
@@ -455,7 +455,7 @@ impl Store for PgStore {
         }
         let limited: Vec<String> = claim.rate_limits.keys().cloned().collect();
         let mut due = sqlx::query(
-            "SELECT id, job_uid, trigger, run, due_at FROM executions WHERE due_at <= $1 AND namespace <> ALL($3) \
+            "SELECT id, job_uid, trigger, run, due_at, fire_at, attempt FROM executions WHERE due_at <= $1 AND namespace <> ALL($3) \
              ORDER BY due_at LIMIT $2 FOR UPDATE SKIP LOCKED",
         )
         .bind(now)
@@ -469,7 +469,7 @@ impl Store for PgStore {
             if allowance > 0 {
                 due.extend(
                     sqlx::query(
-                        "SELECT id, job_uid, trigger, run, due_at FROM executions \
+                        "SELECT id, job_uid, trigger, run, due_at, fire_at, attempt FROM executions \
                          WHERE namespace = $1 AND due_at <= $2 ORDER BY due_at LIMIT $3 FOR UPDATE SKIP LOCKED",
                     )
                     .bind(ns)
@@ -489,6 +489,9 @@ impl Store for PgStore {
         let mut chosen: Vec<(String, String)> = Vec::with_capacity(due.len());
         for row in &due {
             let (id, uid, trigger, run) = rows::due_execution(row)?;
+            if !late_slot_runs(&mut tx, row, &id, &uid, trigger, &run, now).await? {
+                continue;
+            }
             if run.concurrency_policy == ConcurrencyPolicy::Allow {
                 chosen.push((id, uid));
                 continue;
@@ -1048,6 +1051,50 @@ async fn write_job(tx: &mut Tx<'_>, w: &JobWrite, now: i64) -> Result<JobRecord>
         updated_at: now_ts,
         ..r.clone()
     })
+}
+
+/// Applies the misfire policy to a never-started execution of a scheduled slot claimed later
+/// than its job's threshold ([`misfire_runs`]): records it `missed` and returns false, or
+/// marks it `misfire` when it runs for its episode and returns true.
+async fn late_slot_runs(
+    tx: &mut Tx<'_>,
+    row: &sqlx::postgres::PgRow,
+    id: &str,
+    uid: &str,
+    trigger: Trigger,
+    run: &RunSpec,
+    now: i64,
+) -> Result<bool> {
+    let fire_at: i64 = row.try_get("fire_at").map_err(db_err)?;
+    let attempt: i64 = row.try_get("attempt").map_err(db_err)?;
+    let late_ms = now - fire_at;
+    let threshold_ms = run.misfire_threshold.as_millis_i64();
+    if trigger != Trigger::Schedule || attempt > 0 || run.one_off || late_ms <= threshold_ms {
+        return Ok(true);
+    }
+    let later_due: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM executions WHERE job_uid = $1 AND due_at IS NOT NULL AND due_at <= $3 \
+         AND attempt = 0 AND fire_at > $2)",
+    )
+    .bind(uid)
+    .bind(fire_at)
+    .bind(now)
+    .fetch_one(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    let runs = misfire_runs(run.misfire_policy, threshold_ms, late_ms, later_due);
+    let sql = if runs {
+        "UPDATE executions SET trigger = 'misfire' WHERE id = $1"
+    } else {
+        "UPDATE executions SET state = 'missed', trigger = 'misfire', due_at = NULL, finished_at = $2 WHERE id = $1"
+    };
+    sqlx::query(sql)
+        .bind(id)
+        .bind(now)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_err)?;
+    Ok(runs)
 }
 
 /// Applies one fenced completion inside `tx` in one statement: the execution's conditional

@@ -84,6 +84,7 @@ conformance!(
     replace_cancels_the_running_execution,
     catch_up_under_skip_runs_one_after_another,
     rate_limited_namespaces_dispatch_at_their_rate,
+    late_precreated_slots_follow_the_misfire_policy,
 );
 
 #[tokio::test]

@@ -1,4 +1,6 @@
-//! Concurrency policies, decided where an execution is claimed (SPEC §2 "Policies").
+//! Policies decided where an execution is claimed (SPEC §2 "Policies"): concurrency
+//! policies, per-namespace dispatch buckets, and the misfire policy of executions created
+//! ahead of a slot that then passed while nothing could run them.
 //!
 //! A backend's claim looks, for each due execution of a job whose policy is not `allow`,
 //! whether another execution of the same job is *active* — running, waiting between attempts,
@@ -67,6 +69,26 @@ pub fn whole_tokens(tokens: f64) -> i64 {
     }
 }
 
+/// Whether a never-started execution of a scheduled slot, claimed `late_ms` after its fire
+/// time, still runs. Within `threshold` it runs late; beyond it, the job's misfire policy
+/// applies as to slots never triggered (SPEC §2): `run_all` runs it; `skip` records it
+/// `missed`; `run_once` runs only the latest late slot of the job — this one unless
+/// `later_due` says a later slot of the job is due too. One-off jobs always run.
+pub fn misfire_runs(
+    policy: sundial_core::job::MisfirePolicy,
+    threshold_ms: i64,
+    late_ms: i64,
+    later_due: bool,
+) -> bool {
+    use sundial_core::job::MisfirePolicy as P;
+    late_ms <= threshold_ms
+        || match policy {
+            P::RunAll => true,
+            P::Skip => false,
+            P::RunOnce => !later_due,
+        }
+}
+
 /// How long a deferred catch-up execution waits before it is looked at again, in ms.
 pub const DEFER_MS: i64 = 1000;
 
@@ -88,6 +110,25 @@ mod tests {
         assert_eq!(whole_tokens(2.9), 2);
         assert_eq!(whole_tokens(0.5), 0);
         assert_eq!(whole_tokens(f64::NAN), 0);
+    }
+
+    #[test]
+    fn late_executions_follow_the_misfire_policy() {
+        use sundial_core::job::MisfirePolicy as P;
+        assert!(
+            misfire_runs(P::Skip, 60_000, 59_000, true),
+            "within the threshold it runs late"
+        );
+        assert!(!misfire_runs(P::Skip, 60_000, 61_000, false));
+        assert!(misfire_runs(P::RunAll, 60_000, 3_600_000, true));
+        assert!(
+            !misfire_runs(P::RunOnce, 60_000, 61_000, true),
+            "a later slot runs instead"
+        );
+        assert!(
+            misfire_runs(P::RunOnce, 60_000, 61_000, false),
+            "the latest one runs"
+        );
     }
 
     #[test]

@@ -210,6 +210,20 @@ pub struct RunSpec {
     pub heartbeat_timeout: Dur,
     /// Concurrency policy.
     pub concurrency_policy: ConcurrencyPolicy,
+    /// Misfire policy, for an execution created ahead whose fire time passed while nothing
+    /// could run it.
+    #[serde(default)]
+    pub misfire_policy: sundial_core::job::MisfirePolicy,
+    /// Lateness beyond which such an execution is a misfire.
+    #[serde(default = "default_misfire_threshold")]
+    pub misfire_threshold: Dur,
+    /// The job's schedule is one-off (`at`): its slot always runs, however late.
+    #[serde(default)]
+    pub one_off: bool,
+}
+
+fn default_misfire_threshold() -> Dur {
+    Dur::from_secs(60)
 }
 
 impl RunSpec {
@@ -221,6 +235,12 @@ impl RunSpec {
             timeout: spec.timeout,
             heartbeat_timeout: spec.heartbeat_timeout,
             concurrency_policy: spec.concurrency_policy,
+            misfire_policy: spec.misfire_policy,
+            misfire_threshold: spec.misfire_threshold,
+            one_off: matches!(
+                spec.schedule.kind,
+                sundial_core::job::ScheduleKind::At { .. }
+            ),
         }
     }
 }

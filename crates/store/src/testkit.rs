@@ -930,7 +930,7 @@ pub async fn rate_limited_namespaces_dispatch_at_their_rate(h: Harness) {
         5,
         "refilled at 100/s"
     );
-    clock.advance(SignedDuration::from_secs(60));
+    clock.advance(SignedDuration::from_secs(2));
     assert_eq!(
         store
             .execution_claim(&limited("w1"))
@@ -940,6 +940,50 @@ pub async fn rate_limited_namespaces_dispatch_at_their_rate(h: Harness) {
         10,
         "never more than the bucket's depth"
     );
+}
+
+/// Executions created ahead whose slots then passed while nothing could run them (a crash
+/// after triggering): beyond the misfire threshold, the job's misfire policy applies.
+pub async fn late_precreated_slots_follow_the_misfire_policy(h: Harness) {
+    use sundial_core::job::MisfirePolicy;
+    for (policy, expect_run, expect_missed) in [
+        (MisfirePolicy::RunOnce, 1, 2),
+        (MisfirePolicy::Skip, 0, 3),
+        (MisfirePolicy::RunAll, 3, 0),
+    ] {
+        let clock = Arc::new(ManualClock::new(t0()));
+        let store = h(clock.clone()).await;
+        let mut record = job_record("ns", "a");
+        record.spec.misfire_policy = policy;
+        let job = store
+            .job_write(&JobWrite {
+                record,
+                expected_version: None,
+                pending: PendingExecutions::Keep,
+            })
+            .await
+            .expect("create");
+        let slots: Vec<Timestamp> = (0..3)
+            .map(|i| t0() + SignedDuration::from_secs(10 * i))
+            .collect();
+        trigger(&*store, "n1", &job, &slots).await.expect("trigger");
+        clock.advance(SignedDuration::from_secs(600)); // every slot is far beyond the 60 s threshold
+        let ran = store.execution_claim(&claim("w", 10)).await.expect("claim");
+        assert_eq!(ran.len(), expect_run, "{policy:?}");
+        let missed = store
+            .execution_list(&ExecutionListQuery {
+                namespace: "ns".into(),
+                state: Some(ExecutionState::Missed),
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .expect("list");
+        assert_eq!(missed.len(), expect_missed, "{policy:?}");
+        if policy == MisfirePolicy::RunOnce {
+            assert_eq!(ran[0].scheduled_at, slots[2], "the latest slot runs");
+        }
+    }
 }
 
 /// Runs every check, each on a fresh store.
@@ -958,5 +1002,6 @@ pub async fn run_all(h: Harness) {
     skip_records_a_slot_due_while_the_job_runs(h.clone()).await;
     replace_cancels_the_running_execution(h.clone()).await;
     catch_up_under_skip_runs_one_after_another(h.clone()).await;
-    rate_limited_namespaces_dispatch_at_their_rate(h).await;
+    rate_limited_namespaces_dispatch_at_their_rate(h.clone()).await;
+    late_precreated_slots_follow_the_misfire_policy(h).await;
 }
