@@ -45,6 +45,18 @@ pub struct AppState {
     pub node: String,
     /// Roles this process runs.
     pub roles: Vec<String>,
+    /// Renders this process's metrics in the Prometheus text format; `None`: no `/metrics`.
+    pub metrics: Option<MetricsRenderer>,
+}
+
+/// Renders a process's metrics in the Prometheus text format.
+#[derive(Clone)]
+pub struct MetricsRenderer(pub Arc<dyn Fn() -> String + Send + Sync>);
+
+impl std::fmt::Debug for MetricsRenderer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MetricsRenderer")
+    }
 }
 
 /// The ops endpoints alone (`/healthz`, `/readyz`), for a process that does not run the api
@@ -68,6 +80,7 @@ pub fn router(state: AppState) -> Router {
             get(|| async { axum::Json(json!({"status": "ok"})) }),
         )
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .route("/v1/cluster", get(cluster))
         .route("/v1/cron/next", post(jobs::cron_next))
         .route(&format!("{ns}/jobs"), get(jobs::list).post(jobs::create))
@@ -111,6 +124,38 @@ pub fn router(state: AppState) -> Router {
         })
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
+}
+
+/// `GET /metrics`: this process's counters and histograms (Prometheus text format 0.0.4), and
+/// the store's queue gauges `sundial_executions{state="queued"|"scheduled"|"running"}`.
+async fn metrics(State(state): State<AppState>) -> Response {
+    let Some(render) = &state.metrics else {
+        return error::ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not found",
+            "metrics are not enabled",
+        )
+        .into_response();
+    };
+    let mut text = (render.0)();
+    if let Ok(status) = state.store.cluster_status().await {
+        text.push_str("# HELP sundial_executions Executions waiting or running, by state.\n# TYPE sundial_executions gauge\n");
+        for (st, n) in [
+            ("queued", status.queued),
+            ("scheduled", status.scheduled),
+            ("running", status.running),
+        ] {
+            text.push_str(&format!("sundial_executions{{state=\"{st}\"}} {n}\n"));
+        }
+    }
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        text,
+    )
+        .into_response()
 }
 
 async fn readyz(State(state): State<AppState>) -> Response {

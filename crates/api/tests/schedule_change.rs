@@ -43,6 +43,7 @@ async fn rig() -> Rig {
         connections: Default::default(),
         node: "t".into(),
         roles: vec!["api".into()],
+        metrics: None,
     });
     Rig {
         clock,

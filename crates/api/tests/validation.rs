@@ -46,6 +46,7 @@ impl App {
             connections: BTreeMap::from([("events".to_owned(), "nats".to_owned())]),
             node: "test".to_owned(),
             roles: vec!["api".into(), "scheduler".into(), "worker".into()],
+            metrics: None,
         };
         App {
             router: router(state),

@@ -192,6 +192,7 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
             .collect(),
         node: config.node_id.clone(),
         roles: config.roles.clone(),
+        metrics: prometheus(),
     };
     let app = if config.has("api") {
         router(state)
@@ -213,6 +214,28 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
         shutdown,
         tasks,
     })
+}
+
+/// This process's Prometheus recorder, installed on first use (one per process), as a
+/// renderer for `/metrics`; `None` if another recorder was installed first.
+fn prometheus() -> Option<sundial_api::MetricsRenderer> {
+    static HANDLE: std::sync::OnceLock<Option<metrics_exporter_prometheus::PrometheusHandle>> =
+        std::sync::OnceLock::new();
+    let handle = HANDLE.get_or_init(|| {
+        let buckets = [
+            0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+        ];
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .set_buckets(&buckets)
+            .ok()?
+            .install_recorder()
+            .map_err(|e| tracing::warn!(error = %e, "metrics recorder not installed"))
+            .ok()
+    });
+    let handle = handle.clone()?;
+    Some(sundial_api::MetricsRenderer(Arc::new(move || {
+        handle.render()
+    })))
 }
 
 /// `sundial server`.

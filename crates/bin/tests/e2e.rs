@@ -33,6 +33,26 @@ async fn a_one_off_job_fires_once_never_early_and_under_a_second_late() {
     let job = server.get("/v1/namespaces/e2e/jobs/once").await;
     assert_eq!(job["state"], "completed");
     assert_eq!(job["last_execution"]["state"], "succeeded");
+
+    // The run shows in the metrics.
+    let text = reqwest::get(server.url("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for series in [
+        "sundial_triggers_total 1",
+        "sundial_attempts_total{outcome=\"succeeded\"} 1",
+        "sundial_trigger_lag_seconds_count 1",
+        "sundial_executions{state=\"queued\"} 0",
+        "sundial_shards_held 1024",
+    ] {
+        assert!(
+            text.contains(series),
+            "{series} missing from /metrics:\n{text}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

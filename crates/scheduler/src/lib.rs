@@ -13,6 +13,9 @@
 //! - A slot's execution is inserted once: the store's unique (job, slot) index makes a repeated
 //!   commit (after a crash between commit and acknowledgement) a no-op.
 //! - Memory holds one batch of due jobs at a time, never the stored jobs.
+//!
+//! Metrics: `sundial_triggers_total` (executions inserted), `sundial_shards_held`,
+//! `sundial_trigger_fenced_total` (commits refused for a stale shard epoch).
 
 #![warn(missing_docs)]
 
@@ -181,6 +184,7 @@ impl Scheduler {
         };
         match self.store.shard_lease_renew(&request).await {
             Ok(leases) => {
+                metrics::gauge!("sundial_shards_held").set(leases.len() as f64);
                 if leases.len() != self.leases.len() {
                     tracing::info!(node = %self.config.node, held = leases.len(), before = self.leases.len(), "shard leases changed");
                 }
@@ -244,12 +248,15 @@ impl Scheduler {
         match self.store.trigger_commit(&commit).await {
             Ok(done) => {
                 report.executions = done.executions_inserted;
+                metrics::counter!("sundial_triggers_total")
+                    .increment(u64::from(done.executions_inserted));
                 if done.executions_inserted > 0 {
                     self.triggered.notify_one();
                 }
                 Ok(report)
             }
             Err(e @ StoreError::StaleFence(_)) => {
+                metrics::counter!("sundial_trigger_fenced_total").increment(1);
                 tracing::warn!(error = %e, "shard lease lost; re-reading leases");
                 self.leases.clear();
                 Err(e)

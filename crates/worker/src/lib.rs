@@ -18,6 +18,8 @@
 //! - An attempt never starts before its execution's fire time: the store only hands out due
 //!   executions, by its own clock (SPEC G5).
 //! - At most `max_in_flight` attempts run at once in one worker.
+//! - Metrics: `sundial_trigger_lag_seconds` (first attempt start − fire time, histogram) and
+//!   `sundial_attempts_total{outcome}`.
 //! - Completions of concurrent attempts are written together, up to [`COMPLETION_BATCH`] in
 //!   one store transaction (group commit); each is still fenced on its own.
 //! - A cancelled execution's attempt is stopped as soon as the store's cancel signal arrives
@@ -242,6 +244,10 @@ impl Worker {
 
     async fn attempt_inner(&self, e: &ClaimedExecution, cancelled: &Notify) {
         let started = self.clock.now();
+        if e.attempt == 1 {
+            let lag = started.duration_since(e.fire_at).as_secs_f64().max(0.0);
+            metrics::histogram!("sundial_trigger_lag_seconds").record(lag);
+        }
         let attempt = AttemptRef {
             id: e.id.clone(),
             attempt: e.attempt,
@@ -371,6 +377,7 @@ impl Worker {
                 retry(None),
             ),
         };
+        metrics::counter!("sundial_attempts_total", "outcome" => outcome.as_str()).increment(1);
         AttemptComplete {
             detail,
             attempt,
