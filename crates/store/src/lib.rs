@@ -18,6 +18,7 @@
 
 pub mod concurrency;
 pub mod records;
+mod row_decoders;
 /// The store conformance suite every backend runs from its own tests.
 pub mod testkit;
 

@@ -1,0 +1,214 @@
+//! Row decoding shared by the SQL backends, as a macro so that this crate needs no SQL driver:
+//! each backend expands it for its own row type and database (`row_decoders!(PgRow, Postgres)`).
+//! Both stores keep the same schema (instants as BIGINT milliseconds since the Unix epoch, UTC;
+//! specs as JSON text), so one decoder serves both.
+
+/// Expands, in the calling module, the decoders from rows of `$row` (a `sqlx` row of database
+/// `$db`) into the records of this crate, and the conversions every query shares (`ms`, `ts`,
+/// `db_err`, `parse`). The caller depends on `sqlx`, `jiff`, `serde` and `serde_json`.
+#[macro_export]
+macro_rules! row_decoders {
+    ($row:ty, $db:ty) => {
+        use std::str::FromStr;
+
+        use jiff::Timestamp;
+        use sqlx::Row;
+        use $crate::{
+            AttemptRecord, ClaimedExecution, DueJob, Error, ExecutionRecord, ExecutionSummary,
+            JobRecord, NodeStatus, Result, RunSpec, ShardLease,
+        };
+
+        /// Milliseconds since the Unix epoch.
+        pub(crate) fn ms(t: Timestamp) -> i64 {
+            t.as_millisecond()
+        }
+
+        /// The instant of a stored millisecond count.
+        pub(crate) fn ts(ms: i64) -> Result<Timestamp> {
+            Timestamp::from_millisecond(ms)
+                .map_err(|e| Error::Corrupt(format!("instant {ms}: {e}")))
+        }
+
+        /// Classifies a driver error: unique violations are conflicts, everything else is the
+        /// database being unavailable (busy, I/O, closed pool).
+        pub(crate) fn db_err(e: sqlx::Error) -> Error {
+            match &e {
+                sqlx::Error::Database(d) if d.is_unique_violation() => {
+                    Error::Conflict(d.message().to_owned())
+                }
+                sqlx::Error::ColumnDecode { .. }
+                | sqlx::Error::Decode(_)
+                | sqlx::Error::ColumnNotFound(_) => Error::Corrupt(e.to_string()),
+                _ => Error::Unavailable(Box::new(e)),
+            }
+        }
+
+        pub(crate) fn parse<T: FromStr<Err = String>>(text: String) -> Result<T> {
+            text.parse().map_err(Error::Corrupt)
+        }
+
+        fn get<'r, T: sqlx::Decode<'r, $db> + sqlx::Type<$db>>(
+            row: &'r $row,
+            col: &str,
+        ) -> Result<T> {
+            row.try_get(col).map_err(db_err)
+        }
+
+        fn instant(row: &$row, col: &str) -> Result<Timestamp> {
+            ts(get(row, col)?)
+        }
+
+        fn opt_instant(row: &$row, col: &str) -> Result<Option<Timestamp>> {
+            get::<Option<i64>>(row, col)?.map(ts).transpose()
+        }
+
+        fn count(row: &$row, col: &str) -> Result<u32> {
+            u32::try_from(get::<i64>(row, col)?).map_err(|e| Error::Corrupt(format!("{col}: {e}")))
+        }
+
+        fn shard(row: &$row) -> Result<u16> {
+            u16::try_from(get::<i64>(row, "shard")?)
+                .map_err(|e| Error::Corrupt(format!("shard: {e}")))
+        }
+
+        fn json<T: serde::de::DeserializeOwned>(row: &$row, col: &str) -> Result<T> {
+            serde_json::from_str(&get::<String>(row, col)?)
+                .map_err(|e| Error::Corrupt(format!("{col}: {e}")))
+        }
+
+        pub(crate) fn job(row: &$row) -> Result<JobRecord> {
+            let last_execution = get::<Option<String>>(row, "last_execution")?
+                .map(|text| {
+                    let mut parts = text.splitn(3, '|');
+                    let (Some(id), Some(state), Some(at)) =
+                        (parts.next(), parts.next(), parts.next())
+                    else {
+                        return Err(Error::Corrupt(format!("last execution '{text}'")));
+                    };
+                    Ok(ExecutionSummary {
+                        id: id.to_owned(),
+                        state: parse(state.to_owned())?,
+                        scheduled_at: ts(at.parse().map_err(|_| Error::Corrupt(text.clone()))?)?,
+                    })
+                })
+                .transpose()?;
+            Ok(JobRecord {
+                spec: json(row, "spec")?,
+                uid: get(row, "uid")?,
+                shard: shard(row)?,
+                version: get(row, "version")?,
+                created_at: instant(row, "created_at")?,
+                updated_at: instant(row, "updated_at")?,
+                next_slot_at: opt_instant(row, "next_slot_at")?,
+                next_fire_at: opt_instant(row, "next_fire_at")?,
+                pending_fire_at: opt_instant(row, "pending_fire_at")?,
+                last_execution,
+            })
+        }
+
+        pub(crate) fn due_job(row: &$row) -> Result<DueJob> {
+            Ok(DueJob {
+                spec: json(row, "spec")?,
+                uid: get(row, "uid")?,
+                shard: shard(row)?,
+                version: get(row, "version")?,
+                next_slot_at: instant(row, "next_slot_at")?,
+            })
+        }
+
+        pub(crate) fn shard_lease(row: &$row) -> Result<ShardLease> {
+            Ok(ShardLease {
+                shard: shard(row)?,
+                epoch: get(row, "epoch")?,
+                expires_at: instant(row, "expires_at")?,
+            })
+        }
+
+        pub(crate) fn claimed(row: &$row) -> Result<ClaimedExecution> {
+            let run: RunSpec = json(row, "run")?;
+            Ok(ClaimedExecution {
+                id: get(row, "id")?,
+                namespace: get(row, "namespace")?,
+                job: get(row, "job")?,
+                attempt: count(row, "attempt")?,
+                max_attempts: count(row, "max_attempts")?,
+                scheduled_at: instant(row, "scheduled_at")?,
+                fire_at: instant(row, "fire_at")?,
+                started_at: opt_instant(row, "started_at")?.unwrap_or(Timestamp::UNIX_EPOCH),
+                lease_expires_at: instant(row, "lease_expires_at")?,
+                run,
+            })
+        }
+
+        pub(crate) fn execution(row: &$row) -> Result<ExecutionRecord> {
+            let state = parse(get(row, "state")?)?;
+            let due_at = opt_instant(row, "due_at")?;
+            Ok(ExecutionRecord {
+                id: get(row, "id")?,
+                namespace: get(row, "namespace")?,
+                job: get(row, "job")?,
+                job_version: get(row, "job_version")?,
+                trigger: parse(get(row, "trigger")?)?,
+                scheduled_at: instant(row, "scheduled_at")?,
+                fire_at: instant(row, "fire_at")?,
+                queued_at: instant(row, "queued_at")?,
+                started_at: opt_instant(row, "started_at")?,
+                finished_at: opt_instant(row, "finished_at")?,
+                next_attempt_at: due_at
+                    .filter(|_| state == sundial_core::execution::ExecutionState::RetryWait),
+                state,
+                attempt: count(row, "attempt")?,
+                max_attempts: count(row, "max_attempts")?,
+                worker: get(row, "worker")?,
+                attempts: Vec::new(),
+            })
+        }
+
+        pub(crate) fn attempt(row: &$row) -> Result<AttemptRecord> {
+            let started_at = instant(row, "started_at")?;
+            let finished_at = opt_instant(row, "finished_at")?;
+            Ok(AttemptRecord {
+                attempt: count(row, "attempt")?,
+                worker: get(row, "worker")?,
+                started_at,
+                finished_at,
+                outcome: get::<Option<String>>(row, "outcome")?
+                    .map(parse)
+                    .transpose()?,
+                status_code: get(row, "status_code")?,
+                error: get(row, "error")?,
+                detail: get(row, "detail")?,
+                duration_ms: finished_at.map(|f| f.as_millisecond() - started_at.as_millisecond()),
+            })
+        }
+
+        pub(crate) fn node(row: &$row, now: i64) -> Result<NodeStatus> {
+            let expires_at: i64 = get(row, "expires_at")?;
+            let roles: String = get(row, "roles")?;
+            Ok(NodeStatus {
+                id: get(row, "id")?,
+                roles: roles
+                    .split(',')
+                    .filter(|r| !r.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+                started_at: instant(row, "started_at")?,
+                heartbeat_at: instant(row, "heartbeat_at")?,
+                live: expires_at > now,
+                shards: count(row, "shards")?,
+            })
+        }
+
+        /// A due execution as the claim sees it: id, job incarnation, trigger, run spec.
+        pub(crate) fn due_execution(
+            row: &$row,
+        ) -> Result<(String, String, sundial_core::execution::Trigger, RunSpec)> {
+            Ok((
+                get(row, "id")?,
+                get(row, "job_uid")?,
+                parse(get(row, "trigger")?)?,
+                json(row, "run")?,
+            ))
+        }
+    };
+}
