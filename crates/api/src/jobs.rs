@@ -115,7 +115,7 @@ pub(crate) fn next_record(
             (old.uid.clone(), old.created_at, next, pending)
         }
     };
-    let next_fire_at = next_slot_at.map(|s| sundial_scheduler::fire_time(&uid, s, spec.jitter));
+    let next_fire_at = next_slot_at.map(|s| sundial_core::hash::fire_time(&uid, s, spec.jitter));
     let record = JobRecord {
         shard: shard_of(&spec.namespace, &spec.name),
         spec,

@@ -22,7 +22,7 @@ pub fn job_json(job: &JobRecord, with_upcoming: bool, now: Timestamp) -> Value {
             Ok(schedule) if !job.spec.paused && job.upcoming_fire_at().is_some() => schedule
                 .upcoming(now - jiff::SignedDuration::from_millis(1), 5)
                 .into_iter()
-                .map(|s| sundial_scheduler::fire_time(&job.uid, s, job.spec.jitter))
+                .map(|s| sundial_core::hash::fire_time(&job.uid, s, job.spec.jitter))
                 .collect(),
             _ => Vec::new(),
         };

@@ -17,7 +17,7 @@ use jiff::Timestamp;
 
 use crate::duration::Dur;
 use crate::execution::{ExecutionState, Trigger};
-use crate::hash::jitter_offset;
+use crate::hash::fire_time;
 use crate::job::{MAX_CATCHUP, MisfirePolicy};
 use crate::schedule::Schedule;
 
@@ -74,7 +74,7 @@ pub fn plan(
     now: Timestamp,
     horizon: Timestamp,
 ) -> Plan {
-    let fire_at = |slot: Timestamp| slot + jitter_offset(job.uid, slot, job.jitter).as_signed();
+    let fire_at = |slot: Timestamp| fire_time(job.uid, slot, job.jitter);
     let threshold = job.misfire_threshold.as_signed();
     let mut executions = Vec::new();
     let mut dropped = 0u64;

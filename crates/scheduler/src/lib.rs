@@ -25,6 +25,7 @@ use jiff::Timestamp;
 use sundial_clock::Clock;
 use sundial_core::Dur;
 use sundial_core::execution::Trigger;
+use sundial_core::hash::fire_time;
 use sundial_core::plan::{JobTiming, Plan, plan};
 use sundial_core::schedule::Schedule;
 use sundial_store::{
@@ -343,9 +344,4 @@ pub fn manual_execution(job: &sundial_store::JobRecord, now: Timestamp) -> NewEx
         state: sundial_core::execution::ExecutionState::Queued,
         run: RunSpec::of(&job.spec),
     }
-}
-
-/// The fire time of a slot of a job: the slot plus the job's deterministic jitter.
-pub fn fire_time(uid: &str, slot: Timestamp, jitter: Dur) -> Timestamp {
-    slot + sundial_core::hash::jitter_offset(uid, slot, jitter).as_signed()
 }
