@@ -57,35 +57,14 @@ async fn drop_all(created: Arc<Mutex<Vec<String>>>) {
     }
 }
 
-macro_rules! conformance {
-    ($($name:ident),* $(,)?) => {$(
-        #[tokio::test]
-        async fn $name() {
-            let created = Arc::new(Mutex::new(Vec::new()));
-            testkit::$name(harness(created.clone())).await;
-            drop_all(created).await;
-        }
-    )*};
+/// Runs one conformance check on freshly created databases, dropped afterwards.
+async fn run<F: std::future::Future<Output = ()>>(check: impl FnOnce(Harness) -> F) {
+    let created = Arc::new(Mutex::new(Vec::new()));
+    check(harness(created.clone())).await;
+    drop_all(created).await;
 }
 
-conformance!(
-    job_writes_are_conditional_on_version,
-    job_list_pages_and_filters,
-    a_slot_gets_one_execution_however_often_it_is_triggered,
-    a_trigger_with_a_stale_epoch_writes_nothing,
-    due_jobs_are_listed_by_fire_time,
-    executions_are_claimed_once_and_never_early,
-    a_stale_completion_is_rejected,
-    heartbeats_keep_the_lease,
-    cancel_and_redrive_follow_the_state_machine,
-    job_writes_steer_pending_executions,
-    execution_history_pages_newest_first,
-    skip_records_a_slot_due_while_the_job_runs,
-    replace_cancels_the_running_execution,
-    catch_up_under_skip_runs_one_after_another,
-    rate_limited_namespaces_dispatch_at_their_rate,
-    late_precreated_slots_follow_the_misfire_policy,
-);
+sundial_store::conformance_tests!(run);
 
 #[tokio::test]
 async fn live_scheduler_nodes_share_the_shards_and_a_takeover_bumps_the_epoch() {

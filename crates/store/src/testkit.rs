@@ -986,22 +986,42 @@ pub async fn late_precreated_slots_follow_the_misfire_policy(h: Harness) {
     }
 }
 
-/// Runs every check, each on a fresh store.
-pub async fn run_all(h: Harness) {
-    job_writes_are_conditional_on_version(h.clone()).await;
-    job_list_pages_and_filters(h.clone()).await;
-    a_slot_gets_one_execution_however_often_it_is_triggered(h.clone()).await;
-    a_trigger_with_a_stale_epoch_writes_nothing(h.clone()).await;
-    due_jobs_are_listed_by_fire_time(h.clone()).await;
-    executions_are_claimed_once_and_never_early(h.clone()).await;
-    a_stale_completion_is_rejected(h.clone()).await;
-    heartbeats_keep_the_lease(h.clone()).await;
-    cancel_and_redrive_follow_the_state_machine(h.clone()).await;
-    job_writes_steer_pending_executions(h.clone()).await;
-    execution_history_pages_newest_first(h.clone()).await;
-    skip_records_a_slot_due_while_the_job_runs(h.clone()).await;
-    replace_cancels_the_running_execution(h.clone()).await;
-    catch_up_under_skip_runs_one_after_another(h.clone()).await;
-    rate_limited_namespaces_dispatch_at_their_rate(h.clone()).await;
-    late_precreated_slots_follow_the_misfire_policy(h).await;
+/// Expands one `#[tokio::test]` per conformance check, the one list of checks every backend
+/// runs. `$run` is an async fn taking a closure `Harness -> future` and running it on a fresh
+/// store of the backend (creating and dropping whatever the backend needs around it).
+///
+/// ```ignore
+/// async fn run<F: std::future::Future<Output = ()>>(check: impl FnOnce(Harness) -> F) {
+///     check(harness()).await;
+/// }
+/// sundial_store::conformance_tests!(run);
+/// ```
+#[macro_export]
+macro_rules! conformance_tests {
+    ($run:path) => {
+        $crate::conformance_tests!(@each $run,
+            job_writes_are_conditional_on_version,
+            job_list_pages_and_filters,
+            a_slot_gets_one_execution_however_often_it_is_triggered,
+            a_trigger_with_a_stale_epoch_writes_nothing,
+            due_jobs_are_listed_by_fire_time,
+            executions_are_claimed_once_and_never_early,
+            a_stale_completion_is_rejected,
+            heartbeats_keep_the_lease,
+            cancel_and_redrive_follow_the_state_machine,
+            job_writes_steer_pending_executions,
+            execution_history_pages_newest_first,
+            skip_records_a_slot_due_while_the_job_runs,
+            replace_cancels_the_running_execution,
+            catch_up_under_skip_runs_one_after_another,
+            rate_limited_namespaces_dispatch_at_their_rate,
+            late_precreated_slots_follow_the_misfire_policy
+        );
+    };
+    (@each $run:path, $($name:ident),*) => {$(
+        #[tokio::test]
+        async fn $name() {
+            $run($crate::testkit::$name).await;
+        }
+    )*};
 }
