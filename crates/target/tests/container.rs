@@ -84,6 +84,7 @@ fn spec(image: &str, script: &str, permanent_exit_codes: Vec<i64>) -> TargetSpec
 /// Waits until no container of `execution_id` is left on the engine.
 async fn assert_removed(execution_id: &str) {
     let docker = docker();
+    let mut last = String::new();
     for _ in 0..100 {
         let options = bollard::query_parameters::ListContainersOptionsBuilder::new()
             .all(true)
@@ -92,17 +93,17 @@ async fn assert_removed(execution_id: &str) {
                 vec![format!("sundial.execution-id={execution_id}")],
             )]))
             .build();
-        if docker
-            .list_containers(Some(options))
-            .await
-            .unwrap()
-            .is_empty()
-        {
-            return;
+        // Podman's list can fail while another test's container is being
+        // removed ("no such container"); that is a race in the listing, not
+        // an answer, so it is retried like a non-empty list.
+        match docker.list_containers(Some(options)).await {
+            Ok(found) if found.is_empty() => return,
+            Ok(found) => last = format!("still listed: {:?}", found.len()),
+            Err(e) => last = format!("listing failed: {e}"),
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("the container of {execution_id} was not removed");
+    panic!("the container of {execution_id} was not removed ({last})");
 }
 
 #[tokio::test]
