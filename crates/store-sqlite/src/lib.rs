@@ -391,30 +391,46 @@ impl Store for SqliteStore {
                 )));
             }
         }
-        let mut done = TriggerCommitted::default();
-        for job in &c.jobs {
-            let advanced = sqlx::query(
-                "UPDATE jobs SET next_slot_at = ?1, next_fire_at = ?2 \
-                 WHERE uid = ?3 AND version = ?4 AND next_slot_at = ?5",
-            )
-            .bind(job.next_slot_at.map(ms))
-            .bind(job.next_fire_at.map(ms))
-            .bind(&job.uid)
-            .bind(job.version)
-            .bind(ms(job.expected_next_slot))
-            .execute(&mut *tx)
-            .await
-            .map_err(db_err)?;
-            if advanced.rows_affected() == 0 {
-                done.jobs_changed += 1;
-                continue;
-            }
-            done.jobs_advanced += 1;
-            for e in &job.executions {
-                done.executions_inserted +=
-                    insert_execution(&mut tx, e, now, Some(&c.node)).await?;
-            }
-        }
+        // One statement advances every job of the batch (each conditional on the version and
+        // slot it read), one inserts the executions of the jobs that advanced.
+        let advances = serde_json::Value::Array(
+            c.jobs
+                .iter()
+                .map(|job| {
+                    serde_json::json!([
+                        job.uid,
+                        job.version,
+                        ms(job.expected_next_slot),
+                        job.next_slot_at.map(ms),
+                        job.next_fire_at.map(ms)
+                    ])
+                })
+                .collect(),
+        );
+        let advanced: Vec<String> = sqlx::query_scalar(
+            "UPDATE jobs SET next_slot_at = j.value ->> 3, next_fire_at = j.value ->> 4 \
+             FROM json_each(?1) AS j \
+             WHERE jobs.uid = j.value ->> 0 AND jobs.version = j.value ->> 1 \
+               AND jobs.next_slot_at = j.value ->> 2 \
+             RETURNING jobs.uid",
+        )
+        .bind(advances.to_string())
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        let advanced: std::collections::HashSet<String> = advanced.into_iter().collect();
+        let mut done = TriggerCommitted {
+            jobs_advanced: u32::try_from(advanced.len()).unwrap_or(u32::MAX),
+            jobs_changed: u32::try_from(c.jobs.len() - advanced.len()).unwrap_or(u32::MAX),
+            ..TriggerCommitted::default()
+        };
+        let executions: Vec<&NewExecution> = c
+            .jobs
+            .iter()
+            .filter(|job| advanced.contains(&job.uid))
+            .flat_map(|job| &job.executions)
+            .collect();
+        done.executions_inserted = insert_executions(&mut tx, &executions, now, Some(&c.node)).await?;
         tx.commit().await.map_err(db_err)?;
         Ok(done)
     }
@@ -422,7 +438,7 @@ impl Store for SqliteStore {
     async fn execution_insert(&self, e: &NewExecution) -> Result<ExecutionRecord> {
         let now = self.clock.now();
         let mut tx = self.begin().await?;
-        insert_execution(&mut tx, e, now, None).await?;
+        insert_executions(&mut tx, &[e], now, None).await?;
         tx.commit().await.map_err(db_err)?;
         self.execution_get(&e.namespace, &e.id)
             .await?
@@ -554,15 +570,24 @@ impl Store for SqliteStore {
             .map_err(db_err)?;
         let mut claimed: Vec<ClaimedExecution> =
             rows.iter().map(rows::claimed).collect::<Result<_>>()?;
-        for c in &mut claimed {
-            c.started_at = ts(now)?;
+        let started_at = ts(now)?;
+        let attempts = serde_json::Value::Array(
+            claimed
+                .iter_mut()
+                .map(|c| {
+                    c.started_at = started_at;
+                    serde_json::json!([c.id, c.attempt])
+                })
+                .collect(),
+        );
+        if !claimed.is_empty() {
             sqlx::query(
-                "INSERT INTO attempts (execution_id, attempt, worker, started_at) VALUES (?1, ?2, ?3, ?4)",
+                "INSERT INTO attempts (execution_id, attempt, worker, started_at) \
+                 SELECT a.value ->> 0, a.value ->> 1, ?1, ?2 FROM json_each(?3) AS a",
             )
-            .bind(&c.id)
-            .bind(i64::from(c.attempt))
             .bind(&claim.worker)
             .bind(now)
+            .bind(attempts.to_string())
             .execute(&mut *tx)
             .await
             .map_err(db_err)?;
@@ -619,10 +644,7 @@ impl Store for SqliteStore {
     async fn attempt_complete_batch(&self, completions: &[AttemptComplete]) -> Result<Vec<bool>> {
         let now = ms(self.clock.now());
         let mut tx = self.begin().await?;
-        let mut applied = Vec::with_capacity(completions.len());
-        for c in completions {
-            applied.push(complete_in_tx(&mut tx, c, now).await?);
-        }
+        let applied = complete_all_in_tx(&mut tx, completions, now).await?;
         tx.commit().await.map_err(db_err)?;
         Ok(applied)
     }
@@ -774,34 +796,47 @@ impl Store for SqliteStore {
 
 type Tx<'a> = sqlx::Transaction<'a, sqlx::Sqlite>;
 
-async fn insert_execution(
+async fn insert_executions(
     tx: &mut Tx<'_>,
-    e: &NewExecution,
+    executions: &[&NewExecution],
     now: Timestamp,
     node: Option<&str>,
 ) -> Result<u32> {
-    let run = serde_json::to_string(&e.run).map_err(|err| Error::Corrupt(err.to_string()))?;
-    let waiting = !e.state.is_terminal();
+    if executions.is_empty() {
+        return Ok(0);
+    }
+    let mut rows = Vec::with_capacity(executions.len());
+    for e in executions {
+        let run = serde_json::to_string(&e.run).map_err(|err| Error::Corrupt(err.to_string()))?;
+        let waiting = !e.state.is_terminal();
+        rows.push(serde_json::json!([
+            e.id,
+            e.namespace,
+            e.job,
+            e.job_uid,
+            e.job_version,
+            e.shard,
+            e.trigger.as_str(),
+            ms(e.scheduled_at),
+            ms(e.fire_at),
+            waiting.then(|| ms(e.fire_at)),
+            (!waiting).then(|| ms(now)),
+            e.state.as_str(),
+            e.run.retry.max_attempts,
+            e.run.heartbeat_timeout.as_millis_i64(),
+            run
+        ]));
+    }
+    // `WHERE true` keeps SQLite from reading `ON CONFLICT` as part of the SELECT's join.
     let done = sqlx::query(
         "INSERT INTO executions (id, namespace, job, job_uid, job_version, shard, trigger, scheduled_at, \
          fire_at, queued_at, due_at, finished_at, state, max_attempts, lease_ms, run, triggered_by, created_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) ON CONFLICT DO NOTHING",
+         SELECT e.value ->> 0, e.value ->> 1, e.value ->> 2, e.value ->> 3, e.value ->> 4, e.value ->> 5, \
+                e.value ->> 6, e.value ->> 7, e.value ->> 8, e.value ->> 8, e.value ->> 9, e.value ->> 10, \
+                e.value ->> 11, e.value ->> 12, e.value ->> 13, e.value ->> 14, ?2, ?3 \
+         FROM json_each(?1) AS e WHERE true ON CONFLICT DO NOTHING",
     )
-    .bind(&e.id)
-    .bind(&e.namespace)
-    .bind(&e.job)
-    .bind(&e.job_uid)
-    .bind(e.job_version)
-    .bind(i64::from(e.shard))
-    .bind(e.trigger.as_str())
-    .bind(ms(e.scheduled_at))
-    .bind(ms(e.fire_at))
-    .bind(waiting.then(|| ms(e.fire_at)))
-    .bind((!waiting).then(|| ms(now)))
-    .bind(e.state.as_str())
-    .bind(i64::from(e.run.retry.max_attempts))
-    .bind(e.run.heartbeat_timeout.as_millis_i64())
-    .bind(run)
+    .bind(serde_json::Value::Array(rows).to_string())
     .bind(node)
     .bind(ms(now))
     .execute(&mut **tx)
@@ -940,46 +975,87 @@ async fn late_slot_runs(
     Ok(runs)
 }
 
-/// Applies one fenced completion inside `tx`; false when stale (nothing changed).
-async fn complete_in_tx(tx: &mut Tx<'_>, c: &AttemptComplete, now: i64) -> Result<bool> {
-    let (state, due_at, finished_at) = match c.next {
-        NextStep::Succeeded => (ExecutionState::Succeeded, None, Some(now)),
-        NextStep::Failed => (ExecutionState::Failed, None, Some(now)),
-        NextStep::Dead => (ExecutionState::Dead, None, Some(now)),
-        NextStep::RetryAt(at) => (ExecutionState::RetryWait, Some(ms(at)), None),
-    };
-    let updated = sqlx::query(
-        "UPDATE executions SET state = ?3, due_at = ?4, finished_at = ?5, lease_expires_at = NULL \
-         WHERE id = ?1 AND attempt = ?2 AND state = 'running' AND (?6 = 0 OR lease_expires_at < ?7)",
-    )
-    .bind(&c.attempt.id)
-    .bind(i64::from(c.attempt.attempt))
-    .bind(state.as_str())
-    .bind(due_at)
-    .bind(finished_at)
-    .bind(c.only_if_lapsed)
-    .bind(now)
-    .execute(&mut **tx)
-    .await
-    .map_err(db_err)?;
-    if updated.rows_affected() == 0 {
-        return Ok(false);
+/// Applies fenced completions inside `tx`, two statements whatever their number; per
+/// completion, false when stale (nothing changed for it).
+async fn complete_all_in_tx(
+    tx: &mut Tx<'_>,
+    completions: &[AttemptComplete],
+    now: i64,
+) -> Result<Vec<bool>> {
+    if completions.is_empty() {
+        return Ok(Vec::new());
     }
-    sqlx::query(
-        "UPDATE attempts SET finished_at = ?3, outcome = ?4, status_code = ?5, error = ?6, detail = ?7 \
-         WHERE execution_id = ?1 AND attempt = ?2",
+    let executions = serde_json::Value::Array(
+        completions
+            .iter()
+            .map(|c| {
+                let (state, due_at, finished_at) = match c.next {
+                    NextStep::Succeeded => (ExecutionState::Succeeded, None, Some(now)),
+                    NextStep::Failed => (ExecutionState::Failed, None, Some(now)),
+                    NextStep::Dead => (ExecutionState::Dead, None, Some(now)),
+                    NextStep::RetryAt(at) => (ExecutionState::RetryWait, Some(ms(at)), None),
+                };
+                serde_json::json!([
+                    c.attempt.id,
+                    c.attempt.attempt,
+                    state.as_str(),
+                    due_at,
+                    finished_at,
+                    i64::from(c.only_if_lapsed)
+                ])
+            })
+            .collect(),
+    );
+    let updated: Vec<(String, i64)> = sqlx::query_as(
+        "UPDATE executions SET state = c.value ->> 2, due_at = c.value ->> 3, \
+           finished_at = c.value ->> 4, lease_expires_at = NULL \
+         FROM json_each(?1) AS c \
+         WHERE executions.id = c.value ->> 0 AND executions.attempt = c.value ->> 1 \
+           AND executions.state = 'running' \
+           AND (c.value ->> 5 = 0 OR executions.lease_expires_at < ?2) \
+         RETURNING executions.id, executions.attempt",
     )
-    .bind(&c.attempt.id)
-    .bind(i64::from(c.attempt.attempt))
+    .bind(executions.to_string())
     .bind(now)
-    .bind(c.outcome.as_str())
-    .bind(c.status_code)
-    .bind(c.error.as_deref())
-    .bind(c.detail.as_deref())
-    .execute(&mut **tx)
+    .fetch_all(&mut **tx)
     .await
     .map_err(db_err)?;
-    Ok(true)
+    let updated: std::collections::HashSet<(String, i64)> = updated.into_iter().collect();
+    let applied: Vec<bool> = completions
+        .iter()
+        .map(|c| updated.contains(&(c.attempt.id.clone(), i64::from(c.attempt.attempt))))
+        .collect();
+    let attempts = serde_json::Value::Array(
+        completions
+            .iter()
+            .zip(&applied)
+            .filter(|(_, ok)| **ok)
+            .map(|(c, _)| {
+                serde_json::json!([
+                    c.attempt.id,
+                    c.attempt.attempt,
+                    c.outcome.as_str(),
+                    c.status_code,
+                    c.error,
+                    c.detail
+                ])
+            })
+            .collect(),
+    );
+    if !updated.is_empty() {
+        sqlx::query(
+            "UPDATE attempts SET finished_at = ?2, outcome = a.value ->> 2, status_code = a.value ->> 3, \
+               error = a.value ->> 4, detail = a.value ->> 5 \
+             FROM json_each(?1) AS a \
+             WHERE attempts.execution_id = a.value ->> 0 AND attempts.attempt = a.value ->> 1",
+        )
+        .bind(attempts.to_string())
+        .bind(now)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_err)?;
+    }
+    Ok(applied)
 }
 
 /// Cancels one execution (whatever its state) and closes its open attempt as `cancelled`.
