@@ -621,15 +621,75 @@ impl Store for PgStore {
     }
 
     async fn attempt_complete_batch(&self, completions: &[AttemptComplete]) -> Result<Vec<bool>> {
-        // One transaction (one commit) for the batch; each completion one statement.
-        let test_now = self.clock.as_ref().map(|c| ms(c.now()));
-        let mut tx = self.begin().await?;
-        let mut applied = Vec::with_capacity(completions.len());
-        for c in completions {
-            applied.push(complete_in_tx(&mut tx, c, test_now).await?);
+        // One statement for the whole batch: each completion is still fenced on its own
+        // attempt number (and, for the reaper, on its lapsed lease).
+        if completions.is_empty() {
+            return Ok(Vec::new());
         }
-        tx.commit().await.map_err(db_err)?;
-        Ok(applied)
+        let test_now = self.clock.as_ref().map(|c| ms(c.now()));
+        let n = completions.len();
+        let mut ids = Vec::with_capacity(n);
+        let mut attempts = Vec::with_capacity(n);
+        let mut states = Vec::with_capacity(n);
+        let mut retry_ats = Vec::with_capacity(n);
+        let mut lapsed_only = Vec::with_capacity(n);
+        let mut outcomes = Vec::with_capacity(n);
+        let mut codes = Vec::with_capacity(n);
+        let mut errors = Vec::with_capacity(n);
+        let mut details = Vec::with_capacity(n);
+        for c in completions {
+            let (state, retry_at) = match c.next {
+                NextStep::Succeeded => (ExecutionState::Succeeded, None),
+                NextStep::Failed => (ExecutionState::Failed, None),
+                NextStep::Dead => (ExecutionState::Dead, None),
+                NextStep::RetryAt(at) => (ExecutionState::RetryWait, Some(ms(at))),
+            };
+            ids.push(c.attempt.id.as_str());
+            attempts.push(i64::from(c.attempt.attempt));
+            states.push(state.as_str());
+            retry_ats.push(retry_at);
+            lapsed_only.push(c.only_if_lapsed);
+            outcomes.push(c.outcome.as_str());
+            codes.push(c.status_code);
+            errors.push(c.error.as_deref());
+            details.push(c.detail.as_deref());
+        }
+        let sql = format!(
+            "WITH now AS (SELECT coalesce($1::bigint, {DB_NOW}) AS t), \
+             c AS (SELECT * FROM UNNEST($2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::bool[], \
+                     $7::text[], $8::bigint[], $9::text[], $10::text[]) \
+                   AS c(id, attempt, state, retry_at, lapsed_only, outcome, status_code, error, detail)), \
+             e AS (UPDATE executions x SET state = c.state, due_at = c.retry_at, \
+                     finished_at = CASE WHEN c.retry_at IS NULL THEN (SELECT t FROM now) END, \
+                     lease_expires_at = NULL \
+                   FROM c WHERE x.id = c.id AND x.attempt = c.attempt AND x.state = 'running' \
+                     AND (NOT c.lapsed_only OR x.lease_expires_at < (SELECT t FROM now)) \
+                   RETURNING x.id, x.attempt), \
+             a AS (UPDATE attempts a SET finished_at = (SELECT t FROM now), outcome = c.outcome, \
+                     status_code = c.status_code, error = c.error, detail = c.detail \
+                   FROM e JOIN c ON c.id = e.id AND c.attempt = e.attempt \
+                   WHERE a.execution_id = e.id AND a.attempt = e.attempt) \
+             SELECT id, attempt FROM e"
+        );
+        let done: Vec<(String, i64)> = sqlx::query_as(&sql)
+            .bind(test_now)
+            .bind(&ids)
+            .bind(&attempts)
+            .bind(&states)
+            .bind(&retry_ats)
+            .bind(&lapsed_only)
+            .bind(&outcomes)
+            .bind(&codes)
+            .bind(&errors)
+            .bind(&details)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
+        let done: std::collections::HashSet<(String, i64)> = done.into_iter().collect();
+        Ok(completions
+            .iter()
+            .map(|c| done.contains(&(c.attempt.id.clone(), i64::from(c.attempt.attempt))))
+            .collect())
     }
 
     async fn attempt_list_lapsed(&self, limit: u32) -> Result<Vec<ClaimedExecution>> {
@@ -1095,47 +1155,6 @@ async fn late_slot_runs(
         .await
         .map_err(db_err)?;
     Ok(runs)
-}
-
-/// Applies one fenced completion inside `tx` in one statement: the execution's conditional
-/// update and, only if it applied, the attempt's record. False when stale (nothing changed).
-async fn complete_in_tx(
-    tx: &mut Tx<'_>,
-    c: &AttemptComplete,
-    test_now: Option<i64>,
-) -> Result<bool> {
-    // One statement, one round trip: the fenced update of the execution and, only if it
-    // applied, the attempt's record. The time is the test clock's or the database's.
-    let (state, retry_at) = match c.next {
-        NextStep::Succeeded => (ExecutionState::Succeeded, None),
-        NextStep::Failed => (ExecutionState::Failed, None),
-        NextStep::Dead => (ExecutionState::Dead, None),
-        NextStep::RetryAt(at) => (ExecutionState::RetryWait, Some(ms(at))),
-    };
-    let sql = format!(
-        "WITH now AS (SELECT coalesce($8::bigint, {DB_NOW}) AS t), \
-         e AS (UPDATE executions SET state = $3, due_at = $4, \
-             finished_at = CASE WHEN $4::bigint IS NULL THEN (SELECT t FROM now) END, lease_expires_at = NULL \
-           WHERE id = $1 AND attempt = $2 AND state = 'running' \
-             AND (NOT $5 OR lease_expires_at < (SELECT t FROM now)) RETURNING id, attempt) \
-         UPDATE attempts a SET finished_at = (SELECT t FROM now), outcome = $6, status_code = $7, error = $9, detail = $10 \
-         FROM e WHERE a.execution_id = e.id AND a.attempt = e.attempt RETURNING a.attempt"
-    );
-    let done = sqlx::query(&sql)
-        .bind(&c.attempt.id)
-        .bind(i64::from(c.attempt.attempt))
-        .bind(state.as_str())
-        .bind(retry_at)
-        .bind(c.only_if_lapsed)
-        .bind(c.outcome.as_str())
-        .bind(c.status_code)
-        .bind(test_now)
-        .bind(c.error.as_deref())
-        .bind(c.detail.as_deref())
-        .fetch_optional(&mut **tx)
-        .await
-        .map_err(db_err)?;
-    Ok(done.is_some())
 }
 
 /// Cancels one execution (whatever its state) and closes its open attempt as `cancelled`.
