@@ -289,8 +289,16 @@ pub(crate) async fn apply_many(
     let mut writes = Vec::with_capacity(specs.len());
     let mut created = 0;
     let mut unchanged = Vec::new();
+    let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+    let mut existing_jobs: HashMap<String, JobRecord> = state
+        .store
+        .job_get_many(&ns, &names)
+        .await?
+        .into_iter()
+        .map(|j| (j.spec.name.clone(), j))
+        .collect();
     for spec in specs {
-        let existing = state.store.job_get(&ns, &spec.name).await?;
+        let existing = existing_jobs.remove(&spec.name);
         created += usize::from(existing.is_none());
         let (record, pending) = next_record(spec, existing.as_ref(), now);
         if let Some(old) = existing.as_ref().filter(|old| old.spec == record.spec) {

@@ -249,6 +249,16 @@ fn shift_schedule(schedule: &mut Value, by: SignedDuration) {
     }
 }
 
+/// `[#####.....]`: `done` of `total` as a bar `width` characters wide.
+fn progress_bar(done: u64, total: u64, width: usize) -> String {
+    let filled = if total == 0 {
+        width
+    } else {
+        usize::try_from(done.min(total) * width as u64 / total).unwrap_or(width)
+    };
+    format!("[{}{}]", "#".repeat(filled), ".".repeat(width - filled))
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -372,7 +382,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or_else(|e| e.into_inner())
             .len() as u64;
         let now = Timestamp::now();
-        eprint!("\r{workload}: {received}/{expected} slots delivered");
+        eprint!(
+            "\r{workload} {} {received}/{expected} slots delivered",
+            progress_bar(received, expected, 30)
+        );
         if received >= expected || now > give_up {
             break;
         }
@@ -453,4 +466,26 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 50.0), 50.0);
+        assert_eq!(percentile(&v, 99.0), 99.0);
+        assert_eq!(percentile(&v, 100.0), 100.0);
+        assert_eq!(percentile(&[], 99.0), 0.0);
+    }
+
+    #[test]
+    fn the_progress_bar_fills_with_the_work_done() {
+        assert_eq!(progress_bar(0, 10, 4), "[....]");
+        assert_eq!(progress_bar(5, 10, 4), "[##..]");
+        assert_eq!(progress_bar(12, 10, 4), "[####]");
+        assert_eq!(progress_bar(0, 0, 2), "[##]");
+    }
 }

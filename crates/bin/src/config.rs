@@ -34,6 +34,9 @@ pub struct ServerArgs {
     /// Shard lease time to live, e.g. 10s [default: 10s]
     #[arg(long, env = "SUNDIAL_LEASE_TTL")]
     pub lease_ttl: Option<String>,
+    /// Most attempts one worker runs at once (1-100000) [default: 1024]
+    #[arg(long, env = "SUNDIAL_MAX_IN_FLIGHT")]
+    pub max_in_flight: Option<usize>,
     /// Testing aid: shift this node's clock by this many milliseconds
     #[arg(
         long,
@@ -61,6 +64,7 @@ struct FileConfig {
     node_id: Option<String>,
     roles: Option<Vec<String>>,
     lease_ttl: Option<String>,
+    max_in_flight: Option<usize>,
     #[serde(default)]
     connections: BTreeMap<String, ConnectionConfig>,
     #[serde(default)]
@@ -147,6 +151,8 @@ pub struct ServerConfig {
     pub lease_ttl: sundial_core::Dur,
     /// Per-namespace dispatch limits, executions per second.
     pub rate_limits: BTreeMap<String, f64>,
+    /// Most attempts one worker runs at once.
+    pub max_in_flight: usize,
     /// Shift of this node's clock (testing aid), in milliseconds.
     pub clock_offset_ms: i64,
 }
@@ -224,8 +230,13 @@ impl ServerConfig {
         if lease_ttl.as_millis() < 1000 {
             bail!("--lease-ttl: {lease_ttl} is shorter than the minimum of 1s");
         }
+        let max_in_flight = args.max_in_flight.or(file.max_in_flight).unwrap_or(1024);
+        if !(1..=100_000).contains(&max_in_flight) {
+            bail!("--max-in-flight: {max_in_flight} is not a number in 1-100000");
+        }
         Ok(ServerConfig {
             roles,
+            max_in_flight,
             database_url: args
                 .database_url
                 .or(file.database_url)

@@ -94,6 +94,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         connections: Default::default(),
         lease_ttl: sundial_core::Dur::from_secs(10),
         rate_limits: Default::default(),
+        max_in_flight: 1024,
         clock_offset_ms: 0,
     };
     let running = crate::server::start(&config).await?;

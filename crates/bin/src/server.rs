@@ -145,6 +145,7 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
             Arc::new(targets),
             WorkerConfig {
                 rate_limits: config.rate_limits.clone(),
+                max_in_flight: config.max_in_flight,
                 ..WorkerConfig::new(&config.node_id)
             },
             worker_wake.clone(),

@@ -34,7 +34,7 @@ use sundial_store::{
     AttemptComplete, AttemptRef, ClaimedExecution, ClusterStatus, DueJob, Error, ExecutionClaim,
     ExecutionListQuery, ExecutionRecord, JobListQuery, JobRecord, JobWrite, NewExecution, NextStep,
     PendingExecutions, Result, RunSpec, ShardLease, ShardLeaseRequest, Signals, Store,
-    TriggerCommit, TriggerCommitted, TriggerListDue,
+    TriggerCommit, TriggerCommitted, TriggerListDue, is_plain_insert,
 };
 
 use rows::{db_err, ms, ts};
@@ -156,6 +156,21 @@ impl Store for PgStore {
         row.map(|r| rows::job(&r)).transpose()
     }
 
+    async fn job_get_many(&self, namespace: &str, names: &[String]) -> Result<Vec<JobRecord>> {
+        let sql = format!(
+            "SELECT {JOB_COLUMNS}, {LAST_EXECUTION} FROM jobs j WHERE j.namespace = $2 AND j.name = ANY($3)"
+        );
+        let now = self.now_ms(&self.pool).await?;
+        let rows = sqlx::query(&sql)
+            .bind(now)
+            .bind(namespace)
+            .bind(names)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
+        rows.iter().map(rows::job).collect()
+    }
+
     async fn job_list(&self, q: &JobListQuery) -> Result<Vec<JobRecord>> {
         let mut sql = format!(
             "SELECT {JOB_COLUMNS}, {LAST_EXECUTION} FROM jobs j WHERE j.namespace = $2 AND j.name > $3"
@@ -189,10 +204,15 @@ impl Store for PgStore {
     async fn job_write_batch(&self, writes: &[JobWrite]) -> Result<Vec<JobRecord>> {
         let mut tx = self.begin().await?;
         let now = self.now_ms(&mut *tx).await?;
-        let mut written = Vec::with_capacity(writes.len());
-        for w in writes {
-            written.push(write_job(&mut tx, w, now).await?);
-        }
+        let written = if writes.iter().all(is_plain_insert) {
+            insert_jobs(&mut tx, writes, now).await?
+        } else {
+            let mut written = Vec::with_capacity(writes.len());
+            for w in writes {
+                written.push(write_job(&mut tx, w, now).await?);
+            }
+            written
+        };
         tx.commit().await.map_err(db_err)?;
         Ok(written)
     }
@@ -1028,6 +1048,79 @@ async fn insert_executions(
 }
 
 /// Writes one job inside `tx` (see [`Store::job_write_batch`]).
+/// Inserts new jobs in one statement (UNNEST of column arrays), as [`write_job`] would one by
+/// one; [`Error::Conflict`] naming the first that already exists (the caller's transaction
+/// is then dropped, so nothing is written).
+async fn insert_jobs(tx: &mut Tx<'_>, writes: &[JobWrite], now: i64) -> Result<Vec<JobRecord>> {
+    let n = writes.len();
+    let (mut nss, mut names, mut uids, mut shards) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let (mut specs, mut paused, mut slots, mut fires) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for w in writes {
+        let r = &w.record;
+        nss.push(r.spec.namespace.as_str());
+        names.push(r.spec.name.as_str());
+        uids.push(r.uid.as_str());
+        shards.push(i64::from(r.shard));
+        specs.push(serde_json::to_string(&r.spec).map_err(|e| Error::Corrupt(e.to_string()))?);
+        paused.push(r.spec.paused);
+        slots.push(r.next_slot_at.map(ms));
+        fires.push(r.next_fire_at.map(ms));
+    }
+    let inserted: Vec<(String, String)> = sqlx::query_as(
+        "INSERT INTO jobs (namespace, name, uid, shard, version, spec, paused, created_at, updated_at, \
+           next_slot_at, next_fire_at) \
+         SELECT ns, name, uid, shard, 1, spec::jsonb, paused, $9, $9, slot, fire \
+         FROM UNNEST($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::bool[], \
+           $7::bigint[], $8::bigint[]) AS t(ns, name, uid, shard, spec, paused, slot, fire) \
+         ON CONFLICT (namespace, name) DO NOTHING RETURNING namespace, name",
+    )
+    .bind(&nss)
+    .bind(&names)
+    .bind(&uids)
+    .bind(&shards)
+    .bind(&specs)
+    .bind(&paused)
+    .bind(&slots)
+    .bind(&fires)
+    .bind(now)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    if inserted.len() < n {
+        let inserted: std::collections::HashSet<(String, String)> = inserted.into_iter().collect();
+        if let Some(r) = writes
+            .iter()
+            .map(|w| &w.record)
+            .find(|r| !inserted.contains(&(r.spec.namespace.clone(), r.spec.name.clone())))
+        {
+            return Err(Error::Conflict(format!(
+                "job {}/{} already exists",
+                r.spec.namespace, r.spec.name
+            )));
+        }
+    }
+    let now_ts = ts(now)?;
+    Ok(writes
+        .iter()
+        .map(|w| JobRecord {
+            version: 1,
+            created_at: now_ts,
+            updated_at: now_ts,
+            ..w.record.clone()
+        })
+        .collect())
+}
+
 async fn write_job(tx: &mut Tx<'_>, w: &JobWrite, now: i64) -> Result<JobRecord> {
     let r = &w.record;
     let spec = serde_json::to_string(&r.spec).map_err(|e| Error::Corrupt(e.to_string()))?;

@@ -32,7 +32,7 @@ use sundial_store::{
     AttemptComplete, AttemptRef, ClaimedExecution, ClusterStatus, DueJob, Error, ExecutionClaim,
     ExecutionListQuery, ExecutionRecord, JobListQuery, JobRecord, JobWrite, NewExecution, NextStep,
     PendingExecutions, Result, RunSpec, ShardLease, ShardLeaseRequest, Signals, Store,
-    TriggerCommit, TriggerCommitted, TriggerListDue,
+    TriggerCommit, TriggerCommitted, TriggerListDue, is_plain_insert,
 };
 
 use rows::{db_err, ms, ts};
@@ -238,6 +238,22 @@ impl Store for SqliteStore {
         row.map(|r| rows::job(&r)).transpose()
     }
 
+    async fn job_get_many(&self, namespace: &str, names: &[String]) -> Result<Vec<JobRecord>> {
+        let sql = format!(
+            "SELECT {JOB_COLUMNS}, {LAST_EXECUTION} FROM jobs j WHERE j.namespace = ?2 \
+             AND j.name IN (SELECT value FROM json_each(?3))"
+        );
+        let names = serde_json::to_string(names).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let rows = sqlx::query(&sql)
+            .bind(ms(self.clock.now()))
+            .bind(namespace)
+            .bind(names)
+            .fetch_all(&self.reader)
+            .await
+            .map_err(db_err)?;
+        rows.iter().map(rows::job).collect()
+    }
+
     async fn job_list(&self, q: &JobListQuery) -> Result<Vec<JobRecord>> {
         let mut sql = format!(
             "SELECT {JOB_COLUMNS}, {LAST_EXECUTION} FROM jobs j WHERE j.namespace = ?2 AND j.name > ?3"
@@ -270,10 +286,15 @@ impl Store for SqliteStore {
     async fn job_write_batch(&self, writes: &[JobWrite]) -> Result<Vec<JobRecord>> {
         let now = self.clock.now();
         let mut tx = self.begin().await?;
-        let mut written = Vec::with_capacity(writes.len());
-        for w in writes {
-            written.push(write_job(&mut tx, w, now).await?);
-        }
+        let written = if writes.iter().all(is_plain_insert) {
+            insert_jobs(&mut tx, writes, now).await?
+        } else {
+            let mut written = Vec::with_capacity(writes.len());
+            for w in writes {
+                written.push(write_job(&mut tx, w, now).await?);
+            }
+            written
+        };
         tx.commit().await.map_err(db_err)?;
         Ok(written)
     }
@@ -430,7 +451,8 @@ impl Store for SqliteStore {
             .filter(|job| advanced.contains(&job.uid))
             .flat_map(|job| &job.executions)
             .collect();
-        done.executions_inserted = insert_executions(&mut tx, &executions, now, Some(&c.node)).await?;
+        done.executions_inserted =
+            insert_executions(&mut tx, &executions, now, Some(&c.node)).await?;
         tx.commit().await.map_err(db_err)?;
         Ok(done)
     }
@@ -843,6 +865,67 @@ async fn insert_executions(
     .await
     .map_err(db_err)?;
     Ok(u32::try_from(done.rows_affected()).unwrap_or(0))
+}
+
+/// Inserts new jobs in one statement, as [`write_job`] would one by one;
+/// [`Error::Conflict`] naming the first that already exists (the caller's transaction is then
+/// dropped, so nothing is written).
+async fn insert_jobs(
+    tx: &mut Tx<'_>,
+    writes: &[JobWrite],
+    now: Timestamp,
+) -> Result<Vec<JobRecord>> {
+    let mut rows = Vec::with_capacity(writes.len());
+    for w in writes {
+        let r = &w.record;
+        let spec = serde_json::to_string(&r.spec).map_err(|e| Error::Corrupt(e.to_string()))?;
+        rows.push(serde_json::json!([
+            r.spec.namespace,
+            r.spec.name,
+            r.uid,
+            r.shard,
+            spec,
+            r.spec.paused,
+            r.next_slot_at.map(ms),
+            r.next_fire_at.map(ms)
+        ]));
+    }
+    // `WHERE true` keeps SQLite from reading `ON CONFLICT` as part of the SELECT's join.
+    let inserted: Vec<(String, String)> = sqlx::query_as(
+        "INSERT INTO jobs (namespace, name, uid, shard, version, spec, paused, created_at, updated_at, \
+           next_slot_at, next_fire_at) \
+         SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, 1, j.value ->> 4, \
+           j.value ->> 5, ?2, ?2, j.value ->> 6, j.value ->> 7 \
+         FROM json_each(?1) AS j WHERE true \
+         ON CONFLICT (namespace, name) DO NOTHING RETURNING namespace, name",
+    )
+    .bind(serde_json::Value::Array(rows).to_string())
+    .bind(ms(now))
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    if inserted.len() < writes.len() {
+        let inserted: std::collections::HashSet<(String, String)> = inserted.into_iter().collect();
+        if let Some(r) = writes
+            .iter()
+            .map(|w| &w.record)
+            .find(|r| !inserted.contains(&(r.spec.namespace.clone(), r.spec.name.clone())))
+        {
+            return Err(Error::Conflict(format!(
+                "job {}/{} already exists",
+                r.spec.namespace, r.spec.name
+            )));
+        }
+    }
+    Ok(writes
+        .iter()
+        .map(|w| JobRecord {
+            version: 1,
+            created_at: now,
+            updated_at: now,
+            ..w.record.clone()
+        })
+        .collect())
 }
 
 /// Writes one job inside `tx` (see [`Store::job_write_batch`]).

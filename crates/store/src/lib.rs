@@ -125,6 +125,17 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// One job by namespace and name, with its last execution.
     async fn job_get(&self, namespace: &str, name: &str) -> Result<Option<JobRecord>>;
 
+    /// The jobs of a namespace with these names, with their last executions, in no particular
+    /// order; names that match no job are left out. The bulk apply reads a whole batch with
+    /// it in one round trip.
+    async fn job_get_many(&self, namespace: &str, names: &[String]) -> Result<Vec<JobRecord>> {
+        let mut found = Vec::new();
+        for name in names {
+            found.extend(self.job_get(namespace, name).await?);
+        }
+        Ok(found)
+    }
+
     /// A page of jobs of a namespace, ordered by name.
     async fn job_list(&self, query: &JobListQuery) -> Result<Vec<JobRecord>>;
 
@@ -269,4 +280,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         id: &str,
         extra_attempts: u32,
     ) -> Result<ExecutionRecord>;
+}
+
+/// True for a write that creates a job and touches no executions: a batch of only these can be
+/// inserted in one statement.
+pub fn is_plain_insert(write: &JobWrite) -> bool {
+    write.expected_version.is_none() && matches!(write.pending, PendingExecutions::Keep)
 }

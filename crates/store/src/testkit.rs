@@ -162,6 +162,16 @@ pub async fn job_writes_are_conditional_on_version(h: Harness) {
         store.job_write(&again).await,
         Err(Error::Conflict(_))
     ));
+    // A batch of creations with one existing job names it and writes none of the others.
+    let fresh = JobWrite {
+        record: job_record("ns", "fresh"),
+        ..again.clone()
+    };
+    match store.job_write_batch(&[fresh.clone(), again.clone()]).await {
+        Err(Error::Conflict(m)) => assert!(m.contains("ns/a"), "{m}"),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert!(store.job_get("ns", "fresh").await.expect("get").is_none());
     let stale = JobWrite {
         record: job.clone(),
         expected_version: Some(7),
@@ -198,7 +208,7 @@ pub async fn job_writes_are_conditional_on_version(h: Harness) {
     ));
 }
 
-/// Listing pages by name, filters by paused and label.
+/// Listing pages by name, filters by paused and label; `job_get_many` finds a namespace's named jobs.
 pub async fn job_list_pages_and_filters(h: Harness) {
     let store = h(Arc::new(ManualClock::new(t0()))).await;
     for name in ["e", "d", "c", "b", "a"] {
@@ -235,6 +245,20 @@ pub async fn job_list_pages_and_filters(h: Harness) {
         after = page.last().map(|j| j.spec.name.clone());
     }
     assert_eq!(seen, ["a", "b", "c", "d", "e"]);
+    let names = ["e", "a", "missing", "z"].map(String::from);
+    let mut many: Vec<String> = store
+        .job_get_many("ns", &names)
+        .await
+        .expect("get many")
+        .into_iter()
+        .map(|j| j.spec.name)
+        .collect();
+    many.sort();
+    assert_eq!(
+        many,
+        ["a", "e"],
+        "only this namespace's jobs with these names"
+    );
     let paused = store
         .job_list(&JobListQuery {
             namespace: "ns".into(),

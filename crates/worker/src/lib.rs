@@ -58,9 +58,9 @@ pub const MIN_IDLE: jiff::SignedDuration = jiff::SignedDuration::from_millis(25)
 pub struct WorkerConfig {
     /// This node's id, recorded on each attempt.
     pub node: String,
-    /// Most attempts running at once. Default 512.
+    /// Most attempts running at once. Default 1024.
     pub max_in_flight: usize,
-    /// Most executions claimed per store call. Default 256.
+    /// Most executions claimed per store call. Default 512.
     pub claim_batch: u32,
     /// Longest idle wait before looking for due executions again. Default `1s`.
     pub poll: Dur,
@@ -75,8 +75,8 @@ impl WorkerConfig {
     pub fn new(node: impl Into<String>) -> Self {
         WorkerConfig {
             node: node.into(),
-            max_in_flight: 512,
-            claim_batch: 256,
+            max_in_flight: 1024,
+            claim_batch: 512,
             poll: Dur::from_secs(1),
             reap_every: Dur::from_secs(1),
             rate_limits: Default::default(),
