@@ -1,9 +1,8 @@
 //! Cost of the claim path of the embedded SQLite store: [`Store::execution_claim`] of a batch
 //! of due executions, alone and followed by their completion ([`Store::attempt_complete_batch`]).
 //!
-//! Each batch size `n` (256, the worker's claim and completion batch, and 1,000) has a fresh
-//! database file in a temp dir with `n` every-10 s jobs (`allow` concurrency, the default). One
-//! iteration:
+//! Each batch size `n` (256 and 1,000 executions per claim) has a fresh database file in a
+//! temp dir with `n` every-10 s jobs (`allow` concurrency, the default). One iteration:
 //! 1. setup, not measured: the clock (a [`ManualClock`]) moves to the next slot and one
 //!    [`Store::trigger_commit`] inserts one execution per job for it, so `n` executions are
 //!    due exactly now (no misfire judgement, nothing early);
