@@ -118,6 +118,25 @@ const LAST_EXECUTION: &str = "(SELECT e.id || '|' || e.state || '|' || e.schedul
     (SELECT min(e.fire_at) FROM executions e WHERE e.job_uid = j.uid AND e.due_at IS NOT NULL \
     AND e.attempt = 0) AS pending_fire_at";
 
+/// The attempts of execution `$1`: the ended ones from `attempts`, the running one from the
+/// execution row (its `attempts` row is written when it ends).
+const ATTEMPTS_OF_EXECUTION: &str = "SELECT attempt, worker, started_at, finished_at, outcome, \
+    status_code, error, detail FROM attempts WHERE execution_id = $1 \
+    UNION ALL \
+    SELECT e.attempt, coalesce(e.worker, ''), coalesce(e.attempt_started_at, e.started_at), \
+      NULL::bigint, NULL::text, NULL::bigint, NULL::text, NULL::text \
+    FROM executions e WHERE e.id = $1 AND e.state = 'running' \
+      AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.execution_id = e.id AND a.attempt = e.attempt) \
+    ORDER BY attempt";
+
+/// Records the running attempt of execution `$1` (if any) as ended `cancelled` at `$2`.
+const CLOSE_RUNNING_ATTEMPT_CANCELLED: &str = "INSERT INTO attempts (execution_id, attempt, worker, \
+    started_at, finished_at, outcome) \
+    SELECT id, attempt, coalesce(worker, ''), coalesce(attempt_started_at, started_at, $2), $2, 'cancelled' \
+    FROM executions WHERE id = $1 AND state = 'running' \
+    ON CONFLICT (execution_id, attempt) DO UPDATE SET finished_at = excluded.finished_at, \
+      outcome = excluded.outcome WHERE attempts.finished_at IS NULL";
+
 const EXECUTION_COLUMNS: &str = "id, namespace, job, job_version, trigger, scheduled_at, fire_at, \
     queued_at, started_at, finished_at, state, attempt, max_attempts, due_at, worker";
 
@@ -573,10 +592,9 @@ impl Store for PgStore {
         let ids: Vec<String> = chosen.into_iter().map(|(id, _)| id).collect();
         let sql = format!(
             "WITH claimed AS (UPDATE executions e SET state = 'running', attempt = e.attempt + 1, worker = $1, \
-                 started_at = coalesce(e.started_at, $2), lease_expires_at = $2 + e.lease_ms, due_at = NULL \
-                 WHERE e.id = ANY($3) RETURNING e.*), \
-             attempts_added AS (INSERT INTO attempts (execution_id, attempt, worker, started_at) \
-                 SELECT id, attempt, $1, $2 FROM claimed) \
+                 started_at = coalesce(e.started_at, $2), attempt_started_at = $2, \
+                 lease_expires_at = $2 + e.lease_ms, due_at = NULL \
+                 WHERE e.id = ANY($3) RETURNING e.*) \
              SELECT {CLAIMED_COLUMNS} FROM claimed ORDER BY fire_at"
         );
         let rows = sqlx::query(&sql)
@@ -684,11 +702,16 @@ impl Store for PgStore {
                      lease_expires_at = NULL \
                    FROM c WHERE x.id = c.id AND x.attempt = c.attempt AND x.state = 'running' \
                      AND (NOT c.lapsed_only OR x.lease_expires_at < (SELECT t FROM now)) \
-                   RETURNING x.id, x.attempt), \
-             a AS (UPDATE attempts a SET finished_at = (SELECT t FROM now), outcome = c.outcome, \
-                     status_code = c.status_code, error = c.error, detail = c.detail \
+                   RETURNING x.id, x.attempt, x.worker, x.attempt_started_at), \
+             a AS (INSERT INTO attempts (execution_id, attempt, worker, started_at, finished_at, outcome, \
+                     status_code, error, detail) \
+                   SELECT e.id, e.attempt, coalesce(e.worker, ''), \
+                     coalesce(e.attempt_started_at, (SELECT t FROM now)), (SELECT t FROM now), c.outcome, \
+                     c.status_code, c.error, c.detail \
                    FROM e JOIN c ON c.id = e.id AND c.attempt = e.attempt \
-                   WHERE a.execution_id = e.id AND a.attempt = e.attempt) \
+                   ON CONFLICT (execution_id, attempt) DO UPDATE SET finished_at = excluded.finished_at, \
+                     outcome = excluded.outcome, status_code = excluded.status_code, \
+                     error = excluded.error, detail = excluded.detail) \
              SELECT id, attempt FROM e"
         );
         let done: Vec<(String, i64)> = sqlx::query_as(&sql)
@@ -740,14 +763,11 @@ impl Store for PgStore {
             return Ok(None);
         };
         let mut record = rows::execution(&row)?;
-        let attempts = sqlx::query(
-            "SELECT attempt, worker, started_at, finished_at, outcome, status_code, error, detail \
-             FROM attempts WHERE execution_id = $1 ORDER BY attempt",
-        )
-        .bind(id)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db_err)?;
+        let attempts = sqlx::query(ATTEMPTS_OF_EXECUTION)
+            .bind(id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
         record.attempts = attempts.iter().map(rows::attempt).collect::<Result<_>>()?;
         Ok(Some(record))
     }
@@ -1252,16 +1272,14 @@ async fn late_slot_runs(
 
 /// Cancels one execution (whatever its state) and closes its open attempt as `cancelled`.
 async fn cancel_in_tx(tx: &mut Tx<'_>, id: &str, now: i64) -> Result<()> {
+    sqlx::query(CLOSE_RUNNING_ATTEMPT_CANCELLED)
+        .bind(id)
+        .bind(now)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_err)?;
     sqlx::query(
         "UPDATE executions SET state = 'cancelled', due_at = NULL, lease_expires_at = NULL, finished_at = $2 WHERE id = $1",
-    )
-    .bind(id)
-    .bind(now)
-    .execute(&mut **tx)
-    .await
-    .map_err(db_err)?;
-    sqlx::query(
-        "UPDATE attempts SET finished_at = $2, outcome = 'cancelled' WHERE execution_id = $1 AND finished_at IS NULL",
     )
     .bind(id)
     .bind(now)

@@ -142,6 +142,25 @@ const LAST_EXECUTION: &str = "(SELECT e.id || '|' || e.state || '|' || e.schedul
     (SELECT min(e.fire_at) FROM executions e WHERE e.job_uid = j.uid AND e.due_at IS NOT NULL \
     AND e.attempt = 0) AS pending_fire_at";
 
+/// The attempts of execution `?1`: the ended ones from `attempts`, the running one from the
+/// execution row (its `attempts` row is written when it ends).
+const ATTEMPTS_OF_EXECUTION: &str = "SELECT attempt, worker, started_at, finished_at, outcome, \
+    status_code, error, detail FROM attempts WHERE execution_id = ?1 \
+    UNION ALL \
+    SELECT e.attempt, coalesce(e.worker, ''), coalesce(e.attempt_started_at, e.started_at), \
+      NULL, NULL, NULL, NULL, NULL \
+    FROM executions e WHERE e.id = ?1 AND e.state = 'running' \
+      AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.execution_id = e.id AND a.attempt = e.attempt) \
+    ORDER BY attempt";
+
+/// Records the running attempt of execution `?1` (if any) as ended `cancelled` at `?2`.
+const CLOSE_RUNNING_ATTEMPT_CANCELLED: &str = "INSERT INTO attempts (execution_id, attempt, worker, \
+    started_at, finished_at, outcome) \
+    SELECT id, attempt, coalesce(worker, ''), coalesce(attempt_started_at, started_at, ?2), ?2, 'cancelled' \
+    FROM executions WHERE id = ?1 AND state = 'running' \
+    ON CONFLICT (execution_id, attempt) DO UPDATE SET finished_at = excluded.finished_at, \
+      outcome = excluded.outcome WHERE attempts.finished_at IS NULL";
+
 const EXECUTION_COLUMNS: &str = "id, namespace, job, job_version, trigger, scheduled_at, fire_at, \
     queued_at, started_at, finished_at, state, attempt, max_attempts, due_at, worker";
 
@@ -579,7 +598,8 @@ impl Store for SqliteStore {
         let ids = serde_json::to_string(&ids).map_err(|e| Error::Corrupt(e.to_string()))?;
         let sql = format!(
             "UPDATE executions SET state = 'running', attempt = attempt + 1, worker = ?1, \
-               started_at = coalesce(started_at, ?2), lease_expires_at = ?2 + lease_ms, due_at = NULL \
+               started_at = coalesce(started_at, ?2), attempt_started_at = ?2, \
+               lease_expires_at = ?2 + lease_ms, due_at = NULL \
              WHERE id IN (SELECT value FROM json_each(?3)) \
              RETURNING {CLAIMED_COLUMNS}"
         );
@@ -593,26 +613,8 @@ impl Store for SqliteStore {
         let mut claimed: Vec<ClaimedExecution> =
             rows.iter().map(rows::claimed).collect::<Result<_>>()?;
         let started_at = ts(now)?;
-        let attempts = serde_json::Value::Array(
-            claimed
-                .iter_mut()
-                .map(|c| {
-                    c.started_at = started_at;
-                    serde_json::json!([c.id, c.attempt])
-                })
-                .collect(),
-        );
-        if !claimed.is_empty() {
-            sqlx::query(
-                "INSERT INTO attempts (execution_id, attempt, worker, started_at) \
-                 SELECT a.value ->> 0, a.value ->> 1, ?1, ?2 FROM json_each(?3) AS a",
-            )
-            .bind(&claim.worker)
-            .bind(now)
-            .bind(attempts.to_string())
-            .execute(&mut *tx)
-            .await
-            .map_err(db_err)?;
+        for c in &mut claimed {
+            c.started_at = started_at;
         }
         for (ns, tokens) in &buckets {
             let spent = claimed.iter().filter(|c| c.namespace == *ns).count() as f64;
@@ -698,14 +700,11 @@ impl Store for SqliteStore {
             return Ok(None);
         };
         let mut record = rows::execution(&row)?;
-        let attempts = sqlx::query(
-            "SELECT attempt, worker, started_at, finished_at, outcome, status_code, error, detail \
-             FROM attempts WHERE execution_id = ?1 ORDER BY attempt",
-        )
-        .bind(id)
-        .fetch_all(&self.reader)
-        .await
-        .map_err(db_err)?;
+        let attempts = sqlx::query(ATTEMPTS_OF_EXECUTION)
+            .bind(id)
+            .fetch_all(&self.reader)
+            .await
+            .map_err(db_err)?;
         record.attempts = attempts.iter().map(rows::attempt).collect::<Result<_>>()?;
         Ok(Some(record))
     }
@@ -1089,50 +1088,56 @@ async fn complete_all_in_tx(
             })
             .collect(),
     );
-    let updated: Vec<(String, i64)> = sqlx::query_as(
+    let updated: Vec<(String, i64, Option<String>, Option<i64>)> = sqlx::query_as(
         "UPDATE executions SET state = c.value ->> 2, due_at = c.value ->> 3, \
            finished_at = c.value ->> 4, lease_expires_at = NULL \
          FROM json_each(?1) AS c \
          WHERE executions.id = c.value ->> 0 AND executions.attempt = c.value ->> 1 \
            AND executions.state = 'running' \
            AND (c.value ->> 5 = 0 OR executions.lease_expires_at < ?2) \
-         RETURNING executions.id, executions.attempt",
+         RETURNING executions.id, executions.attempt, executions.worker, executions.attempt_started_at",
     )
     .bind(executions.to_string())
     .bind(now)
     .fetch_all(&mut **tx)
     .await
     .map_err(db_err)?;
-    let updated: std::collections::HashSet<(String, i64)> = updated.into_iter().collect();
-    let applied: Vec<bool> = completions
-        .iter()
-        .map(|c| updated.contains(&(c.attempt.id.clone(), i64::from(c.attempt.attempt))))
+    // The attempt's row is written now, once, with what the execution row held of it.
+    let updated: std::collections::HashMap<(String, i64), (Option<String>, Option<i64>)> = updated
+        .into_iter()
+        .map(|(id, attempt, worker, started)| ((id, attempt), (worker, started)))
         .collect();
-    let attempts = serde_json::Value::Array(
-        completions
-            .iter()
-            .zip(&applied)
-            .filter(|(_, ok)| **ok)
-            .map(|(c, _)| {
-                serde_json::json!([
-                    c.attempt.id,
-                    c.attempt.attempt,
-                    c.outcome.as_str(),
-                    c.status_code,
-                    c.error,
-                    c.detail
-                ])
-            })
-            .collect(),
-    );
-    if !updated.is_empty() {
+    let mut applied = Vec::with_capacity(completions.len());
+    let mut attempts = Vec::with_capacity(updated.len());
+    for c in completions {
+        let key = (c.attempt.id.clone(), i64::from(c.attempt.attempt));
+        let ended = updated.get(&key);
+        applied.push(ended.is_some());
+        if let Some((worker, started)) = ended {
+            attempts.push(serde_json::json!([
+                c.attempt.id,
+                c.attempt.attempt,
+                worker.as_deref().unwrap_or(""),
+                started.unwrap_or(now),
+                c.outcome.as_str(),
+                c.status_code,
+                c.error,
+                c.detail
+            ]));
+        }
+    }
+    if !attempts.is_empty() {
         sqlx::query(
-            "UPDATE attempts SET finished_at = ?2, outcome = a.value ->> 2, status_code = a.value ->> 3, \
-               error = a.value ->> 4, detail = a.value ->> 5 \
-             FROM json_each(?1) AS a \
-             WHERE attempts.execution_id = a.value ->> 0 AND attempts.attempt = a.value ->> 1",
+            "INSERT INTO attempts (execution_id, attempt, worker, started_at, finished_at, outcome, \
+               status_code, error, detail) \
+             SELECT a.value ->> 0, a.value ->> 1, a.value ->> 2, a.value ->> 3, ?2, a.value ->> 4, \
+               a.value ->> 5, a.value ->> 6, a.value ->> 7 \
+             FROM json_each(?1) AS a WHERE true \
+             ON CONFLICT (execution_id, attempt) DO UPDATE SET finished_at = excluded.finished_at, \
+               outcome = excluded.outcome, status_code = excluded.status_code, \
+               error = excluded.error, detail = excluded.detail",
         )
-        .bind(attempts.to_string())
+        .bind(serde_json::Value::Array(attempts).to_string())
         .bind(now)
         .execute(&mut **tx)
         .await
@@ -1143,18 +1148,15 @@ async fn complete_all_in_tx(
 
 /// Cancels one execution (whatever its state) and closes its open attempt as `cancelled`.
 async fn cancel_in_tx(tx: &mut Tx<'_>, id: &str, now: i64) -> Result<()> {
+    sqlx::query(CLOSE_RUNNING_ATTEMPT_CANCELLED)
+        .bind(id)
+        .bind(now)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_err)?;
     sqlx::query(
         "UPDATE executions SET state = 'cancelled', due_at = NULL, lease_expires_at = NULL, \
          finished_at = ?2 WHERE id = ?1",
-    )
-    .bind(id)
-    .bind(now)
-    .execute(&mut **tx)
-    .await
-    .map_err(db_err)?;
-    sqlx::query(
-        "UPDATE attempts SET finished_at = ?2, outcome = 'cancelled' \
-         WHERE execution_id = ?1 AND finished_at IS NULL",
     )
     .bind(id)
     .bind(now)
