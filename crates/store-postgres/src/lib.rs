@@ -68,7 +68,13 @@ impl PgStore {
     /// [`Error::Unavailable`] when the database cannot be reached or migrated.
     pub async fn open(url: &str, clock: Option<Arc<dyn Clock>>) -> Result<Self> {
         let options: PgConnectOptions = url.parse().map_err(db_err)?;
-        let options = options.log_statements(tracing::log::LevelFilter::Trace);
+        // Every statement of the store touches a few rows through an index. On statistics
+        // gone stale after a bulk load the planner may cost one high enough for a parallel
+        // plan or JIT compilation, which then spends tens of milliseconds starting workers or
+        // compiling for a query that runs in one: both are off for the store's sessions.
+        let options = options
+            .log_statements(tracing::log::LevelFilter::Trace)
+            .options([("max_parallel_workers_per_gather", "0"), ("jit", "off")]);
         let pool = PgPoolOptions::new()
             .max_connections(8)
             .acquire_timeout(Duration::from_secs(5))
