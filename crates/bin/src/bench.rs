@@ -166,13 +166,24 @@ async fn start_nodes(url: &str, count: u32) -> anyhow::Result<Nodes> {
 
 /// Creates jobs through the bulk endpoint, 1,000 per request, 4 requests in flight.
 async fn create_jobs(api: &str, what: &str, jobs: Vec<(String, Value)>) -> anyhow::Result<()> {
-    let http = reqwest::Client::new();
     let total = jobs.len();
-    let mut batches = jobs
-        .chunks(1000)
-        .map(|c| c.to_vec())
-        .collect::<Vec<_>>()
-        .into_iter();
+    let mut jobs = jobs.into_iter();
+    let batches = std::iter::from_fn(move || {
+        let batch: Vec<(String, Value)> = jobs.by_ref().take(1000).collect();
+        (!batch.is_empty()).then_some(batch)
+    });
+    create_job_batches(api, what, total, batches).await
+}
+
+/// Creates jobs through the bulk endpoint from batches made as they are needed (so ten
+/// million stored jobs never sit in memory at once), 4 requests in flight.
+async fn create_job_batches(
+    api: &str,
+    what: &str,
+    total: usize,
+    mut batches: impl Iterator<Item = Vec<(String, Value)>>,
+) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
     let mut set = tokio::task::JoinSet::new();
     let mut done = 0;
     loop {
@@ -205,6 +216,8 @@ async fn create_jobs(api: &str, what: &str, jobs: Vec<(String, Value)>) -> anyho
                 done += r??;
                 if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
                     eprint!("\rcreating {what} jobs {done}/{total}");
+                } else if done % 500_000 == 0 {
+                    eprintln!("creating {what} jobs {done}/{total}");
                 }
             }
             None => break,
@@ -341,11 +354,18 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         .collect();
     if common.stored > 0 {
         let far = json!({"schedule": {"at": "2199-01-01T00:00:00Z"}, "target": {"type": "http", "url": format!("http://{sink_addr}/sink/stored")}});
-        let stored = (0..common.stored)
-            .map(|i| (format!("f{i}"), far.clone()))
-            .collect();
+        let mut next = 0u64;
+        let stored = std::iter::from_fn(|| {
+            let end = (next + 1000).min(common.stored);
+            let batch: Vec<(String, Value)> = (next..end)
+                .map(|i| (format!("f{i}"), far.clone()))
+                .collect();
+            next = end;
+            (!batch.is_empty()).then_some(batch)
+        });
         let loading = Instant::now();
-        create_jobs(&nodes.api, "stored", stored).await?;
+        let total = usize::try_from(common.stored).unwrap_or(usize::MAX);
+        create_job_batches(&nodes.api, "stored", total, stored).await?;
         eprintln!(
             "stored {} far-future jobs in {:.1} s",
             common.stored,
