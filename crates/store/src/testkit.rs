@@ -435,7 +435,10 @@ pub async fn executions_are_claimed_once_and_never_early(h: Harness) {
     let running = &read.attempts[0];
     assert_eq!((running.attempt, running.outcome), (1, None));
     assert_eq!(running.started_at, slot);
-    assert!(!running.worker.is_empty(), "the running attempt names its worker");
+    assert!(
+        !running.worker.is_empty(),
+        "the running attempt names its worker"
+    );
 }
 
 /// A completion carrying a stale attempt number is refused and changes nothing (SPEC G3).
