@@ -1122,29 +1122,7 @@ async fn insert_jobs(tx: &mut Tx<'_>, writes: &[JobWrite], now: i64) -> Result<V
     .fetch_all(&mut **tx)
     .await
     .map_err(db_err)?;
-    if inserted.len() < n {
-        let inserted: std::collections::HashSet<(String, String)> = inserted.into_iter().collect();
-        if let Some(r) = writes
-            .iter()
-            .map(|w| &w.record)
-            .find(|r| !inserted.contains(&(r.spec.namespace.clone(), r.spec.name.clone())))
-        {
-            return Err(Error::Conflict(format!(
-                "job {}/{} already exists",
-                r.spec.namespace, r.spec.name
-            )));
-        }
-    }
-    let now_ts = ts(now)?;
-    Ok(writes
-        .iter()
-        .map(|w| JobRecord {
-            version: 1,
-            created_at: now_ts,
-            updated_at: now_ts,
-            ..w.record.clone()
-        })
-        .collect())
+    sundial_store::inserted_jobs(writes, inserted, ts(now)?)
 }
 
 async fn write_job(tx: &mut Tx<'_>, w: &JobWrite, now: i64) -> Result<JobRecord> {

@@ -903,28 +903,7 @@ async fn insert_jobs(
     .fetch_all(&mut **tx)
     .await
     .map_err(db_err)?;
-    if inserted.len() < writes.len() {
-        let inserted: std::collections::HashSet<(String, String)> = inserted.into_iter().collect();
-        if let Some(r) = writes
-            .iter()
-            .map(|w| &w.record)
-            .find(|r| !inserted.contains(&(r.spec.namespace.clone(), r.spec.name.clone())))
-        {
-            return Err(Error::Conflict(format!(
-                "job {}/{} already exists",
-                r.spec.namespace, r.spec.name
-            )));
-        }
-    }
-    Ok(writes
-        .iter()
-        .map(|w| JobRecord {
-            version: 1,
-            created_at: now,
-            updated_at: now,
-            ..w.record.clone()
-        })
-        .collect())
+    sundial_store::inserted_jobs(writes, inserted, now)
 }
 
 /// Writes one job inside `tx` (see [`Store::job_write_batch`]).

@@ -287,3 +287,38 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 pub fn is_plain_insert(write: &JobWrite) -> bool {
     write.expected_version.is_none() && matches!(write.pending, PendingExecutions::Keep)
 }
+
+/// The outcome of a batch of plain inserts (see [`is_plain_insert`]) written at `now`, of which
+/// the rows `inserted` (namespace, name) went in: the records as written, or
+/// [`Error::Conflict`] naming the first job that already existed.
+///
+/// # Errors
+/// [`Error::Conflict`] when fewer rows went in than were written.
+pub fn inserted_jobs(
+    writes: &[JobWrite],
+    inserted: Vec<(String, String)>,
+    now: Timestamp,
+) -> Result<Vec<JobRecord>> {
+    if inserted.len() < writes.len() {
+        let inserted: std::collections::HashSet<(String, String)> = inserted.into_iter().collect();
+        if let Some(r) = writes
+            .iter()
+            .map(|w| &w.record)
+            .find(|r| !inserted.contains(&(r.spec.namespace.clone(), r.spec.name.clone())))
+        {
+            return Err(Error::Conflict(format!(
+                "job {}/{} already exists",
+                r.spec.namespace, r.spec.name
+            )));
+        }
+    }
+    Ok(writes
+        .iter()
+        .map(|w| JobRecord {
+            version: 1,
+            created_at: now,
+            updated_at: now,
+            ..w.record.clone()
+        })
+        .collect())
+}
