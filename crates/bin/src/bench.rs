@@ -266,11 +266,9 @@ fn shift_schedule(schedule: &mut Value, by: SignedDuration) {
 
 /// `[#####.....]`: `done` of `total` as a bar `width` characters wide.
 fn progress_bar(done: u64, total: u64, width: usize) -> String {
-    let filled = if total == 0 {
-        width
-    } else {
-        usize::try_from(done.min(total) * width as u64 / total).unwrap_or(width)
-    };
+    let filled = (done.min(total) * width as u64)
+        .checked_div(total)
+        .map_or(width, |f| usize::try_from(f).unwrap_or(width));
     format!("[{}{}]", "#".repeat(filled), ".".repeat(width - filled))
 }
 
@@ -407,7 +405,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             .len() as u64;
         let now = Timestamp::now();
         // On a terminal the bar is redrawn in place; elsewhere (a log) a line every 5 s.
-        if interactive || polls % 50 == 0 {
+        if interactive || polls.is_multiple_of(50) {
             eprint!(
                 "{}{workload} {} {received}/{expected} slots delivered{}",
                 if interactive { "\r" } else { "" },

@@ -212,7 +212,7 @@ impl ServerConfig {
             sundial_core::names::check_name(ns)
                 .map_err(|m| anyhow::anyhow!("namespaces.{ns}: the name {m}"))?;
             if let Some(rate) = settings.max_dispatch_per_second {
-                if !(rate.is_finite() && rate >= 1.0 && rate <= 1_000_000.0) {
+                if !(1.0..=1_000_000.0).contains(&rate) {
                     bail!(
                         "namespaces.{ns}.max_dispatch_per_second: {rate} is not a number in 1-1000000"
                     );
