@@ -119,6 +119,20 @@ impl Nodes {
     }
 }
 
+/// The bench's own SQLite file (with its WAL, shared-memory and lock files), removed when the
+/// run ends, however it ends.
+struct TempDb(Option<String>);
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        if let Some(path) = &self.0 {
+            for suffix in ["", "-wal", "-shm", ".scheduler.lock"] {
+                let _ = std::fs::remove_file(format!("{path}{suffix}"));
+            }
+        }
+    }
+}
+
 fn free_addr() -> anyhow::Result<SocketAddr> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
 }
@@ -133,7 +147,7 @@ async fn start_nodes(url: &str, count: u32) -> anyhow::Result<Nodes> {
             .args([
                 "server",
                 "--node-id",
-                &format!("bench-{k}"),
+                &format!("bench-{}-{k}", std::process::id()),
                 "--listen",
                 &addr.to_string(),
                 "--database-url",
@@ -148,10 +162,15 @@ async fn start_nodes(url: &str, count: u32) -> anyhow::Result<Nodes> {
             api = format!("http://{addr}");
         }
     }
-    let nodes = Nodes { children, api };
+    let mut nodes = Nodes { children, api };
     let http = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
+        for (k, c) in nodes.children.iter_mut().enumerate() {
+            if let Ok(Some(status)) = c.try_wait() {
+                bail!("server process {k} exited at start ({status}); its error is above");
+            }
+        }
         if let Ok(r) = http.get(format!("{}/readyz", nodes.api)).send().await
             && r.status().is_success()
         {
@@ -306,22 +325,37 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             let start =
                 Timestamp::from_second(Timestamp::now().as_second() + common.lead_s as i64 + 1)?;
             let secs = (d.as_millis() / 1000).max(1);
-            let end =
+            let last =
                 start + SignedDuration::from_secs(i64::try_from(secs).unwrap_or(i64::MAX) - 1);
+            // Half a second past the last slot, so a one-second run has an end after its start.
+            let end = last + SignedDuration::from_millis(500);
             let body = json!({"schedule": {"every": "1s", "start_at": start.to_string(), "end_at": end.to_string()}});
             (
                 "steady",
                 common,
                 u64::from(*rate) * secs,
                 start,
-                end,
+                last,
                 (0..*rate)
                     .map(|i| (format!("s{i}"), body.clone()))
                     .collect(),
             )
         }
     };
+    let job_count = jobs.len();
+    if expected == 0 {
+        bail!("--jobs / --rate: give at least 1");
+    }
+    if common.nodes == 0 {
+        bail!("--nodes: give at least 1 server process");
+    }
     let temp_db = std::env::temp_dir().join(format!("sundial-bench-{}.db", std::process::id()));
+    let _cleanup = TempDb(
+        common
+            .database_url
+            .is_none()
+            .then(|| temp_db.display().to_string()),
+    );
     let url = common
         .database_url
         .clone()
@@ -331,6 +365,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     } else {
         "postgres"
     };
+    if store == "sqlite" && common.nodes > 1 {
+        bail!(
+            "--nodes {}: the embedded SQLite store runs one scheduler process; use --database-url postgres://... for several",
+            common.nodes
+        );
+    }
 
     let sink_state = Arc::new(Sink::default());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -451,7 +491,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         seen.len() as f64 / drain_s.max(last_slot.duration_since(first_slot).as_secs_f64() + 1.0)
     };
     let report = json!({
-        "workload": workload, "store": store, "jobs": expected, "stored": common.stored, "nodes": common.nodes,
+        "workload": workload, "store": store, "jobs": job_count, "slots": expected, "stored": common.stored, "nodes": common.nodes,
         "drain_s": (drain_s * 1000.0).round() / 1000.0,
         "triggers_per_s": triggers_per_s.round(),
         "lag_ms": {"p50": percentile(&lags, 50.0), "p90": percentile(&lags, 90.0), "p99": percentile(&lags, 99.0), "max": lags.last().copied().unwrap_or(0.0)},
@@ -486,11 +526,6 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     );
     outln!("peak RSS         {peak_rss_mb:.1} MB");
     outln!("{report}");
-    if common.database_url.is_none() {
-        for suffix in ["", "-wal", "-shm", ".scheduler.lock"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", temp_db.display()));
-        }
-    }
     Ok(if lost == 0 && duplicates == 0 {
         ExitCode::SUCCESS
     } else {

@@ -372,7 +372,9 @@ pub async fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Applies every job of a file through the bulk endpoint, per namespace in batches of 1000,
-/// each batch all or none; reports each job; fails if any batch was rejected.
+/// each batch all or none (a file of at most 1000 jobs in one namespace is one batch); reports
+/// each job; fails if any batch was rejected. A name given twice in one namespace of the file
+/// is refused before anything is sent.
 async fn apply(api: &Api, text: &str) -> anyhow::Result<ExitCode> {
     let jobs = parse_jobs(text)?;
     let mut by_namespace: std::collections::BTreeMap<String, Vec<&Value>> = Default::default();
@@ -383,6 +385,17 @@ async fn apply(api: &Api, text: &str) -> anyhow::Result<ExitCode> {
             .unwrap_or(&api.opts.namespace);
         by_namespace.entry(ns.to_owned()).or_default().push(job);
     }
+    for (ns, jobs) in &by_namespace {
+        let mut seen = std::collections::HashSet::new();
+        for job in jobs {
+            if let Some(name) = job["name"].as_str()
+                && !seen.insert(name)
+            {
+                bail!("job {ns}/{name} appears twice in the file; nothing was applied");
+            }
+        }
+    }
+    let batches: usize = by_namespace.values().map(|j| j.len().div_ceil(1000)).sum();
     let mut rejected = 0;
     for (ns, jobs) in by_namespace {
         let scoped = Api::new(ClientOpts {
@@ -412,14 +425,25 @@ async fn apply(api: &Api, text: &str) -> anyhow::Result<ExitCode> {
                 continue;
             }
             rejected += chunk.len();
-            eprintln!(
-                "{ns}: {} jobs rejected, none written: {}",
-                chunk.len(),
-                v["detail"]
-                    .as_str()
-                    .unwrap_or("the server refused the batch")
-            );
-            for e in v["errors"].as_array().map_or(&[][..], Vec::as_slice) {
+            if batches > 1 {
+                eprintln!(
+                    "{ns}: a batch of {} jobs was rejected and none of it written (the file is \
+                     applied in {batches} batches of at most 1000, each all or none)",
+                    chunk.len()
+                );
+            } else {
+                eprintln!("{ns}: {} jobs rejected, none written", chunk.len());
+            }
+            let errors = v["errors"].as_array().map_or(&[][..], Vec::as_slice);
+            if errors.is_empty() {
+                eprintln!(
+                    "  {}",
+                    v["detail"]
+                        .as_str()
+                        .unwrap_or("the server refused the batch")
+                );
+            }
+            for e in errors {
                 let field = e["field"].as_str().unwrap_or("");
                 // `jobs.<i>.<field>`: name the job by its name where the file gives one.
                 let mut parts = field.splitn(3, '.');

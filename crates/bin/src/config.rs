@@ -232,7 +232,9 @@ impl ServerConfig {
         }
         let max_in_flight = args.max_in_flight.or(file.max_in_flight).unwrap_or(1024);
         if !(1..=100_000).contains(&max_in_flight) {
-            bail!("--max-in-flight: {max_in_flight} is not a number in 1-100000");
+            bail!(
+                "--max-in-flight (or SUNDIAL_MAX_IN_FLIGHT, or max_in_flight in the file): {max_in_flight} is out of range 1-100000"
+            );
         }
         Ok(ServerConfig {
             roles,
