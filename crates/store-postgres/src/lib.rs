@@ -32,7 +32,7 @@ use sundial_core::job::ConcurrencyPolicy;
 use sundial_store::concurrency::{DEFER_MS, Decision, decide, misfire_runs, refill, whole_tokens};
 use sundial_store::{
     AttemptComplete, AttemptRef, ClaimedExecution, ClusterStatus, DueJob, Error, ExecutionClaim,
-    ExecutionListQuery, ExecutionRecord, JobListQuery, JobRecord, JobWrite, NewExecution, NextStep,
+    ExecutionListQuery, ExecutionRecord, JobListQuery, JobRecord, JobWrite, NewExecution,
     PendingExecutions, Result, RunSpec, ShardLease, ShardLeaseRequest, Signals, Store,
     TriggerCommit, TriggerCommitted, TriggerListDue, is_plain_insert,
 };
@@ -682,16 +682,11 @@ impl Store for PgStore {
         let mut errors = Vec::with_capacity(n);
         let mut details = Vec::with_capacity(n);
         for c in completions {
-            let (state, retry_at) = match c.next {
-                NextStep::Succeeded => (ExecutionState::Succeeded, None),
-                NextStep::Failed => (ExecutionState::Failed, None),
-                NextStep::Dead => (ExecutionState::Dead, None),
-                NextStep::RetryAt(at) => (ExecutionState::RetryWait, Some(ms(at))),
-            };
+            let (state, retry_at) = c.next.state();
             ids.push(c.attempt.id.as_str());
             attempts.push(i64::from(c.attempt.attempt));
             states.push(state.as_str());
-            retry_ats.push(retry_at);
+            retry_ats.push(retry_at.map(ms));
             lapsed_only.push(c.only_if_lapsed);
             outcomes.push(c.outcome.as_str());
             codes.push(c.status_code);
@@ -1130,29 +1125,7 @@ async fn write_job(tx: &mut Tx<'_>, w: &JobWrite, now: i64) -> Result<JobRecord>
     let spec = serde_json::to_string(&r.spec).map_err(|e| Error::Corrupt(e.to_string()))?;
     let version = match w.expected_version {
         None => {
-            let inserted = sqlx::query(
-                "INSERT INTO jobs (namespace, name, uid, shard, version, spec, paused, created_at, \
-                 updated_at, next_slot_at, next_fire_at) VALUES ($1, $2, $3, $4, 1, $5::jsonb, $6, $7, $7, $8, $9) \
-                 ON CONFLICT (namespace, name) DO NOTHING",
-            )
-            .bind(&r.spec.namespace)
-            .bind(&r.spec.name)
-            .bind(&r.uid)
-            .bind(i64::from(r.shard))
-            .bind(&spec)
-            .bind(r.spec.paused)
-            .bind(now)
-            .bind(r.next_slot_at.map(ms))
-            .bind(r.next_fire_at.map(ms))
-            .execute(&mut **tx)
-            .await
-            .map_err(db_err)?;
-            if inserted.rows_affected() == 0 {
-                return Err(Error::Conflict(format!(
-                    "job {}/{} already exists",
-                    r.spec.namespace, r.spec.name
-                )));
-            }
+            insert_jobs(tx, std::slice::from_ref(w), now).await?;
             1
         }
         Some(expected) => {

@@ -26,12 +26,11 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use jiff::{SignedDuration, Timestamp};
 use sundial_clock::{Clock, ManualClock};
 use sundial_core::Dur;
-use sundial_core::execution::{AttemptOutcome, ExecutionState, Trigger};
-use sundial_store::testkit::{job_record, t0};
+use sundial_core::execution::AttemptOutcome;
+use sundial_store::testkit::{execution, job_record, t0};
 use sundial_store::{
     AttemptComplete, AttemptRef, ClaimedExecution, ExecutionClaim, JobRecord, JobTrigger, JobWrite,
-    NewExecution, NextStep, PendingExecutions, RunSpec, ShardLease, ShardLeaseRequest, Store,
-    TriggerCommit,
+    NextStep, PendingExecutions, ShardLease, ShardLeaseRequest, Store, TriggerCommit,
 };
 use sundial_store_sqlite::SqliteStore;
 use tokio::runtime::Runtime;
@@ -47,7 +46,7 @@ const EVERY_S: i64 = 10;
 struct Queue {
     store: SqliteStore,
     clock: Arc<ManualClock>,
-    jobs: Vec<(JobRecord, RunSpec)>,
+    jobs: Vec<JobRecord>,
     leases: Vec<ShardLease>,
     /// The slot the next [`Queue::fill`] triggers.
     slot: Timestamp,
@@ -71,16 +70,7 @@ impl Queue {
                 pending: PendingExecutions::Keep,
             })
             .collect();
-        let jobs = store
-            .job_write_batch(&writes)
-            .await
-            .expect("create jobs")
-            .into_iter()
-            .map(|job| {
-                let run = RunSpec::of(&job.spec);
-                (job, run)
-            })
-            .collect();
+        let jobs = store.job_write_batch(&writes).await.expect("create jobs");
         // Long enough for any number of iterations at EVERY_S apiece.
         let leases = store
             .shard_lease_renew(&ShardLeaseRequest {
@@ -108,7 +98,7 @@ impl Queue {
         let jobs = self
             .jobs
             .iter()
-            .map(|(job, run)| JobTrigger {
+            .map(|job| JobTrigger {
                 namespace: job.spec.namespace.clone(),
                 name: job.spec.name.clone(),
                 uid: job.uid.clone(),
@@ -117,19 +107,7 @@ impl Queue {
                 expected_next_slot: slot,
                 next_slot_at: Some(next),
                 next_fire_at: Some(next),
-                executions: vec![NewExecution {
-                    id: uuid::Uuid::now_v7().to_string(),
-                    namespace: job.spec.namespace.clone(),
-                    job: job.spec.name.clone(),
-                    job_uid: job.uid.clone(),
-                    job_version: job.version,
-                    shard: job.shard,
-                    trigger: Trigger::Schedule,
-                    scheduled_at: slot,
-                    fire_at: slot,
-                    state: ExecutionState::Scheduled,
-                    run: run.clone(),
-                }],
+                executions: vec![execution(job, slot)],
             })
             .collect();
         let done = self

@@ -30,7 +30,7 @@ use sundial_core::job::ConcurrencyPolicy;
 use sundial_store::concurrency::{DEFER_MS, Decision, decide, misfire_runs, refill, whole_tokens};
 use sundial_store::{
     AttemptComplete, AttemptRef, ClaimedExecution, ClusterStatus, DueJob, Error, ExecutionClaim,
-    ExecutionListQuery, ExecutionRecord, JobListQuery, JobRecord, JobWrite, NewExecution, NextStep,
+    ExecutionListQuery, ExecutionRecord, JobListQuery, JobRecord, JobWrite, NewExecution,
     PendingExecutions, Result, RunSpec, ShardLease, ShardLeaseRequest, Signals, Store,
     TriggerCommit, TriggerCommitted, TriggerListDue, is_plain_insert,
 };
@@ -912,29 +912,7 @@ async fn write_job(tx: &mut Tx<'_>, w: &JobWrite, now: Timestamp) -> Result<JobR
     let spec = serde_json::to_string(&r.spec).map_err(|e| Error::Corrupt(e.to_string()))?;
     let version = match w.expected_version {
         None => {
-            let inserted = sqlx::query(
-                "INSERT INTO jobs (namespace, name, uid, shard, version, spec, paused, created_at, \
-                 updated_at, next_slot_at, next_fire_at) VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?7, ?8, ?9) \
-                 ON CONFLICT (namespace, name) DO NOTHING",
-            )
-            .bind(&r.spec.namespace)
-            .bind(&r.spec.name)
-            .bind(&r.uid)
-            .bind(i64::from(r.shard))
-            .bind(&spec)
-            .bind(r.spec.paused)
-            .bind(ms(now))
-            .bind(r.next_slot_at.map(ms))
-            .bind(r.next_fire_at.map(ms))
-            .execute(&mut **tx)
-            .await
-            .map_err(db_err)?;
-            if inserted.rows_affected() == 0 {
-                return Err(Error::Conflict(format!(
-                    "job {}/{} already exists",
-                    r.spec.namespace, r.spec.name
-                )));
-            }
+            insert_jobs(tx, std::slice::from_ref(w), now).await?;
             1
         }
         Some(expected) => {
@@ -1050,12 +1028,9 @@ async fn complete_all_in_tx(
         completions
             .iter()
             .map(|c| {
-                let (state, due_at, finished_at) = match c.next {
-                    NextStep::Succeeded => (ExecutionState::Succeeded, None, Some(now)),
-                    NextStep::Failed => (ExecutionState::Failed, None, Some(now)),
-                    NextStep::Dead => (ExecutionState::Dead, None, Some(now)),
-                    NextStep::RetryAt(at) => (ExecutionState::RetryWait, Some(ms(at)), None),
-                };
+                let (state, retry_at) = c.next.state();
+                let due_at = retry_at.map(ms);
+                let finished_at = due_at.is_none().then_some(now);
                 serde_json::json!([
                     c.attempt.id,
                     c.attempt.attempt,

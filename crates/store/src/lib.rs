@@ -128,6 +128,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// The jobs of a namespace with these names, with their last executions, in no particular
     /// order; names that match no job are left out. The bulk apply reads a whole batch with
     /// it in one round trip.
+    ///
+    /// # Contract
+    /// Reads only; [`Error::Unavailable`] when the store cannot be reached. The default reads
+    /// the names one by one with [`Store::job_get`]; both stores answer in one query.
     async fn job_get_many(&self, namespace: &str, names: &[String]) -> Result<Vec<JobRecord>> {
         let mut found = Vec::new();
         for name in names {

@@ -331,6 +331,19 @@ pub enum NextStep {
     RetryAt(Timestamp),
 }
 
+impl NextStep {
+    /// The execution's state after this step, and for `retry_wait` the instant (UTC) it is
+    /// due again; `None` for a terminal state, which records its `finished_at` instead.
+    pub fn state(self) -> (ExecutionState, Option<Timestamp>) {
+        match self {
+            NextStep::Succeeded => (ExecutionState::Succeeded, None),
+            NextStep::Failed => (ExecutionState::Failed, None),
+            NextStep::Dead => (ExecutionState::Dead, None),
+            NextStep::RetryAt(at) => (ExecutionState::RetryWait, Some(at)),
+        }
+    }
+}
+
 /// `attempt_complete` parameters.
 #[derive(Debug, Clone)]
 pub struct AttemptComplete {

@@ -83,7 +83,8 @@ pub fn job_record(namespace: &str, name: &str) -> JobRecord {
     }
 }
 
-fn execution(job: &JobRecord, slot: Timestamp) -> NewExecution {
+/// A `scheduled` execution of `job` for `slot` (fire time = slot), as the scheduler makes one.
+pub fn execution(job: &JobRecord, slot: Timestamp) -> NewExecution {
     NewExecution {
         id: uuid::Uuid::now_v7().to_string(),
         namespace: job.spec.namespace.clone(),
