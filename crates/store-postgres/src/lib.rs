@@ -72,9 +72,16 @@ impl PgStore {
         // gone stale after a bulk load the planner may cost one high enough for a parallel
         // plan or JIT compilation, which then spends tens of milliseconds starting workers or
         // compiling for a query that runs in one: both are off for the store's sessions.
+        // Sequential scans are costed out too: execution_queue swings from empty to a whole
+        // burst between two ANALYZEs, and on its stale statistics the planner put a scan of
+        // it inside a nested loop (256 scans in one completion batch, 250 ms instead of 3).
         let options = options
             .log_statements(tracing::log::LevelFilter::Trace)
-            .options([("max_parallel_workers_per_gather", "0"), ("jit", "off")]);
+            .options([
+                ("max_parallel_workers_per_gather", "0"),
+                ("jit", "off"),
+                ("enable_seqscan", "off"),
+            ]);
         let pool = PgPoolOptions::new()
             .max_connections(8)
             .acquire_timeout(Duration::from_secs(5))
@@ -121,8 +128,8 @@ const JOB_COLUMNS: &str = "j.namespace, j.name, j.uid, j.shard, j.version, j.spe
 const LAST_EXECUTION: &str = "(SELECT e.id || '|' || e.state || '|' || e.scheduled_at \
     FROM executions e WHERE e.job_uid = j.uid AND e.fire_at <= $1 \
     ORDER BY e.fire_at DESC LIMIT 1) AS last_execution, \
-    (SELECT min(e.fire_at) FROM executions e WHERE e.job_uid = j.uid AND e.due_at IS NOT NULL \
-    AND e.attempt = 0) AS pending_fire_at";
+    (SELECT min(e.fire_at) FROM execution_queue q JOIN executions e ON e.id = q.id \
+    WHERE q.job_uid = j.uid AND q.due_at IS NOT NULL AND e.attempt = 0) AS pending_fire_at";
 
 /// The attempts of execution `$1`: the ended ones from `attempts`, the running one from the
 /// execution row (its `attempts` row is written when it ends).
@@ -500,8 +507,10 @@ impl Store for PgStore {
         }
         let limited: Vec<String> = claim.rate_limits.keys().cloned().collect();
         let mut due = sqlx::query(
-            "SELECT id, job_uid, trigger, run, due_at, fire_at, attempt FROM executions WHERE due_at <= $1 AND namespace <> ALL($3) \
-             ORDER BY due_at LIMIT $2 FOR UPDATE SKIP LOCKED",
+            "SELECT e.id, e.job_uid, e.trigger, e.run, q.due_at, e.fire_at, e.attempt \
+             FROM execution_queue q JOIN executions e ON e.id = q.id \
+             WHERE q.due_at <= $1 AND q.namespace <> ALL($3) \
+             ORDER BY q.due_at LIMIT $2 FOR UPDATE OF q, e SKIP LOCKED",
         )
         .bind(now)
         .bind(i64::from(claim.limit))
@@ -514,8 +523,10 @@ impl Store for PgStore {
             if allowance > 0 {
                 due.extend(
                     sqlx::query(
-                        "SELECT id, job_uid, trigger, run, due_at, fire_at, attempt FROM executions \
-                         WHERE namespace = $1 AND due_at <= $2 ORDER BY due_at LIMIT $3 FOR UPDATE SKIP LOCKED",
+                        "SELECT e.id, e.job_uid, e.trigger, e.run, q.due_at, e.fire_at, e.attempt \
+                         FROM execution_queue q JOIN executions e ON e.id = q.id \
+                         WHERE q.namespace = $1 AND q.due_at <= $2 \
+                         ORDER BY q.due_at LIMIT $3 FOR UPDATE OF q, e SKIP LOCKED",
                     )
                     .bind(ns)
                     .bind(now)
@@ -548,7 +559,8 @@ impl Store for PgStore {
                 .await
                 .map_err(db_err)?;
             let active: Vec<(String, String)> = sqlx::query_as(
-                "SELECT id, state FROM executions WHERE job_uid = $1 AND state IN ('running', 'retry_wait') AND id <> $2",
+                "SELECT e.id, e.state FROM execution_queue q JOIN executions e ON e.id = q.id \
+                 WHERE q.job_uid = $1 AND e.state IN ('running', 'retry_wait') AND q.id <> $2",
             )
             .bind(&uid)
             .bind(&id)
@@ -563,7 +575,10 @@ impl Store for PgStore {
             ) {
                 Decision::Run => {}
                 Decision::Skip => {
-                    sqlx::query("UPDATE executions SET state = 'skipped', due_at = NULL, finished_at = $2 WHERE id = $1")
+                    sqlx::query(
+                        "WITH q AS (DELETE FROM execution_queue WHERE id = $1) \
+                         UPDATE executions SET state = 'skipped', due_at = NULL, finished_at = $2 WHERE id = $1",
+                    )
                         .bind(&id)
                         .bind(now)
                         .execute(&mut *tx)
@@ -572,7 +587,10 @@ impl Store for PgStore {
                     continue;
                 }
                 Decision::Defer => {
-                    sqlx::query("UPDATE executions SET due_at = $2 WHERE id = $1")
+                    sqlx::query(
+                        "WITH q AS (UPDATE execution_queue SET due_at = $2 WHERE id = $1) \
+                         UPDATE executions SET due_at = $2 WHERE id = $1",
+                    )
                         .bind(&id)
                         .bind(now + DEFER_MS)
                         .execute(&mut *tx)
@@ -600,7 +618,9 @@ impl Store for PgStore {
             "WITH claimed AS (UPDATE executions e SET state = 'running', attempt = e.attempt + 1, worker = $1, \
                  started_at = coalesce(e.started_at, $2), attempt_started_at = $2, \
                  lease_expires_at = $2 + e.lease_ms, due_at = NULL \
-                 WHERE e.id = ANY($3) RETURNING e.*) \
+                 WHERE e.id = ANY($3) RETURNING e.*), \
+             queue AS (UPDATE execution_queue q SET due_at = NULL, lease_expires_at = c.lease_expires_at \
+                 FROM claimed c WHERE q.id = c.id) \
              SELECT {CLAIMED_COLUMNS} FROM claimed ORDER BY fire_at"
         );
         let rows = sqlx::query(&sql)
@@ -639,7 +659,7 @@ impl Store for PgStore {
 
     async fn execution_next_due(&self) -> Result<Option<Timestamp>> {
         let due: Option<i64> =
-            sqlx::query_scalar("SELECT min(due_at) FROM executions WHERE due_at IS NOT NULL")
+            sqlx::query_scalar("SELECT min(due_at) FROM execution_queue WHERE due_at IS NOT NULL")
                 .fetch_one(&self.pool)
                 .await
                 .map_err(db_err)?;
@@ -649,8 +669,12 @@ impl Store for PgStore {
     async fn attempt_heartbeat(&self, a: &AttemptRef) -> Result<Timestamp> {
         let now = self.now_ms(&self.pool).await?;
         let expiry: Option<i64> = sqlx::query_scalar(
-            "UPDATE executions SET lease_expires_at = $3 + lease_ms \
-             WHERE id = $1 AND attempt = $2 AND state = 'running' AND lease_expires_at >= $3 RETURNING lease_expires_at",
+            "WITH e AS (UPDATE executions SET lease_expires_at = $3 + lease_ms \
+               WHERE id = $1 AND attempt = $2 AND state = 'running' AND lease_expires_at >= $3 \
+               RETURNING id, lease_expires_at), \
+             q AS (UPDATE execution_queue q SET lease_expires_at = e.lease_expires_at FROM e \
+               WHERE q.id = $1 AND q.id = e.id) \
+             SELECT lease_expires_at FROM e",
         )
         .bind(&a.id)
         .bind(i64::from(a.attempt))
@@ -703,7 +727,10 @@ impl Store for PgStore {
                      lease_expires_at = NULL \
                    FROM c WHERE x.id = c.id AND x.attempt = c.attempt AND x.state = 'running' \
                      AND (NOT c.lapsed_only OR x.lease_expires_at < (SELECT t FROM now)) \
-                   RETURNING x.id, x.attempt, x.worker, x.attempt_started_at), \
+                   RETURNING x.id, x.attempt, x.worker, x.attempt_started_at, x.due_at), \
+             done AS (DELETE FROM execution_queue q USING e WHERE q.id = e.id AND e.due_at IS NULL), \
+             retry AS (UPDATE execution_queue q SET due_at = e.due_at, lease_expires_at = NULL \
+                   FROM e WHERE q.id = e.id AND e.due_at IS NOT NULL), \
              a AS (INSERT INTO attempts (execution_id, attempt, worker, started_at, finished_at, outcome, \
                      status_code, error, detail) \
                    SELECT e.id, e.attempt, coalesce(e.worker, ''), \
@@ -739,8 +766,9 @@ impl Store for PgStore {
     async fn attempt_list_lapsed(&self, limit: u32) -> Result<Vec<ClaimedExecution>> {
         let now = self.now_ms(&self.pool).await?;
         let sql = format!(
-            "SELECT {CLAIMED_COLUMNS} FROM executions WHERE state = 'running' AND lease_expires_at < $1 \
-             ORDER BY lease_expires_at LIMIT $2"
+            "SELECT {CLAIMED_COLUMNS} FROM executions WHERE id = ANY(ARRAY( \
+               SELECT id FROM execution_queue WHERE lease_expires_at < $1 ORDER BY lease_expires_at LIMIT $2)) \
+             AND state = 'running' ORDER BY lease_expires_at"
         );
         let rows = sqlx::query(&sql)
             .bind(now)
@@ -849,8 +877,11 @@ impl Store for PgStore {
         let mut tx = self.begin().await?;
         let now = self.now_ms(&mut *tx).await?;
         let updated = sqlx::query(
-            "UPDATE executions SET state = 'queued', due_at = $3, queued_at = $3, finished_at = NULL, \
-             max_attempts = attempt + $4 WHERE id = $1 AND namespace = $2 AND state IN ('dead', 'failed')",
+            "WITH e AS (UPDATE executions SET state = 'queued', due_at = $3, queued_at = $3, finished_at = NULL, \
+               max_attempts = attempt + $4 WHERE id = $1 AND namespace = $2 AND state IN ('dead', 'failed') \
+               RETURNING id, namespace, job_uid) \
+             INSERT INTO execution_queue (id, namespace, job_uid, due_at) SELECT id, namespace, job_uid, $3 FROM e \
+             ON CONFLICT (id) DO UPDATE SET due_at = excluded.due_at, lease_expires_at = NULL",
         )
         .bind(id)
         .bind(namespace)
@@ -928,8 +959,8 @@ impl Store for PgStore {
             .collect::<Result<_>>()?;
         let (queued, scheduled, running): (i64, i64, i64) = sqlx::query_as(
             "SELECT count(*) FILTER (WHERE due_at <= $1), count(*) FILTER (WHERE due_at > $1), \
-               (SELECT count(*) FROM executions WHERE state = 'running') \
-             FROM executions WHERE due_at IS NOT NULL",
+               count(*) FILTER (WHERE lease_expires_at IS NOT NULL) \
+             FROM execution_queue",
         )
         .bind(now)
         .fetch_one(&self.pool)
@@ -1036,14 +1067,19 @@ async fn insert_executions(
         rest.3
             .push(serde_json::to_string(&e.run).map_err(|err| Error::Corrupt(err.to_string()))?);
     }
-    let done = sqlx::query(
-        "INSERT INTO executions (id, namespace, job, job_uid, job_version, shard, trigger, scheduled_at, fire_at, \
-           queued_at, due_at, finished_at, state, max_attempts, lease_ms, run, triggered_by, created_at) \
+    // The waiting ones (due_at set) also get their queue row; a slot that already has its
+    // execution (ON CONFLICT) gets neither.
+    let inserted: i64 = sqlx::query_scalar(
+        "WITH e AS (INSERT INTO executions (id, namespace, job, job_uid, job_version, shard, trigger, scheduled_at, \
+           fire_at, queued_at, due_at, finished_at, state, max_attempts, lease_ms, run, triggered_by, created_at) \
          SELECT id, ns, job, uid, ver, shard, trig, sched, fire, fire, due, fin, st, maxa, lease, run, $16, $17 \
          FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::text[], \
            $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::text[], $13::bigint[], $14::bigint[], $15::text[]) \
            AS t(id, ns, job, uid, ver, shard, trig, sched, fire, due, fin, st, maxa, lease, run) \
-         ON CONFLICT DO NOTHING",
+         ON CONFLICT DO NOTHING RETURNING id, namespace, job_uid, due_at), \
+         q AS (INSERT INTO execution_queue (id, namespace, job_uid, due_at) \
+           SELECT id, namespace, job_uid, due_at FROM e WHERE due_at IS NOT NULL) \
+         SELECT count(*) FROM e",
     )
     .bind(&cols.0)
     .bind(&cols.1)
@@ -1062,10 +1098,10 @@ async fn insert_executions(
     .bind(&rest.3)
     .bind(node)
     .bind(now)
-    .execute(&mut **tx)
+    .fetch_one(&mut **tx)
     .await
     .map_err(db_err)?;
-    Ok(u32::try_from(done.rows_affected()).unwrap_or(u32::MAX))
+    Ok(u32::try_from(inserted).unwrap_or(u32::MAX))
 }
 
 /// Writes one job inside `tx` (see [`Store::job_write_batch`]).
@@ -1158,7 +1194,8 @@ async fn write_job(tx: &mut Tx<'_>, w: &JobWrite, now: i64) -> Result<JobRecord>
                 .map_err(|e| Error::Corrupt(e.to_string()))?;
             sqlx::query(
                 "UPDATE executions SET run = $2, job_version = $3, max_attempts = $4, lease_ms = $5 \
-                 WHERE job_uid = $1 AND due_at IS NOT NULL AND attempt = 0",
+                 WHERE id IN (SELECT id FROM execution_queue WHERE job_uid = $1 AND due_at IS NOT NULL) \
+                 AND attempt = 0",
             )
             .bind(&r.uid)
             .bind(run)
@@ -1203,8 +1240,8 @@ async fn late_slot_runs(
         return Ok(true);
     }
     let later_due: bool = sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM executions WHERE job_uid = $1 AND due_at IS NOT NULL AND due_at <= $3 \
-         AND attempt = 0 AND fire_at > $2)",
+        "SELECT EXISTS (SELECT 1 FROM execution_queue q JOIN executions e ON e.id = q.id \
+         WHERE q.job_uid = $1 AND q.due_at <= $3 AND e.attempt = 0 AND e.fire_at > $2)",
     )
     .bind(uid)
     .bind(fire_at)
@@ -1216,7 +1253,8 @@ async fn late_slot_runs(
     let sql = if runs {
         "UPDATE executions SET trigger = 'misfire' WHERE id = $1"
     } else {
-        "UPDATE executions SET state = 'missed', trigger = 'misfire', due_at = NULL, finished_at = $2 WHERE id = $1"
+        "WITH q AS (DELETE FROM execution_queue WHERE id = $1) \
+         UPDATE executions SET state = 'missed', trigger = 'misfire', due_at = NULL, finished_at = $2 WHERE id = $1"
     };
     sqlx::query(sql)
         .bind(id)
@@ -1236,7 +1274,9 @@ async fn cancel_in_tx(tx: &mut Tx<'_>, id: &str, now: i64) -> Result<()> {
         .await
         .map_err(db_err)?;
     sqlx::query(
-        "UPDATE executions SET state = 'cancelled', due_at = NULL, lease_expires_at = NULL, finished_at = $2 WHERE id = $1",
+        "WITH e AS (UPDATE executions SET state = 'cancelled', due_at = NULL, lease_expires_at = NULL, finished_at = $2 \
+           WHERE id = $1 RETURNING id) \
+         DELETE FROM execution_queue q USING e WHERE q.id = $1 AND q.id = e.id",
     )
     .bind(id)
     .bind(now)
@@ -1248,8 +1288,10 @@ async fn cancel_in_tx(tx: &mut Tx<'_>, id: &str, now: i64) -> Result<()> {
 
 async fn cancel_pending(tx: &mut Tx<'_>, uid: &str, now: i64) -> Result<()> {
     sqlx::query(
-        "UPDATE executions SET state = 'cancelled', due_at = NULL, finished_at = $2 \
-         WHERE job_uid = $1 AND due_at IS NOT NULL AND attempt = 0",
+        "WITH e AS (UPDATE executions SET state = 'cancelled', due_at = NULL, finished_at = $2 \
+           WHERE id IN (SELECT id FROM execution_queue WHERE job_uid = $1 AND due_at IS NOT NULL) \
+           AND attempt = 0 RETURNING id) \
+         DELETE FROM execution_queue q USING e WHERE q.job_uid = $1 AND q.id = e.id",
     )
     .bind(uid)
     .bind(now)

@@ -57,11 +57,39 @@ async fn drop_all(created: Arc<Mutex<Vec<String>>>) {
     }
 }
 
-/// Runs one conformance check on freshly created databases, dropped afterwards.
+/// Runs one conformance check on freshly created databases, checks the queue invariant of
+/// migration 0004 on each, and drops them.
 async fn run<F: std::future::Future<Output = ()>>(check: impl FnOnce(Harness) -> F) {
     let created = Arc::new(Mutex::new(Vec::new()));
     check(harness(created.clone())).await;
+    let names = created.lock().unwrap().clone();
+    for name in names {
+        assert_queue_mirrors_executions(&name).await;
+    }
     drop_all(created).await;
+}
+
+/// `execution_queue` holds a row exactly for each unfinished execution, with the execution's
+/// due time, and its lease while an attempt runs (migration 0004).
+async fn assert_queue_mirrors_executions(db: &str) {
+    let mut conn = sqlx::PgConnection::connect(&db_url(db))
+        .await
+        .expect("connect to the test database");
+    let wrong: Vec<(Option<String>, Option<String>, Option<String>)> = sqlx::query_as(
+        "WITH open AS (SELECT id, due_at, CASE WHEN state = 'running' THEN lease_expires_at END AS lease \
+           FROM executions WHERE state IN ('scheduled', 'queued', 'running', 'retry_wait')) \
+         SELECT o.id, q.id, e.state FROM open o FULL JOIN execution_queue q ON q.id = o.id \
+           LEFT JOIN executions e ON e.id = coalesce(o.id, q.id) \
+         WHERE o.id IS NULL OR q.id IS NULL OR o.due_at IS DISTINCT FROM q.due_at \
+           OR o.lease IS DISTINCT FROM q.lease_expires_at",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .expect("compare execution_queue with executions");
+    assert!(
+        wrong.is_empty(),
+        "execution_queue differs from executions in {db}: (open execution, queue row, state) {wrong:?}"
+    );
 }
 
 sundial_store::conformance_tests!(run);
