@@ -33,4 +33,4 @@ DROP INDEX executions_pending;
 DROP INDEX executions_lease;
 DROP INDEX executions_ns_due;
 -- Room on each page for the claim's and the completion's new row versions (HOT updates).
-ALTER TABLE executions SET (fillfactor = 70);
+ALTER TABLE executions SET (fillfactor = 50);

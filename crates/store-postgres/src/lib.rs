@@ -156,6 +156,10 @@ const EXECUTION_COLUMNS: &str = "id, namespace, job, job_version, trigger, sched
 const CLAIMED_COLUMNS: &str = "id, namespace, job, attempt, max_attempts, scheduled_at, fire_at, \
     started_at, lease_expires_at, run";
 
+/// [`CLAIMED_COLUMNS`] but the run definition, which the claim already read.
+const CLAIM_RETURNING: &str = "id, namespace, job, attempt, max_attempts, scheduled_at, fire_at, \
+    started_at, lease_expires_at";
+
 #[async_trait]
 impl Store for PgStore {
     async fn now(&self) -> Result<Timestamp> {
@@ -543,12 +547,16 @@ impl Store for PgStore {
         }
         // (id, job uid) of the executions to hand out, in due order.
         let mut chosen: Vec<(String, String)> = Vec::with_capacity(due.len());
+        // Their run definitions, parsed once here and handed out with the claim.
+        let mut runs: std::collections::HashMap<String, RunSpec> =
+            std::collections::HashMap::with_capacity(due.len());
         for row in &due {
             let (id, uid, trigger, run) = rows::due_execution(row)?;
             if !late_slot_runs(&mut tx, row, &id, &uid, trigger, &run, now).await? {
                 continue;
             }
             if run.concurrency_policy == ConcurrencyPolicy::Allow {
+                runs.insert(id.clone(), run);
                 chosen.push((id, uid));
                 continue;
             }
@@ -611,6 +619,7 @@ impl Store for PgStore {
                     chosen.retain(|(_, u)| *u != uid);
                 }
             }
+            runs.insert(id.clone(), run);
             chosen.push((id, uid));
         }
         let ids: Vec<String> = chosen.into_iter().map(|(id, _)| id).collect();
@@ -618,10 +627,10 @@ impl Store for PgStore {
             "WITH claimed AS (UPDATE executions e SET state = 'running', attempt = e.attempt + 1, worker = $1, \
                  started_at = coalesce(e.started_at, $2), attempt_started_at = $2, \
                  lease_expires_at = $2 + e.lease_ms, due_at = NULL \
-                 WHERE e.id = ANY($3) RETURNING e.*), \
+                 WHERE e.id = ANY($3) RETURNING {CLAIM_RETURNING}), \
              queue AS (UPDATE execution_queue q SET due_at = NULL, lease_expires_at = c.lease_expires_at \
                  FROM claimed c WHERE q.id = c.id) \
-             SELECT {CLAIMED_COLUMNS} FROM claimed ORDER BY fire_at"
+             SELECT * FROM claimed ORDER BY fire_at"
         );
         let rows = sqlx::query(&sql)
             .bind(&claim.worker)
@@ -649,7 +658,11 @@ impl Store for PgStore {
         let started = ts(now)?;
         rows.iter()
             .map(|r| {
-                rows::claimed(r).map(|c| ClaimedExecution {
+                let id: String = r.try_get("id").map_err(db_err)?;
+                let run = runs.remove(&id).ok_or_else(|| {
+                    Error::Corrupt(format!("claimed execution {id} was not among those read"))
+                })?;
+                rows::claimed_with(r, run).map(|c| ClaimedExecution {
                     started_at: started,
                     ..c
                 })

@@ -167,6 +167,10 @@ const EXECUTION_COLUMNS: &str = "id, namespace, job, job_version, trigger, sched
 const CLAIMED_COLUMNS: &str = "id, namespace, job, attempt, max_attempts, scheduled_at, fire_at, \
     started_at, lease_expires_at, run";
 
+/// [`CLAIMED_COLUMNS`] but the run definition, which the claim already read.
+const CLAIM_RETURNING: &str = "id, namespace, job, attempt, max_attempts, scheduled_at, fire_at, \
+    started_at, lease_expires_at";
+
 #[async_trait]
 impl Store for SqliteStore {
     async fn now(&self) -> Result<Timestamp> {
@@ -536,6 +540,9 @@ impl Store for SqliteStore {
         }
         // (id, job uid) of the executions to hand out, in due order.
         let mut chosen: Vec<(String, String)> = Vec::with_capacity(due.len());
+        // Their run definitions, parsed once here and handed out with the claim.
+        let mut runs: std::collections::HashMap<String, RunSpec> =
+            std::collections::HashMap::with_capacity(due.len());
         let mut stopped = Vec::new();
         for row in &due {
             let (id, uid, trigger, run) = rows::due_execution(row)?;
@@ -543,6 +550,7 @@ impl Store for SqliteStore {
                 continue;
             }
             if run.concurrency_policy == ConcurrencyPolicy::Allow {
+                runs.insert(id.clone(), run);
                 chosen.push((id, uid));
                 continue;
             }
@@ -592,6 +600,7 @@ impl Store for SqliteStore {
                     chosen.retain(|(_, u)| *u != uid);
                 }
             }
+            runs.insert(id.clone(), run);
             chosen.push((id, uid));
         }
         let ids: Vec<&str> = chosen.iter().map(|(id, _)| id.as_str()).collect();
@@ -601,7 +610,7 @@ impl Store for SqliteStore {
                started_at = coalesce(started_at, ?2), attempt_started_at = ?2, \
                lease_expires_at = ?2 + lease_ms, due_at = NULL \
              WHERE id IN (SELECT value FROM json_each(?3)) \
-             RETURNING {CLAIMED_COLUMNS}"
+             RETURNING {CLAIM_RETURNING}"
         );
         let rows = sqlx::query(&sql)
             .bind(&claim.worker)
@@ -610,8 +619,16 @@ impl Store for SqliteStore {
             .fetch_all(&mut *tx)
             .await
             .map_err(db_err)?;
-        let mut claimed: Vec<ClaimedExecution> =
-            rows.iter().map(rows::claimed).collect::<Result<_>>()?;
+        let mut claimed: Vec<ClaimedExecution> = rows
+            .iter()
+            .map(|r| {
+                let id: String = r.try_get("id").map_err(db_err)?;
+                let run = runs.remove(&id).ok_or_else(|| {
+                    Error::Corrupt(format!("claimed execution {id} was not among those read"))
+                })?;
+                rows::claimed_with(r, run)
+            })
+            .collect::<Result<_>>()?;
         let started_at = ts(now)?;
         for c in &mut claimed {
             c.started_at = started_at;

@@ -126,6 +126,11 @@ macro_rules! row_decoders {
 
         pub(crate) fn claimed(row: &$row) -> Result<ClaimedExecution> {
             let run: RunSpec = json(row, "run")?;
+            claimed_with(row, run)
+        }
+
+        /// [`claimed`] with the run definition given instead of read from the row.
+        pub(crate) fn claimed_with(row: &$row, run: RunSpec) -> Result<ClaimedExecution> {
             Ok(ClaimedExecution {
                 id: get(row, "id")?,
                 namespace: get(row, "namespace")?,
