@@ -13,6 +13,12 @@
 //! - Workers claim with `FOR UPDATE SKIP LOCKED`: no execution is handed to two claimers,
 //!   and claimers never wait on each other. A commit that makes executions due sends
 //!   `NOTIFY sundial_due`, which wakes idle workers ([`Store::due_signal`]).
+//! - `execution_queue` (migration 0004) has a row exactly for each unfinished execution, and
+//!   its `due_at` / `lease_expires_at` equal the execution row's: every statement that
+//!   changes one changes the other in the same transaction. Lookups of waiting or running
+//!   executions read the queue; the execution row is the history and is never indexed on
+//!   those columns, so its claim and completion updates are HOT. Writers lock the execution
+//!   row before its queue row; the claim locks both with `SKIP LOCKED`.
 
 #![warn(missing_docs)]
 
