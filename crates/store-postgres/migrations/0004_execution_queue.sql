@@ -10,8 +10,8 @@
 -- on the page), and the queue's own writes touch a row of five short columns.
 --
 -- Lock order, to keep claims from deadlocking with cancels and completions: writers lock the
--- executions row before its queue row; the claim, which takes the queue row first, locks both
--- with SKIP LOCKED and so never waits.
+-- executions row before its queue row; the claim locks both in that order with SKIP LOCKED,
+-- so it never waits and never holds a queue row without its execution row.
 CREATE TABLE execution_queue (
     id               TEXT   PRIMARY KEY,   -- executions.id
     namespace        TEXT   NOT NULL,
@@ -22,6 +22,9 @@ CREATE TABLE execution_queue (
 INSERT INTO execution_queue (id, namespace, job_uid, due_at, lease_expires_at)
     SELECT id, namespace, job_uid, due_at, CASE WHEN state = 'running' THEN lease_expires_at END
     FROM executions WHERE due_at IS NOT NULL OR state = 'running';
+-- Vacuum leaves the emptied pages in place: truncating them would take an exclusive lock
+-- that stalls claims (worker processes vacuum this table every 10 s).
+ALTER TABLE execution_queue SET (vacuum_truncate = false);
 CREATE INDEX execution_queue_due ON execution_queue (due_at) WHERE due_at IS NOT NULL;
 CREATE INDEX execution_queue_ns_due ON execution_queue (namespace, due_at) WHERE due_at IS NOT NULL;
 CREATE INDEX execution_queue_job ON execution_queue (job_uid);

@@ -519,9 +519,9 @@ impl Store for PgStore {
         let limited: Vec<String> = claim.rate_limits.keys().cloned().collect();
         let mut due = sqlx::query(
             "SELECT e.id, e.job_uid, e.trigger, e.run, q.due_at, e.fire_at, e.attempt \
-             FROM execution_queue q JOIN executions e ON e.id = q.id \
+             FROM executions e JOIN execution_queue q ON q.id = e.id \
              WHERE q.due_at <= $1 AND q.namespace <> ALL($3) \
-             ORDER BY q.due_at LIMIT $2 FOR UPDATE OF q, e SKIP LOCKED",
+             ORDER BY q.due_at LIMIT $2 FOR UPDATE OF e, q SKIP LOCKED",
         )
         .bind(now)
         .bind(i64::from(claim.limit))
@@ -535,9 +535,9 @@ impl Store for PgStore {
                 due.extend(
                     sqlx::query(
                         "SELECT e.id, e.job_uid, e.trigger, e.run, q.due_at, e.fire_at, e.attempt \
-                         FROM execution_queue q JOIN executions e ON e.id = q.id \
+                         FROM executions e JOIN execution_queue q ON q.id = e.id \
                          WHERE q.namespace = $1 AND q.due_at <= $2 \
-                         ORDER BY q.due_at LIMIT $3 FOR UPDATE OF q, e SKIP LOCKED",
+                         ORDER BY q.due_at LIMIT $3 FOR UPDATE OF e, q SKIP LOCKED",
                     )
                     .bind(ns)
                     .bind(now)
@@ -557,8 +557,14 @@ impl Store for PgStore {
         // Their run definitions, parsed once here and handed out with the claim.
         let mut runs: std::collections::HashMap<String, RunSpec> =
             std::collections::HashMap::with_capacity(due.len());
+        // Executions this claim cancelled (`replace`): later rows of the batch that name one
+        // were read before the cancel and must not run.
+        let mut cancelled_here: std::collections::HashSet<String> = Default::default();
         for row in &due {
             let (id, uid, trigger, run) = rows::due_execution(row)?;
+            if cancelled_here.contains(&id) {
+                continue;
+            }
             if !late_slot_runs(&mut tx, row, &id, &uid, trigger, &run, now).await? {
                 continue;
             }
@@ -616,12 +622,14 @@ impl Store for PgStore {
                 Decision::Replace => {
                     for (other, state) in &active {
                         cancel_in_tx(&mut tx, other, now).await?;
+                        cancelled_here.insert(other.clone());
                         if state == "running" {
                             notify_cancelled(&mut tx, other).await?;
                         }
                     }
                     for (mate, _) in chosen.iter().filter(|(_, u)| *u == uid) {
                         cancel_in_tx(&mut tx, mate, now).await?;
+                        cancelled_here.insert(mate.clone());
                     }
                     chosen.retain(|(_, u)| *u != uid);
                 }
@@ -634,7 +642,8 @@ impl Store for PgStore {
             "WITH claimed AS (UPDATE executions e SET state = 'running', attempt = e.attempt + 1, worker = $1, \
                  started_at = coalesce(e.started_at, $2), attempt_started_at = $2, \
                  lease_expires_at = $2 + e.lease_ms, due_at = NULL \
-                 WHERE e.id = ANY($3) RETURNING {CLAIM_RETURNING}), \
+                 WHERE e.id = ANY($3) AND e.state IN ('scheduled', 'queued', 'retry_wait') \
+                 RETURNING {CLAIM_RETURNING}), \
              queue AS (UPDATE execution_queue q SET due_at = NULL, lease_expires_at = c.lease_expires_at \
                  FROM claimed c WHERE q.id = c.id) \
              SELECT * FROM claimed ORDER BY fire_at"
@@ -1320,15 +1329,21 @@ async fn cancel_in_tx(tx: &mut Tx<'_>, id: &str, now: i64) -> Result<()> {
         .await
         .map_err(db_err)?;
     sqlx::query(
-        "WITH e AS (UPDATE executions SET state = 'cancelled', due_at = NULL, lease_expires_at = NULL, finished_at = $2 \
-           WHERE id = $1 RETURNING id) \
-         DELETE FROM execution_queue q USING e WHERE q.id = $1 AND q.id = e.id",
+        "UPDATE executions SET state = 'cancelled', due_at = NULL, lease_expires_at = NULL, finished_at = $2 \
+         WHERE id = $1",
     )
     .bind(id)
     .bind(now)
     .execute(&mut **tx)
     .await
     .map_err(db_err)?;
+    // A statement of its own, after the update has locked the execution row: its snapshot
+    // sees a queue row that a re-drive committed while the update waited for that lock.
+    sqlx::query("DELETE FROM execution_queue WHERE id = $1")
+        .bind(id)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_err)?;
     Ok(())
 }
 

@@ -543,9 +543,15 @@ impl Store for SqliteStore {
         // Their run definitions, parsed once here and handed out with the claim.
         let mut runs: std::collections::HashMap<String, RunSpec> =
             std::collections::HashMap::with_capacity(due.len());
+        // Executions this claim cancelled (`replace`): later rows of the batch that name one
+        // were read before the cancel and must not run.
+        let mut cancelled_here: std::collections::HashSet<String> = Default::default();
         let mut stopped = Vec::new();
         for row in &due {
             let (id, uid, trigger, run) = rows::due_execution(row)?;
+            if cancelled_here.contains(&id) {
+                continue;
+            }
             if !late_slot_runs(&mut tx, row, &id, &uid, trigger, &run, now).await? {
                 continue;
             }
@@ -590,12 +596,14 @@ impl Store for SqliteStore {
                 Decision::Replace => {
                     for (other, state) in &active {
                         cancel_in_tx(&mut tx, other, now).await?;
+                        cancelled_here.insert(other.clone());
                         if state == "running" {
                             stopped.push(other.clone());
                         }
                     }
                     for (mate, _) in chosen.iter().filter(|(_, u)| *u == uid) {
                         cancel_in_tx(&mut tx, mate, now).await?;
+                        cancelled_here.insert(mate.clone());
                     }
                     chosen.retain(|(_, u)| *u != uid);
                 }
@@ -610,6 +618,7 @@ impl Store for SqliteStore {
                started_at = coalesce(started_at, ?2), attempt_started_at = ?2, \
                lease_expires_at = ?2 + lease_ms, due_at = NULL \
              WHERE id IN (SELECT value FROM json_each(?3)) \
+               AND state IN ('scheduled', 'queued', 'retry_wait') \
              RETURNING {CLAIM_RETURNING}"
         );
         let rows = sqlx::query(&sql)

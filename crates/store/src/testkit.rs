@@ -855,6 +855,48 @@ pub async fn replace_cancels_the_running_execution(h: Harness) {
     ));
 }
 
+/// `replace` within one claim: a pending slot that comes due before the job's waiting retry
+/// cancels the retry, and the claim hands out the slot, never the retry it cancelled (which
+/// would then be running with nothing to reap it).
+pub async fn replace_never_runs_what_the_same_claim_cancelled(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h(clock.clone()).await;
+    let job = create_with(&*store, "a", sundial_core::job::ConcurrencyPolicy::Replace).await;
+    let slots = [t0(), t0() + SignedDuration::from_secs(2)];
+    trigger(&*store, "n1", &job, &slots).await.expect("trigger");
+    let retried = store
+        .execution_claim(&claim("w", 10))
+        .await
+        .expect("claim")
+        .remove(0);
+    store
+        .attempt_complete(&AttemptComplete {
+            outcome: AttemptOutcome::TransientFailure,
+            status_code: Some(503),
+            next: NextStep::RetryAt(t0() + SignedDuration::from_secs(5)),
+            ..complete_ok(&retried.id, 1)
+        })
+        .await
+        .expect("complete with a retry");
+    // Both are due now: the slot (due at t0 + 2 s) comes first, then the retry (t0 + 5 s).
+    clock.advance(SignedDuration::from_secs(10));
+    let claimed = store.execution_claim(&claim("w", 10)).await.expect("claim");
+    assert_eq!(claimed.len(), 1, "one execution of a replace job at a time");
+    assert_ne!(claimed[0].id, retried.id, "the slot replaces the retry, not the reverse");
+    let old = store
+        .execution_get("ns", &retried.id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(old.state, ExecutionState::Cancelled);
+    let running = store
+        .execution_get("ns", &claimed[0].id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(running.state, ExecutionState::Running);
+}
+
 /// `skip` with a catch-up (`misfire`) episode: the catch-up executions run one after another.
 pub async fn catch_up_under_skip_runs_one_after_another(h: Harness) {
     let clock = Arc::new(ManualClock::new(t0()));
@@ -1045,6 +1087,7 @@ macro_rules! conformance_tests {
             execution_history_pages_newest_first,
             skip_records_a_slot_due_while_the_job_runs,
             replace_cancels_the_running_execution,
+            replace_never_runs_what_the_same_claim_cancelled,
             catch_up_under_skip_runs_one_after_another,
             rate_limited_namespaces_dispatch_at_their_rate,
             late_precreated_slots_follow_the_misfire_policy
