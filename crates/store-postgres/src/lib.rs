@@ -612,11 +612,11 @@ impl Store for PgStore {
                         "WITH q AS (UPDATE execution_queue SET due_at = $2 WHERE id = $1) \
                          UPDATE executions SET due_at = $2 WHERE id = $1",
                     )
-                        .bind(&id)
-                        .bind(now + DEFER_MS)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db_err)?;
+                    .bind(&id)
+                    .bind(now + DEFER_MS)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_err)?;
                     continue;
                 }
                 Decision::Replace => {

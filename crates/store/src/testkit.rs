@@ -882,7 +882,10 @@ pub async fn replace_never_runs_what_the_same_claim_cancelled(h: Harness) {
     clock.advance(SignedDuration::from_secs(10));
     let claimed = store.execution_claim(&claim("w", 10)).await.expect("claim");
     assert_eq!(claimed.len(), 1, "one execution of a replace job at a time");
-    assert_ne!(claimed[0].id, retried.id, "the slot replaces the retry, not the reverse");
+    assert_ne!(
+        claimed[0].id, retried.id,
+        "the slot replaces the retry, not the reverse"
+    );
     let old = store
         .execution_get("ns", &retried.id)
         .await
