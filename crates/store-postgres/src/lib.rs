@@ -18,7 +18,8 @@
 //!   changes one changes the other in the same transaction. Lookups of waiting or running
 //!   executions read the queue; the execution row is the history and is never indexed on
 //!   those columns, so its claim and completion updates are HOT. Writers lock the execution
-//!   row before its queue row; the claim locks both with `SKIP LOCKED`.
+//!   row before its queue row; the claim locks both, in that order, with `SKIP LOCKED`.
+//!   Worker processes vacuum the queue every [`QUEUE_VACUUM_EVERY`].
 
 #![warn(missing_docs)]
 
