@@ -62,6 +62,18 @@ pub struct PgStore {
     clock: Option<Arc<dyn Clock>>,
     instance: String,
     signals: OnceLock<Signals>,
+    /// The notification listener and the queue vacuum, started with the first
+    /// [`Store::signals`] call and stopped when the store is dropped.
+    background: std::sync::Mutex<Vec<tokio::task::AbortHandle>>,
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        let tasks = self.background.get_mut().unwrap_or_else(|p| p.into_inner());
+        for task in tasks.drain(..) {
+            task.abort();
+        }
+    }
 }
 
 type Tx<'a> = sqlx::Transaction<'a, Postgres>;
@@ -105,6 +117,7 @@ impl PgStore {
             clock,
             instance: uuid::Uuid::now_v7().to_string(),
             signals: OnceLock::new(),
+            background: Default::default(),
         })
     }
 
@@ -178,8 +191,12 @@ impl Store for PgStore {
             .get_or_init(|| {
                 let signals = Signals::new();
                 let (url, s) = (self.url.clone(), signals.clone());
-                tokio::spawn(async move { listen(url, s).await });
-                tokio::spawn(vacuum_queue(self.pool.clone()));
+                let listener = tokio::spawn(async move { listen(url, s).await });
+                let vacuum = tokio::spawn(vacuum_queue(self.pool.clone()));
+                self.background
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .extend([listener.abort_handle(), vacuum.abort_handle()]);
                 signals
             })
             .clone()
