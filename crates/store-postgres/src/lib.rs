@@ -36,7 +36,9 @@ use sundial_clock::Clock;
 use sundial_core::SHARD_COUNT;
 use sundial_core::execution::{ExecutionState, Trigger};
 use sundial_core::job::ConcurrencyPolicy;
-use sundial_store::concurrency::{DEFER_MS, Decision, decide, misfire_runs, refill, whole_tokens};
+use sundial_store::concurrency::{
+    ClaimBatch, DEFER_MS, Decision, decide, misfire_runs, refill, whole_tokens,
+};
 use sundial_store::{
     AttemptComplete, AttemptRef, ClaimedExecution, ClusterStatus, DueJob, Error, ExecutionClaim,
     ExecutionListQuery, ExecutionRecord, JobListQuery, JobRecord, JobWrite, NewExecution,
@@ -571,24 +573,17 @@ impl Store for PgStore {
             due.truncate(usize::try_from(claim.limit).unwrap_or(usize::MAX));
         }
         // (id, job uid) of the executions to hand out, in due order.
-        let mut chosen: Vec<(String, String)> = Vec::with_capacity(due.len());
-        // Their run definitions, parsed once here and handed out with the claim.
-        let mut runs: std::collections::HashMap<String, RunSpec> =
-            std::collections::HashMap::with_capacity(due.len());
-        // Executions this claim cancelled (`replace`): later rows of the batch that name one
-        // were read before the cancel and must not run.
-        let mut cancelled_here: std::collections::HashSet<String> = Default::default();
+        let mut batch = ClaimBatch::default();
         for row in &due {
             let (id, uid, trigger, run) = rows::due_execution(row)?;
-            if cancelled_here.contains(&id) {
+            if batch.cancelled_here(&id) {
                 continue;
             }
             if !late_slot_runs(&mut tx, row, &id, &uid, trigger, &run, now).await? {
                 continue;
             }
             if run.concurrency_policy == ConcurrencyPolicy::Allow {
-                runs.insert(id.clone(), run);
-                chosen.push((id, uid));
+                batch.choose(id, uid, run);
                 continue;
             }
             // One decision per job at a time, across every worker.
@@ -606,7 +601,7 @@ impl Store for PgStore {
             .fetch_all(&mut *tx)
             .await
             .map_err(db_err)?;
-            let batch_mate = chosen.iter().any(|(_, u)| *u == uid);
+            let batch_mate = batch.has_mate(&uid);
             match decide(
                 run.concurrency_policy,
                 trigger,
@@ -640,22 +635,19 @@ impl Store for PgStore {
                 Decision::Replace => {
                     for (other, state) in &active {
                         cancel_in_tx(&mut tx, other, now).await?;
-                        cancelled_here.insert(other.clone());
+                        batch.record_cancel(other);
                         if state == "running" {
                             notify_cancelled(&mut tx, other).await?;
                         }
                     }
-                    for (mate, _) in chosen.iter().filter(|(_, u)| *u == uid) {
-                        cancel_in_tx(&mut tx, mate, now).await?;
-                        cancelled_here.insert(mate.clone());
+                    for mate in batch.take_mates(&uid) {
+                        cancel_in_tx(&mut tx, &mate, now).await?;
                     }
-                    chosen.retain(|(_, u)| *u != uid);
                 }
             }
-            runs.insert(id.clone(), run);
-            chosen.push((id, uid));
+            batch.choose(id, uid, run);
         }
-        let ids: Vec<String> = chosen.into_iter().map(|(id, _)| id).collect();
+        let ids = batch.ids();
         // The queue rows are found by `id = ANY(ARRAY(SELECT … FROM claimed))`, an index
         // condition on the primary key, never by joining the CTE: the planner estimates a CTE
         // at one row and, on a queue it last analysed empty, walked the whole queue index once
@@ -693,6 +685,7 @@ impl Store for PgStore {
             .map_err(db_err)?;
         }
         tx.commit().await.map_err(db_err)?;
+        let mut runs = batch.into_runs();
         let started = ts(now)?;
         rows.iter()
             .map(|r| {
