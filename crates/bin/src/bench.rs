@@ -33,7 +33,9 @@ enum Workload {
         #[command(flatten)]
         common: Common,
     },
-    /// R every-second jobs (R triggers per second) for a duration.
+    /// R every-second jobs (R triggers per second) for a duration. Their slots are spread
+    /// evenly over each second (job i at i/R s past it), a constant arrival rate; with
+    /// `--aligned` they all fall on the second boundary, a burst of R every second.
     Steady {
         /// Triggers per second
         #[arg(long, default_value_t = 100)]
@@ -41,6 +43,9 @@ enum Workload {
         /// How long to measure, e.g. 60s or 5m
         #[arg(long, default_value = "60s")]
         duration: String,
+        /// Fire every job on the whole second instead of spreading them over it
+        #[arg(long)]
+        aligned: bool,
         #[command(flatten)]
         common: Common,
     },
@@ -301,6 +306,8 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// Runs a workload.
 pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    // Steady runs only: how the slots fall within each second, and the run's length in s.
+    let (mut arrivals, mut offered_s) = (None, 0.0);
     let (workload, common, expected, first_slot, last_slot, jobs) = match &args.workload {
         Workload::Burst { jobs, common } => {
             let at =
@@ -319,17 +326,26 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         Workload::Steady {
             rate,
             duration,
+            aligned,
             common,
         } => {
             let d: sundial_core::Dur = duration.parse().context("--duration")?;
             let start =
                 Timestamp::from_second(Timestamp::now().as_second() + common.lead_s as i64 + 1)?;
             let secs = (d.as_millis() / 1000).max(1);
-            let last =
-                start + SignedDuration::from_secs(i64::try_from(secs).unwrap_or(i64::MAX) - 1);
-            // Half a second past the last slot, so a one-second run has an end after its start.
-            let end = last + SignedDuration::from_millis(500);
-            let body = json!({"schedule": {"every": "1s", "start_at": start.to_string(), "end_at": end.to_string()}});
+            let span = SignedDuration::from_secs(i64::try_from(secs).unwrap_or(i64::MAX) - 1);
+            // Job i's first slot: i/R of a second past `start` (whole milliseconds), or `start`.
+            let offset = |i: u32| {
+                let ms = if *aligned {
+                    0
+                } else {
+                    i64::from(i) * 1000 / i64::from((*rate).max(1))
+                };
+                SignedDuration::from_millis(ms)
+            };
+            arrivals = Some(if *aligned { "aligned" } else { "spread" });
+            offered_s = secs as f64;
+            let last = start + span + offset(rate.saturating_sub(1));
             (
                 "steady",
                 common,
@@ -337,7 +353,14 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 start,
                 last,
                 (0..*rate)
-                    .map(|i| (format!("s{i}"), body.clone()))
+                    .map(|i| {
+                        let first = start + offset(i);
+                        // Half a second past its last slot, so a one-second run has an end
+                        // after its start.
+                        let end = first + span + SignedDuration::from_millis(500);
+                        let body = json!({"schedule": {"every": "1s", "start_at": first.to_string(), "end_at": end.to_string()}});
+                        (format!("s{i}"), body)
+                    })
                     .collect(),
             )
         }
@@ -488,9 +511,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let triggers_per_s = if workload == "burst" {
         seen.len() as f64 / drain_s
     } else {
-        seen.len() as f64 / drain_s.max(last_slot.duration_since(first_slot).as_secs_f64() + 1.0)
+        seen.len() as f64 / drain_s.max(offered_s)
     };
-    let report = json!({
+    let mut report = json!({
         "workload": workload, "store": store, "jobs": job_count, "slots": expected, "stored": common.stored, "nodes": common.nodes,
         "drain_s": (drain_s * 1000.0).round() / 1000.0,
         "triggers_per_s": triggers_per_s.round(),
@@ -498,8 +521,14 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         "start_lag_ms": {"p50": percentile(&start_lags, 50.0), "p99": percentile(&start_lags, 99.0), "max": start_lags.last().copied().unwrap_or(0.0)},
         "lost": lost, "duplicates": duplicates, "peak_rss_mb": (peak_rss_mb * 10.0).round() / 10.0,
     });
+    if let Some(a) = arrivals {
+        report["arrivals"] = json!(a);
+    }
     outln!(
-        "workload         {workload} ({store}, {} node(s))",
+        "workload         {workload}{} ({store}, {} node(s))",
+        arrivals
+            .map(|a| format!(", {a} arrivals"))
+            .unwrap_or_default(),
         common.nodes
     );
     outln!("slots expected   {expected}");

@@ -17,7 +17,11 @@
 //!   overwrite the outcome of the attempt that replaced it (SPEC G3).
 //! - An attempt never starts before its execution's fire time: the store only hands out due
 //!   executions, by its own clock (SPEC G5).
-//! - At most `max_in_flight` attempts run at once in one worker.
+//! - At most `max_in_flight` deliveries run at once in one worker, and at most
+//!   [`UNWRITTEN_PER_SLOT`] × `max_in_flight` claimed attempts wait for their completion to be
+//!   written. A delivery frees its slot as soon as the target answers, so a store that is slow
+//!   to write outcomes does not hold back the next deliveries (it throttles claims only once
+//!   that bound is reached).
 //! - Metrics: `sundial_trigger_lag_seconds` (first attempt start − fire time, histogram) and
 //!   `sundial_attempts_total{outcome}`.
 //! - Completions of concurrent attempts are written together, up to [`COMPLETION_BATCH`] in
@@ -47,6 +51,10 @@ type Completion = (
     tokio::sync::oneshot::Sender<Result<bool, StoreError>>,
 );
 
+/// Claimed attempts whose completion is not yet written, per delivery slot (4): the bound on
+/// the work a worker holds while the store catches up with its completions.
+pub const UNWRITTEN_PER_SLOT: usize = 4;
+
 /// Most completions written in one store call.
 pub const COMPLETION_BATCH: usize = 256;
 
@@ -58,7 +66,7 @@ pub const MIN_IDLE: jiff::SignedDuration = jiff::SignedDuration::from_millis(25)
 pub struct WorkerConfig {
     /// This node's id, recorded on each attempt.
     pub node: String,
-    /// Most attempts running at once. Default 1024.
+    /// Most deliveries running at once. Default 1024.
     pub max_in_flight: usize,
     /// Most executions claimed per store call. Default 512.
     pub claim_batch: u32,
@@ -92,7 +100,10 @@ pub struct Worker {
     target: Arc<dyn Target>,
     config: WorkerConfig,
     wake: Arc<Notify>,
+    /// Delivery slots: one is held from the claim until the target answers.
     slots: Arc<Semaphore>,
+    /// Held from the claim until the attempt's completion is written (or it is abandoned).
+    unwritten: Arc<Semaphore>,
     /// Attempts running in this worker: execution id → the signal that stops it.
     running: Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<Notify>>>>,
     /// Completions to write, in batches ([`Worker::completion_batcher`]).
@@ -119,6 +130,9 @@ impl Worker {
         wake: Arc<Notify>,
     ) -> Self {
         let slots = Arc::new(Semaphore::new(config.max_in_flight));
+        let unwritten = Arc::new(Semaphore::new(
+            config.max_in_flight.saturating_mul(UNWRITTEN_PER_SLOT),
+        ));
         let (batcher, queue) = tokio::sync::mpsc::unbounded_channel();
         Worker {
             store,
@@ -127,6 +141,7 @@ impl Worker {
             config,
             wake,
             slots,
+            unwritten,
             running: Arc::default(),
             batcher,
             batcher_queue: Arc::new(std::sync::Mutex::new(Some(queue))),
@@ -154,7 +169,7 @@ impl Worker {
                     0
                 }
             };
-            if claimed > 0 && self.slots.available_permits() > 0 {
+            if claimed > 0 && self.free() > 0 {
                 continue;
             }
             let deadline = self.idle_deadline().await;
@@ -164,12 +179,15 @@ impl Worker {
                 _ = due_signal.notified() => {}
                 _ = shutdown.changed() => {}
                 permit = self.slots.clone().acquire_owned(), if self.slots.available_permits() == 0 => drop(permit),
+                permit = self.unwritten.clone().acquire_owned(), if self.unwritten.available_permits() == 0 => drop(permit),
             }
         }
         reaper.abort();
         canceller.abort();
         let all = u32::try_from(self.config.max_in_flight).unwrap_or(u32::MAX);
         let _ = self.slots.acquire_many(all).await;
+        let unwritten = u32::try_from(self.unwritten_capacity()).unwrap_or(u32::MAX);
+        let _ = self.unwritten.acquire_many(unwritten).await;
         if let Some(b) = batcher {
             b.abort();
         }
@@ -199,10 +217,7 @@ impl Worker {
     /// # Errors
     /// The store's, when the claim fails.
     pub async fn claim_once(&self) -> Result<usize, StoreError> {
-        let free = self
-            .slots
-            .available_permits()
-            .min(self.config.claim_batch as usize);
+        let free = self.free().min(self.config.claim_batch as usize);
         if free == 0 {
             return Ok(0);
         }
@@ -216,33 +231,55 @@ impl Worker {
             .await?;
         let n = claimed.len();
         for execution in claimed {
-            let Ok(permit) = self.slots.clone().try_acquire_owned() else {
+            // Only this loop takes permits, so the claim's `free` are still there.
+            let (Ok(slot), Ok(unwritten)) = (
+                self.slots.clone().try_acquire_owned(),
+                self.unwritten.clone().try_acquire_owned(),
+            ) else {
                 break;
             };
             let worker = self.clone();
             tokio::spawn(async move {
-                worker.attempt(execution).await;
-                drop(permit);
+                worker.attempt(execution, slot).await;
+                drop(unwritten);
             });
         }
         Ok(n)
     }
 
-    /// Runs one claimed attempt to its completion (or abandons it when the lease is lost).
-    async fn attempt(&self, e: ClaimedExecution) {
+    /// How many more attempts this worker may claim now: free delivery slots, bounded by the
+    /// room left for unwritten completions.
+    fn free(&self) -> usize {
+        self.slots
+            .available_permits()
+            .min(self.unwritten.available_permits())
+    }
+
+    fn unwritten_capacity(&self) -> usize {
+        self.config.max_in_flight.saturating_mul(UNWRITTEN_PER_SLOT)
+    }
+
+    /// Runs one claimed attempt to its completion (or abandons it when the lease is lost),
+    /// giving back its delivery `slot` as soon as the target has answered.
+    async fn attempt(&self, e: ClaimedExecution, slot: tokio::sync::OwnedSemaphorePermit) {
         let cancelled = Arc::new(Notify::new());
         self.running
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(e.id.clone(), cancelled.clone());
-        self.attempt_inner(&e, &cancelled).await;
+        self.attempt_inner(&e, &cancelled, slot).await;
         self.running
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&e.id);
     }
 
-    async fn attempt_inner(&self, e: &ClaimedExecution, cancelled: &Notify) {
+    async fn attempt_inner(
+        &self,
+        e: &ClaimedExecution,
+        cancelled: &Notify,
+        slot: tokio::sync::OwnedSemaphorePermit,
+    ) {
         let started = self.clock.now();
         if e.attempt == 1 {
             let lag = started.duration_since(e.fire_at).as_secs_f64().max(0.0);
@@ -274,6 +311,7 @@ impl Worker {
                 None
             }
         };
+        drop(slot);
         let Some(result) = result else { return };
         let completion = self.completion(e, attempt, result, false);
         self.complete(completion).await;
