@@ -34,7 +34,7 @@ pub struct ServerArgs {
     /// Shard lease time to live, e.g. 10s [default: 10s]
     #[arg(long, env = "SUNDIAL_LEASE_TTL")]
     pub lease_ttl: Option<String>,
-    /// Most attempts one worker runs at once (1-100000) [default: 1024]
+    /// Most deliveries one worker runs at once (1-100000) [default: 1024]
     #[arg(long, env = "SUNDIAL_MAX_IN_FLIGHT")]
     pub max_in_flight: Option<usize>,
     /// Testing aid: shift this node's clock by this many milliseconds
@@ -151,7 +151,7 @@ pub struct ServerConfig {
     pub lease_ttl: sundial_core::Dur,
     /// Per-namespace dispatch limits, executions per second.
     pub rate_limits: BTreeMap<String, f64>,
-    /// Most attempts one worker runs at once.
+    /// Most deliveries one worker runs at once.
     pub max_in_flight: usize,
     /// Shift of this node's clock (testing aid), in milliseconds.
     pub clock_offset_ms: i64,

@@ -45,7 +45,11 @@ pub struct SchedulerConfig {
     pub tick: Dur,
     /// Shard lease time to live; renewed every third of it. Default `10s`.
     pub lease_ttl: Dur,
-    /// Jobs per trigger transaction. Default 1000.
+    /// Jobs per trigger transaction. Default 2500: on the embedded store a commit costs
+    /// about one page write per touched index page, and a job's executions sit on pages
+    /// of their own in the indexes keyed by job, so larger commits write fewer pages per
+    /// execution (a steady 10,000/s on SQLite: 7,400–8,400/s achieved at 1000, 9,300–9,900/s
+    /// at 2500, no better at 5000 for 50 MB more memory).
     pub batch: u32,
 }
 
@@ -57,7 +61,7 @@ impl SchedulerConfig {
             lookahead: Dur::from_secs(5),
             tick: Dur::from_secs(1),
             lease_ttl: Dur::from_secs(10),
-            batch: 1000,
+            batch: 2500,
         }
     }
 }

@@ -9,6 +9,10 @@
 //!   `BEGIN IMMEDIATE` transaction; reads use a small pool of their own (WAL mode).
 //! - Time is the injected [`Clock`]'s: in one process it is the only clock there is.
 //! - Instants are stored as INTEGER milliseconds since the Unix epoch, UTC.
+//! - The write-ahead log is copied back into the database file by a connection of its own
+//!   ([`CHECKPOINT_EVERY`], `PRAGMA wal_checkpoint(PASSIVE)`), beside the writer rather than
+//!   inside one of its commits; the writer checkpoints itself only when the log passes
+//!   [`WRITER_CHECKPOINT_PAGES`], so the log stays bounded if the background pass falls behind.
 
 #![warn(missing_docs)]
 
@@ -39,10 +43,20 @@ use sundial_store::{
 
 use rows::{db_err, ms, ts};
 
+/// How often the background connection copies the write-ahead log back into the database
+/// file (100 ms).
+pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
+
+/// Log size, in pages, at which the writer checkpoints inside its own commit (SQLite's
+/// `wal_autocheckpoint`; its default is 1,000): 16,384 pages, 64 MiB at the 4 KiB page size.
+pub const WRITER_CHECKPOINT_PAGES: u32 = 16_384;
+
 /// The SQLite-backed [`Store`].
 #[derive(Debug)]
 pub struct SqliteStore {
     writer: SqlitePool,
+    /// The background checkpoint task (file databases only), stopped on drop.
+    checkpointer: Option<tokio::task::AbortHandle>,
     reader: SqlitePool,
     clock: Arc<dyn Clock>,
     lock_path: Option<PathBuf>,
@@ -73,7 +87,11 @@ impl SqliteStore {
         };
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
-            .connect_with(options.clone())
+            .connect_with(
+                options
+                    .clone()
+                    .pragma("wal_autocheckpoint", WRITER_CHECKPOINT_PAGES.to_string()),
+            )
             .await
             .map_err(db_err)?;
         sqlx::migrate!("./migrations")
@@ -82,11 +100,22 @@ impl SqliteStore {
             .map_err(|e| Error::Unavailable(Box::new(e)))?;
         let reader = SqlitePoolOptions::new()
             .max_connections(4)
-            .connect_with(options.read_only(true))
+            .connect_with(options.clone().read_only(true))
             .await
             .map_err(db_err)?;
+        let checkpointer = if lock_path.is_some() {
+            let pool = SqlitePoolOptions::new()
+                .max_connections(1)
+                .connect_with(options)
+                .await
+                .map_err(db_err)?;
+            Some(tokio::spawn(checkpoint_loop(pool)).abort_handle())
+        } else {
+            None
+        };
         Ok(SqliteStore {
             writer,
+            checkpointer,
             reader,
             clock,
             lock_path,
@@ -131,6 +160,29 @@ impl SqliteStore {
                 path.display()
             ))),
             Err(std::fs::TryLockError::Error(e)) => Err(Error::Unavailable(Box::new(e))),
+        }
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        if let Some(task) = &self.checkpointer {
+            task.abort();
+        }
+    }
+}
+
+/// Copies committed log frames into the database file every [`CHECKPOINT_EVERY`], without
+/// waiting for (or blocking) the writer or the readers (`PASSIVE`), so that the writer's
+/// commits seldom do it themselves. A failed pass is logged and the next one tries again.
+async fn checkpoint_loop(pool: SqlitePool) {
+    loop {
+        tokio::time::sleep(CHECKPOINT_EVERY).await;
+        if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+            .execute(&pool)
+            .await
+        {
+            tracing::warn!(error = %e, "checkpointing the SQLite log failed");
         }
     }
 }

@@ -172,14 +172,20 @@ impl Worker {
             if claimed > 0 && self.free() > 0 {
                 continue;
             }
+            // Read before the store calls below: a slot freed while they run then wakes the
+            // wait at once instead of being missed until the deadline.
+            let (slots_full, unwritten_full) = (
+                self.slots.available_permits() == 0,
+                self.unwritten.available_permits() == 0,
+            );
             let deadline = self.idle_deadline().await;
             tokio::select! {
                 _ = self.clock.sleep_until(deadline) => {}
                 _ = self.wake.notified() => {}
                 _ = due_signal.notified() => {}
                 _ = shutdown.changed() => {}
-                permit = self.slots.clone().acquire_owned(), if self.slots.available_permits() == 0 => drop(permit),
-                permit = self.unwritten.clone().acquire_owned(), if self.unwritten.available_permits() == 0 => drop(permit),
+                permit = self.slots.clone().acquire_owned(), if slots_full => drop(permit),
+                permit = self.unwritten.clone().acquire_owned(), if unwritten_full => drop(permit),
             }
         }
         reaper.abort();
