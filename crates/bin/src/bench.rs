@@ -332,7 +332,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             let d: sundial_core::Dur = duration.parse().context("--duration")?;
             let start =
                 Timestamp::from_second(Timestamp::now().as_second() + common.lead_s as i64 + 1)?;
-            let secs = (d.as_millis() / 1000).max(1);
+            if d.as_millis() < 1000 || d.as_millis() % 1000 != 0 {
+                bail!("--duration: {duration} is not a whole number of seconds of at least 1s");
+            }
+            let secs = d.as_millis() / 1000;
             let span = SignedDuration::from_secs(i64::try_from(secs).unwrap_or(i64::MAX) - 1);
             // Job i's first slot: i/R of a second past `start` (whole milliseconds), or `start`.
             let offset = |i: u32| {
@@ -506,12 +509,15 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         .duration_since(first_slot)
         .as_secs_f64()
         .max(0.001);
-    // Delivered slots per second from the first fire time to the last delivery: for a steady
+    // Delivered slots per second (a burst: from its fire time to the last delivery): for a steady
     // run that keeps up this is the offered rate; for one that falls behind, what it achieved.
     let triggers_per_s = if workload == "burst" {
         seen.len() as f64 / drain_s
     } else {
-        seen.len() as f64 / drain_s.max(offered_s)
+        // The run's length, plus whatever the last slot's delivery lagged beyond a second
+        // (the same allowance in both arrival patterns).
+        let tail_lag_s = last_receive.duration_since(last_slot).as_secs_f64();
+        seen.len() as f64 / offered_s.max(offered_s - 1.0 + tail_lag_s)
     };
     let mut report = json!({
         "workload": workload, "store": store, "jobs": job_count, "slots": expected, "stored": common.stored, "nodes": common.nodes,

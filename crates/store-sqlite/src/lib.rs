@@ -55,7 +55,8 @@ pub const WRITER_CHECKPOINT_PAGES: u32 = 16_384;
 #[derive(Debug)]
 pub struct SqliteStore {
     writer: SqlitePool,
-    /// The background checkpoint task (file databases only), stopped on drop.
+    /// The background checkpoint task, stopped on drop. None when the URL names no file
+    /// (sqlx also names its in-memory databases, which get one that has nothing to do).
     checkpointer: Option<tokio::task::AbortHandle>,
     reader: SqlitePool,
     clock: Arc<dyn Clock>,

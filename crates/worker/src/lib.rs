@@ -169,15 +169,16 @@ impl Worker {
                     0
                 }
             };
-            if claimed > 0 && self.free() > 0 {
-                continue;
-            }
-            // Read before the store calls below: a slot freed while they run then wakes the
-            // wait at once instead of being missed until the deadline.
+            // One reading decides both whether to claim again and what to wait for, so a slot
+            // freed after it wakes the wait below at once instead of being missed until the
+            // deadline.
             let (slots_full, unwritten_full) = (
                 self.slots.available_permits() == 0,
                 self.unwritten.available_permits() == 0,
             );
+            if claimed > 0 && !slots_full && !unwritten_full {
+                continue;
+            }
             let deadline = self.idle_deadline().await;
             tokio::select! {
                 _ = self.clock.sleep_until(deadline) => {}
