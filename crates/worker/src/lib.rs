@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  claim (attempt n, lease = heartbeat_timeout)
-//!    ├── heartbeat every heartbeat_timeout / 3 ── refused? ──▶ abandon: drop the delivery, write nothing
+//!    ├── heartbeat every heartbeat_timeout / 3 until written ── refused? ──▶ abandon: drop the delivery, write nothing
 //!    ├── dispatch ──▶ success ─────────────────▶ complete(n): succeeded
 //!    │            ├─▶ permanent ───────────────▶ complete(n): failed
 //!    │            └─▶ transient / timeout ─────▶ complete(n): retry_wait (backoff) | dead (n = max)
@@ -320,8 +320,16 @@ impl Worker {
         };
         drop(slot);
         let Some(result) = result else { return };
-        let completion = self.completion(e, attempt, result, false);
-        self.complete(completion).await;
+        let completion = self.completion(e, attempt.clone(), result, false);
+        // The lease is kept while the completion waits to be written, so a store slow to
+        // write outcomes does not let the reaper retry an attempt that already ran.
+        tokio::select! {
+            () = self.complete(completion) => {}
+            lost = self.heartbeat(&attempt, e.run.heartbeat_timeout) => {
+                tracing::warn!(execution = %e.id, attempt = e.attempt, reason = %lost,
+                    "attempt lease lost before its completion was written");
+            }
+        }
     }
 
     /// Stops the local attempts of executions cancelled anywhere in the cluster.
