@@ -572,7 +572,7 @@ impl Store for PgStore {
             due.sort_by_key(|r| r.try_get::<i64, _>("due_at").unwrap_or(i64::MAX));
             due.truncate(usize::try_from(claim.limit).unwrap_or(usize::MAX));
         }
-        // (id, job uid) of the executions to hand out, in due order.
+        // The executions to hand out, in due order, and those this claim cancelled.
         let mut batch = ClaimBatch::default();
         for row in &due {
             let (id, uid, trigger, run) = rows::due_execution(row)?;

@@ -44,11 +44,13 @@ use sundial_store::{
 use rows::{db_err, ms, ts};
 
 /// How often the background connection copies the write-ahead log back into the database
-/// file (100 ms).
+/// file (100 ms), with `PRAGMA wal_checkpoint(PASSIVE)`: it copies what no reader still needs
+/// and never waits for the writer or the readers (<https://sqlite.org/wal.html#ckpt>).
 pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
 
 /// Log size, in pages, at which the writer checkpoints inside its own commit (SQLite's
-/// `wal_autocheckpoint`; its default is 1,000): 16,384 pages, 64 MiB at the 4 KiB page size.
+/// `wal_autocheckpoint`, <https://sqlite.org/pragma.html#pragma_wal_autocheckpoint>; its
+/// default is 1,000): 16,384 pages, 64 MiB at the 4 KiB page size.
 pub const WRITER_CHECKPOINT_PAGES: u32 = 16_384;
 
 /// The SQLite-backed [`Store`].
@@ -593,7 +595,7 @@ impl Store for SqliteStore {
             due.sort_by_key(|r| r.try_get::<i64, _>("due_at").unwrap_or(i64::MAX));
             due.truncate(usize::try_from(claim.limit).unwrap_or(usize::MAX));
         }
-        // (id, job uid) of the executions to hand out, in due order.
+        // The executions to hand out, in due order, and those this claim cancelled.
         let mut batch = ClaimBatch::default();
         let mut stopped = Vec::new();
         for row in &due {

@@ -55,6 +55,12 @@ type Completion = (
 /// the work a worker holds while the store catches up with its completions.
 pub const UNWRITTEN_PER_SLOT: usize = 4;
 
+/// Attempts a worker holds from claim to written completion: [`UNWRITTEN_PER_SLOT`] per
+/// delivery slot.
+fn unwritten_capacity(config: &WorkerConfig) -> usize {
+    config.max_in_flight.saturating_mul(UNWRITTEN_PER_SLOT)
+}
+
 /// Most completions written in one store call.
 pub const COMPLETION_BATCH: usize = 256;
 
@@ -130,9 +136,7 @@ impl Worker {
         wake: Arc<Notify>,
     ) -> Self {
         let slots = Arc::new(Semaphore::new(config.max_in_flight));
-        let unwritten = Arc::new(Semaphore::new(
-            config.max_in_flight.saturating_mul(UNWRITTEN_PER_SLOT),
-        ));
+        let unwritten = Arc::new(Semaphore::new(unwritten_capacity(&config)));
         let (batcher, queue) = tokio::sync::mpsc::unbounded_channel();
         Worker {
             store,
@@ -191,10 +195,10 @@ impl Worker {
         }
         reaper.abort();
         canceller.abort();
-        let all = u32::try_from(self.config.max_in_flight).unwrap_or(u32::MAX);
-        let _ = self.slots.acquire_many(all).await;
-        let unwritten = u32::try_from(self.unwritten_capacity()).unwrap_or(u32::MAX);
-        let _ = self.unwritten.acquire_many(unwritten).await;
+        // Every attempt holds an `unwritten` permit until it has ended (its delivery slot only
+        // until the target answers), so having them all back means no attempt is left.
+        let all = u32::try_from(unwritten_capacity(&self.config)).unwrap_or(u32::MAX);
+        let _ = self.unwritten.acquire_many(all).await;
         if let Some(b) = batcher {
             b.abort();
         }
@@ -262,10 +266,6 @@ impl Worker {
             .min(self.unwritten.available_permits())
     }
 
-    fn unwritten_capacity(&self) -> usize {
-        self.config.max_in_flight.saturating_mul(UNWRITTEN_PER_SLOT)
-    }
-
     /// Runs one claimed attempt to its completion (or abandons it when the lease is lost),
     /// giving back its delivery `slot` as soon as the target has answered.
     async fn attempt(&self, e: ClaimedExecution, slot: tokio::sync::OwnedSemaphorePermit) {
@@ -304,10 +304,14 @@ impl Worker {
             target: &e.run.target,
         };
         let deadline = started + e.run.timeout.as_signed();
+        // One lease renewal loop from the claim until the completion is written, so a store
+        // slow to write outcomes does not let the reaper retry an attempt that already ran.
+        let heartbeat = self.heartbeat(&attempt, e.run.heartbeat_timeout);
+        tokio::pin!(heartbeat);
         let result = tokio::select! {
             r = self.target.dispatch(&delivery) => Some(r.map_err(Failure::Target)),
             _ = self.clock.sleep_until(deadline) => Some(Err(Failure::TimedOut)),
-            lost = self.heartbeat(&attempt, e.run.heartbeat_timeout) => {
+            lost = &mut heartbeat => {
                 tracing::warn!(execution = %e.id, attempt = e.attempt, reason = %lost,
                     "attempt lease lost; abandoning the attempt");
                 None
@@ -321,11 +325,9 @@ impl Worker {
         drop(slot);
         let Some(result) = result else { return };
         let completion = self.completion(e, attempt.clone(), result, false);
-        // The lease is kept while the completion waits to be written, so a store slow to
-        // write outcomes does not let the reaper retry an attempt that already ran.
         tokio::select! {
             () = self.complete(completion) => {}
-            lost = self.heartbeat(&attempt, e.run.heartbeat_timeout) => {
+            lost = &mut heartbeat => {
                 tracing::warn!(execution = %e.id, attempt = e.attempt, reason = %lost,
                     "attempt lease lost before its completion was written");
             }
