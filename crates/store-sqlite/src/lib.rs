@@ -193,9 +193,11 @@ async fn checkpoint_loop(pool: SqlitePool) {
 const JOB_COLUMNS: &str = "j.namespace, j.name, j.uid, j.shard, j.version, j.spec, j.created_at, \
     j.updated_at, j.next_slot_at, j.next_fire_at";
 
+/// The job's last execution (the latest slot whose fire time `?1` has reached), read through
+/// `executions_job` in slot order; and the fire time of its first execution still waiting.
 const LAST_EXECUTION: &str = "(SELECT e.id || '|' || e.state || '|' || e.scheduled_at \
-    FROM executions e WHERE e.job_uid = j.uid AND e.fire_at <= ?1 \
-    ORDER BY e.fire_at DESC LIMIT 1) AS last_execution, \
+    FROM executions e WHERE e.namespace = j.namespace AND e.job = j.name AND e.job_uid = j.uid \
+    AND e.fire_at <= ?1 ORDER BY e.scheduled_at DESC, e.id DESC LIMIT 1) AS last_execution, \
     (SELECT min(e.fire_at) FROM executions e WHERE e.job_uid = j.uid AND e.due_at IS NOT NULL \
     AND e.attempt = 0) AS pending_fire_at";
 
@@ -611,7 +613,10 @@ impl Store for SqliteStore {
                 continue;
             }
             let active: Vec<(String, String)> = sqlx::query_as(
-                "SELECT id, state FROM executions WHERE job_uid = ?1 AND state IN ('running', 'retry_wait') AND id != ?2",
+                "SELECT id, state FROM executions WHERE job_uid = ?1 AND state = 'running' AND id != ?2 \
+                 UNION ALL \
+                 SELECT id, state FROM executions WHERE job_uid = ?1 AND due_at IS NOT NULL \
+                   AND state = 'retry_wait' AND id != ?2",
             )
             .bind(&uid)
             .bind(&id)

@@ -317,6 +317,45 @@ pub async fn a_slot_gets_one_execution_however_often_it_is_triggered(h: Harness)
     assert_eq!(all.len(), 1);
 }
 
+/// A job's `last_execution` is its latest slot whose fire time has passed: slots written
+/// ahead of their fire time (the scheduler's lookahead) do not count until then, and a
+/// recreated job (a new incarnation of the name) does not show the old one's.
+pub async fn the_last_execution_is_the_latest_slot_fired(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h(clock.clone()).await;
+    let job = create(&*store, "ns", "a").await;
+    let slots = [
+        t0(),
+        t0() + SignedDuration::from_secs(10),
+        t0() + SignedDuration::from_secs(20),
+    ];
+    assert_eq!(trigger(&*store, "n1", &job, &slots).await.expect("trigger"), 3);
+    let last = |at: Timestamp| {
+        let store = store.clone();
+        let clock = clock.clone();
+        async move {
+            clock.set(at);
+            store
+                .job_get("ns", "a")
+                .await
+                .expect("get")
+                .expect("present")
+                .last_execution
+                .map(|e| e.scheduled_at)
+        }
+    };
+    assert_eq!(last(t0() - SignedDuration::from_secs(1)).await, None);
+    assert_eq!(last(t0()).await, Some(slots[0]));
+    assert_eq!(last(t0() + SignedDuration::from_secs(15)).await, Some(slots[1]));
+    assert_eq!(last(t0() + SignedDuration::from_secs(60)).await, Some(slots[2]));
+    store
+        .job_delete("ns", "a", None)
+        .await
+        .expect("delete");
+    create(&*store, "ns", "a").await;
+    assert_eq!(last(t0() + SignedDuration::from_secs(60)).await, None);
+}
+
 /// A trigger commit carrying a stale shard epoch writes nothing (SPEC G3).
 pub async fn a_trigger_with_a_stale_epoch_writes_nothing(h: Harness) {
     let store = h(Arc::new(ManualClock::new(t0()))).await;
@@ -1080,6 +1119,7 @@ macro_rules! conformance_tests {
             job_writes_are_conditional_on_version,
             job_list_pages_and_filters,
             a_slot_gets_one_execution_however_often_it_is_triggered,
+            the_last_execution_is_the_latest_slot_fired,
             a_trigger_with_a_stale_epoch_writes_nothing,
             due_jobs_are_listed_by_fire_time,
             executions_are_claimed_once_and_never_early,
