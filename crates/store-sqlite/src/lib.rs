@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 mod rows;
+mod values;
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -494,33 +495,32 @@ impl Store for SqliteStore {
                 )));
             }
         }
-        // One statement advances every job of the batch (each conditional on the version and
-        // slot it read), one inserts the executions of the jobs that advanced.
-        let advances = serde_json::Value::Array(
-            c.jobs
-                .iter()
-                .map(|job| {
-                    serde_json::json!([
-                        job.uid,
-                        job.version,
-                        ms(job.expected_next_slot),
-                        job.next_slot_at.map(ms),
-                        job.next_fire_at.map(ms)
-                    ])
-                })
-                .collect(),
-        );
-        let advanced: Vec<String> = sqlx::query_scalar(
-            "UPDATE jobs SET next_slot_at = j.value ->> 3, next_fire_at = j.value ->> 4 \
-             FROM json_each(?1) AS j \
-             WHERE jobs.uid = j.value ->> 0 AND jobs.version = j.value ->> 1 \
-               AND jobs.next_slot_at = j.value ->> 2 \
-             RETURNING jobs.uid",
-        )
-        .bind(advances.to_string())
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(db_err)?;
+        // Every job of the batch advances conditionally on the version and slot it read, a
+        // few statements whatever the batch's size; the jobs that advanced get their
+        // executions.
+        let mut advanced = Vec::with_capacity(c.jobs.len());
+        let mut at = 0;
+        for size in values::chunk_sizes(c.jobs.len()) {
+            let sql = format!(
+                "UPDATE jobs SET next_slot_at = j.column4, next_fire_at = j.column5 \
+                 FROM (VALUES {}) AS j \
+                 WHERE jobs.uid = j.column1 AND jobs.version = j.column2 \
+                   AND jobs.next_slot_at = j.column3 \
+                 RETURNING jobs.uid",
+                values::values_list(size, 5)
+            );
+            let mut q = sqlx::query_scalar::<_, String>(&sql);
+            for job in &c.jobs[at..at + size] {
+                q = q
+                    .bind(&job.uid)
+                    .bind(job.version)
+                    .bind(ms(job.expected_next_slot))
+                    .bind(job.next_slot_at.map(ms))
+                    .bind(job.next_fire_at.map(ms));
+            }
+            advanced.extend(q.fetch_all(&mut *tx).await.map_err(db_err)?);
+            at += size;
+        }
         let advanced: std::collections::HashSet<String> = advanced.into_iter().collect();
         let mut done = TriggerCommitted {
             jobs_advanced: u32::try_from(advanced.len()).unwrap_or(u32::MAX),
@@ -902,47 +902,47 @@ async fn insert_executions(
     now: Timestamp,
     node: Option<&str>,
 ) -> Result<u32> {
-    if executions.is_empty() {
-        return Ok(0);
-    }
-    let mut rows = Vec::with_capacity(executions.len());
+    let mut runs = Vec::with_capacity(executions.len());
     for e in executions {
-        let run = serde_json::to_string(&e.run).map_err(|err| Error::Corrupt(err.to_string()))?;
-        let waiting = !e.state.is_terminal();
-        rows.push(serde_json::json!([
-            e.id,
-            e.namespace,
-            e.job,
-            e.job_uid,
-            e.job_version,
-            e.shard,
-            e.trigger.as_str(),
-            ms(e.scheduled_at),
-            ms(e.fire_at),
-            waiting.then(|| ms(e.fire_at)),
-            (!waiting).then(|| ms(now)),
-            e.state.as_str(),
-            e.run.retry.max_attempts,
-            e.run.heartbeat_timeout.as_millis_i64(),
-            run
-        ]));
+        runs.push(serde_json::to_string(&e.run).map_err(|err| Error::Corrupt(err.to_string()))?);
     }
-    // `WHERE true` keeps SQLite from reading `ON CONFLICT` as part of the SELECT's join.
-    let done = sqlx::query(
-        "INSERT INTO executions (id, namespace, job, job_uid, job_version, shard, trigger, scheduled_at, \
-         fire_at, queued_at, due_at, finished_at, state, max_attempts, lease_ms, run, triggered_by, created_at) \
-         SELECT e.value ->> 0, e.value ->> 1, e.value ->> 2, e.value ->> 3, e.value ->> 4, e.value ->> 5, \
-                e.value ->> 6, e.value ->> 7, e.value ->> 8, e.value ->> 8, e.value ->> 9, e.value ->> 10, \
-                e.value ->> 11, e.value ->> 12, e.value ->> 13, e.value ->> 14, ?2, ?3 \
-         FROM json_each(?1) AS e WHERE true ON CONFLICT DO NOTHING",
-    )
-    .bind(serde_json::Value::Array(rows).to_string())
-    .bind(node)
-    .bind(ms(now))
-    .execute(&mut **tx)
-    .await
-    .map_err(db_err)?;
-    Ok(u32::try_from(done.rows_affected()).unwrap_or(0))
+    let mut inserted = 0;
+    let mut at = 0;
+    for size in values::chunk_sizes(executions.len()) {
+        let sql = format!(
+            "INSERT INTO executions (id, namespace, job, job_uid, job_version, shard, trigger, \
+             scheduled_at, fire_at, queued_at, due_at, finished_at, state, max_attempts, lease_ms, \
+             run, triggered_by, created_at) VALUES {} ON CONFLICT DO NOTHING",
+            values::values_list(size, 18)
+        );
+        let mut q = sqlx::query(&sql);
+        for (e, run) in executions[at..at + size].iter().zip(&runs[at..at + size]) {
+            let waiting = !e.state.is_terminal();
+            q = q
+                .bind(&e.id)
+                .bind(&e.namespace)
+                .bind(&e.job)
+                .bind(&e.job_uid)
+                .bind(e.job_version)
+                .bind(i64::from(e.shard))
+                .bind(e.trigger.as_str())
+                .bind(ms(e.scheduled_at))
+                .bind(ms(e.fire_at))
+                .bind(ms(e.fire_at))
+                .bind(waiting.then(|| ms(e.fire_at)))
+                .bind((!waiting).then(|| ms(now)))
+                .bind(e.state.as_str())
+                .bind(i64::from(e.run.retry.max_attempts))
+                .bind(e.run.heartbeat_timeout.as_millis_i64())
+                .bind(run)
+                .bind(node)
+                .bind(ms(now));
+        }
+        let done = q.execute(&mut **tx).await.map_err(db_err)?;
+        inserted += done.rows_affected();
+        at += size;
+    }
+    Ok(u32::try_from(inserted).unwrap_or(u32::MAX))
 }
 
 /// Inserts new jobs in one statement, as [`write_job`] would one by one;
@@ -1103,38 +1103,38 @@ async fn complete_all_in_tx(
     if completions.is_empty() {
         return Ok(Vec::new());
     }
-    let executions = serde_json::Value::Array(
-        completions
-            .iter()
-            .map(|c| {
-                let (state, retry_at) = c.next.state();
-                let due_at = retry_at.map(ms);
-                let finished_at = due_at.is_none().then_some(now);
-                serde_json::json!([
-                    c.attempt.id,
-                    c.attempt.attempt,
-                    state.as_str(),
-                    due_at,
-                    finished_at,
-                    i64::from(c.only_if_lapsed)
-                ])
-            })
-            .collect(),
-    );
-    let updated: Vec<(String, i64, Option<String>, Option<i64>)> = sqlx::query_as(
-        "UPDATE executions SET state = c.value ->> 2, due_at = c.value ->> 3, \
-           finished_at = c.value ->> 4, lease_expires_at = NULL \
-         FROM json_each(?1) AS c \
-         WHERE executions.id = c.value ->> 0 AND executions.attempt = c.value ->> 1 \
-           AND executions.state = 'running' \
-           AND (c.value ->> 5 = 0 OR executions.lease_expires_at < ?2) \
-         RETURNING executions.id, executions.attempt, executions.worker, executions.attempt_started_at",
-    )
-    .bind(executions.to_string())
-    .bind(now)
-    .fetch_all(&mut **tx)
-    .await
-    .map_err(db_err)?;
+    let mut updated: Vec<(String, i64, Option<String>, Option<i64>)> =
+        Vec::with_capacity(completions.len());
+    let mut at = 0;
+    for size in values::chunk_sizes(completions.len()) {
+        let sql = format!(
+            "UPDATE executions SET state = c.column3, due_at = c.column4, \
+               finished_at = c.column5, lease_expires_at = NULL \
+             FROM (VALUES {}) AS c \
+             WHERE executions.id = c.column1 AND executions.attempt = c.column2 \
+               AND executions.state = 'running' \
+               AND (c.column6 = 0 OR executions.lease_expires_at < c.column7) \
+             RETURNING executions.id, executions.attempt, executions.worker, \
+               executions.attempt_started_at",
+            values::values_list(size, 7)
+        );
+        let mut q = sqlx::query_as(&sql);
+        for c in &completions[at..at + size] {
+            let (state, retry_at) = c.next.state();
+            let due_at = retry_at.map(ms);
+            let finished_at = due_at.is_none().then_some(now);
+            q = q
+                .bind(&c.attempt.id)
+                .bind(i64::from(c.attempt.attempt))
+                .bind(state.as_str())
+                .bind(due_at)
+                .bind(finished_at)
+                .bind(i64::from(c.only_if_lapsed))
+                .bind(now);
+        }
+        updated.extend(q.fetch_all(&mut **tx).await.map_err(db_err)?);
+        at += size;
+    }
     // The attempt's row is written now, once, with what the execution row held of it.
     let updated: std::collections::HashMap<(String, i64), (Option<String>, Option<i64>)> = updated
         .into_iter()
@@ -1147,34 +1147,34 @@ async fn complete_all_in_tx(
         let ended = updated.get(&key);
         applied.push(ended.is_some());
         if let Some((worker, started)) = ended {
-            attempts.push(serde_json::json!([
-                c.attempt.id,
-                c.attempt.attempt,
-                worker.as_deref().unwrap_or(""),
-                started.unwrap_or(now),
-                c.outcome.as_str(),
-                c.status_code,
-                c.error,
-                c.detail
-            ]));
+            attempts.push((c, worker.as_deref().unwrap_or(""), started.unwrap_or(now)));
         }
     }
-    if !attempts.is_empty() {
-        sqlx::query(
+    let mut at = 0;
+    for size in values::chunk_sizes(attempts.len()) {
+        let sql = format!(
             "INSERT INTO attempts (execution_id, attempt, worker, started_at, finished_at, outcome, \
-               status_code, error, detail) \
-             SELECT a.value ->> 0, a.value ->> 1, a.value ->> 2, a.value ->> 3, ?2, a.value ->> 4, \
-               a.value ->> 5, a.value ->> 6, a.value ->> 7 \
-             FROM json_each(?1) AS a WHERE true \
+               status_code, error, detail) VALUES {} \
              ON CONFLICT (execution_id, attempt) DO UPDATE SET finished_at = excluded.finished_at, \
                outcome = excluded.outcome, status_code = excluded.status_code, \
                error = excluded.error, detail = excluded.detail",
-        )
-        .bind(serde_json::Value::Array(attempts).to_string())
-        .bind(now)
-        .execute(&mut **tx)
-        .await
-        .map_err(db_err)?;
+            values::values_list(size, 9)
+        );
+        let mut q = sqlx::query(&sql);
+        for (c, worker, started) in &attempts[at..at + size] {
+            q = q
+                .bind(&c.attempt.id)
+                .bind(i64::from(c.attempt.attempt))
+                .bind(*worker)
+                .bind(*started)
+                .bind(now)
+                .bind(c.outcome.as_str())
+                .bind(c.status_code)
+                .bind(c.error.as_deref())
+                .bind(c.detail.as_deref());
+        }
+        q.execute(&mut **tx).await.map_err(db_err)?;
+        at += size;
     }
     Ok(applied)
 }

@@ -329,7 +329,10 @@ pub async fn the_last_execution_is_the_latest_slot_fired(h: Harness) {
         t0() + SignedDuration::from_secs(10),
         t0() + SignedDuration::from_secs(20),
     ];
-    assert_eq!(trigger(&*store, "n1", &job, &slots).await.expect("trigger"), 3);
+    assert_eq!(
+        trigger(&*store, "n1", &job, &slots).await.expect("trigger"),
+        3
+    );
     let last = |at: Timestamp| {
         let store = store.clone();
         let clock = clock.clone();
@@ -346,14 +349,128 @@ pub async fn the_last_execution_is_the_latest_slot_fired(h: Harness) {
     };
     assert_eq!(last(t0() - SignedDuration::from_secs(1)).await, None);
     assert_eq!(last(t0()).await, Some(slots[0]));
-    assert_eq!(last(t0() + SignedDuration::from_secs(15)).await, Some(slots[1]));
-    assert_eq!(last(t0() + SignedDuration::from_secs(60)).await, Some(slots[2]));
-    store
-        .job_delete("ns", "a", None)
-        .await
-        .expect("delete");
+    assert_eq!(
+        last(t0() + SignedDuration::from_secs(15)).await,
+        Some(slots[1])
+    );
+    assert_eq!(
+        last(t0() + SignedDuration::from_secs(60)).await,
+        Some(slots[2])
+    );
+    store.job_delete("ns", "a", None).await.expect("delete");
     create(&*store, "ns", "a").await;
     assert_eq!(last(t0() + SignedDuration::from_secs(60)).await, None);
+}
+
+/// Trigger commits and completion batches of hundreds of rows write every row once, and a
+/// completion batch answers for each of its completions (stores may split large batches
+/// into several statements; 301 rows cross the sizes such splits use).
+pub async fn large_batches_write_every_row_once(h: Harness) {
+    const N: usize = 301;
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h(clock.clone()).await;
+    let writes: Vec<JobWrite> = (0..N)
+        .map(|i| JobWrite {
+            record: job_record("ns", &format!("job-{i:03}")),
+            expected_version: None,
+            pending: PendingExecutions::Keep,
+        })
+        .collect();
+    let jobs = store.job_write_batch(&writes).await.expect("create");
+    let leases = store
+        .shard_lease_renew(&ShardLeaseRequest {
+            node: "n1".into(),
+            ttl: Dur::from_secs(10),
+        })
+        .await
+        .expect("leases");
+    let next = t0() + SignedDuration::from_secs(10);
+    let commit = TriggerCommit {
+        node: "n1".into(),
+        leases,
+        jobs: jobs
+            .iter()
+            .map(|job| JobTrigger {
+                namespace: job.spec.namespace.clone(),
+                name: job.spec.name.clone(),
+                uid: job.uid.clone(),
+                shard: job.shard,
+                version: job.version,
+                expected_next_slot: t0(),
+                next_slot_at: Some(next),
+                next_fire_at: Some(next),
+                executions: vec![execution(job, t0())],
+            })
+            .collect(),
+    };
+    let done = store.trigger_commit(&commit).await.expect("trigger");
+    assert_eq!(
+        (done.jobs_advanced, done.executions_inserted),
+        (N as u32, N as u32)
+    );
+    let again = store.trigger_commit(&commit).await.expect("replay");
+    assert_eq!((again.jobs_advanced, again.executions_inserted), (0, 0));
+    let due = store
+        .trigger_list_due(&TriggerListDue {
+            shards: (0..sundial_core::SHARD_COUNT).collect(),
+            horizon: next,
+            limit: 1000,
+        })
+        .await
+        .expect("due");
+    assert_eq!(due.len(), N, "every job advanced to its next slot");
+    assert!(due.iter().all(|d| d.next_slot_at == next));
+
+    let claimed = store
+        .execution_claim(&claim("w1", 1000))
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), N);
+    let stale = N / 2;
+    let completions: Vec<AttemptComplete> = claimed
+        .iter()
+        .enumerate()
+        .map(|(i, c)| AttemptComplete {
+            attempt: AttemptRef {
+                id: c.id.clone(),
+                // One completion names an attempt that is not running: refused alone.
+                attempt: if i == stale { 2 } else { 1 },
+            },
+            outcome: AttemptOutcome::Succeeded,
+            status_code: Some(200),
+            error: None,
+            detail: Some(format!("row {i}")),
+            next: NextStep::Succeeded,
+            only_if_lapsed: false,
+        })
+        .collect();
+    let applied = store
+        .attempt_complete_batch(&completions)
+        .await
+        .expect("complete");
+    assert_eq!(applied.len(), N);
+    for (i, ok) in applied.iter().enumerate() {
+        assert_eq!(*ok, i != stale, "completion {i}");
+    }
+    for (i, c) in claimed.iter().enumerate() {
+        let read = store
+            .execution_get("ns", &c.id)
+            .await
+            .expect("get")
+            .expect("present");
+        if i == stale {
+            assert_eq!(read.state, ExecutionState::Running);
+            continue;
+        }
+        assert_eq!(read.state, ExecutionState::Succeeded, "execution {i}");
+        assert_eq!(read.attempts.len(), 1);
+        assert_eq!(read.attempts[0].outcome, Some(AttemptOutcome::Succeeded));
+        assert_eq!(read.attempts[0].status_code, Some(200));
+        assert_eq!(
+            read.attempts[0].detail.as_deref(),
+            completions[i].detail.as_deref()
+        );
+    }
 }
 
 /// A trigger commit carrying a stale shard epoch writes nothing (SPEC G3).
@@ -1120,6 +1237,7 @@ macro_rules! conformance_tests {
             job_list_pages_and_filters,
             a_slot_gets_one_execution_however_often_it_is_triggered,
             the_last_execution_is_the_latest_slot_fired,
+            large_batches_write_every_row_once,
             a_trigger_with_a_stale_epoch_writes_nothing,
             due_jobs_are_listed_by_fire_time,
             executions_are_claimed_once_and_never_early,
