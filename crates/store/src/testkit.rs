@@ -19,7 +19,7 @@ use sundial_core::retry::RetryPolicy;
 use crate::{
     AttemptComplete, AttemptRef, Error, ExecutionClaim, ExecutionListQuery, JobListQuery,
     JobRecord, JobTrigger, JobWrite, NewExecution, NextStep, PendingExecutions, RunSpec,
-    ShardLeaseRequest, Store, TriggerCommit, TriggerListDue,
+    ShardLease, ShardLeaseRequest, Store, TriggerCommit, TriggerListDue,
 };
 
 /// Opens a fresh, empty store whose time authority is `clock`.
@@ -109,6 +109,16 @@ async fn create(store: &dyn Store, ns: &str, name: &str) -> JobRecord {
     store.job_write(&write).await.expect("create job")
 }
 
+/// Renews every shard lease for `node` with a 10 s TTL, as its scheduler does before a commit.
+async fn renew_leases(store: &dyn Store, node: &str) -> Result<Vec<ShardLease>, Error> {
+    store
+        .shard_lease_renew(&ShardLeaseRequest {
+            node: node.into(),
+            ttl: Dur::from_secs(10),
+        })
+        .await
+}
+
 /// Triggers `slots` of `job` as one commit by `node` holding the leases it renews first.
 async fn trigger(
     store: &dyn Store,
@@ -116,12 +126,7 @@ async fn trigger(
     job: &JobRecord,
     slots: &[Timestamp],
 ) -> Result<u32, Error> {
-    let leases = store
-        .shard_lease_renew(&ShardLeaseRequest {
-            node: node.into(),
-            ttl: Dur::from_secs(10),
-        })
-        .await?;
+    let leases = renew_leases(store, node).await?;
     let next = slots.last().map(|s| *s + SignedDuration::from_secs(10));
     let commit = TriggerCommit {
         node: node.into(),
@@ -377,13 +382,7 @@ pub async fn large_batches_write_every_row_once(h: Harness) {
         })
         .collect();
     let jobs = store.job_write_batch(&writes).await.expect("create");
-    let leases = store
-        .shard_lease_renew(&ShardLeaseRequest {
-            node: "n1".into(),
-            ttl: Dur::from_secs(10),
-        })
-        .await
-        .expect("leases");
+    let leases = renew_leases(&*store, "n1").await.expect("leases");
     let next = t0() + SignedDuration::from_secs(10);
     let commit = TriggerCommit {
         node: "n1".into(),
@@ -477,13 +476,7 @@ pub async fn large_batches_write_every_row_once(h: Harness) {
 pub async fn a_trigger_with_a_stale_epoch_writes_nothing(h: Harness) {
     let store = h(Arc::new(ManualClock::new(t0()))).await;
     let job = create(&*store, "ns", "a").await;
-    let mut leases = store
-        .shard_lease_renew(&ShardLeaseRequest {
-            node: "n1".into(),
-            ttl: Dur::from_secs(10),
-        })
-        .await
-        .expect("leases");
+    let mut leases = renew_leases(&*store, "n1").await.expect("leases");
     for l in &mut leases {
         l.epoch -= 1;
     }
@@ -1061,13 +1054,7 @@ pub async fn catch_up_under_skip_runs_one_after_another(h: Harness) {
     let clock = Arc::new(ManualClock::new(t0()));
     let store = h(clock.clone()).await;
     let job = create_with(&*store, "a", sundial_core::job::ConcurrencyPolicy::Skip).await;
-    let leases = store
-        .shard_lease_renew(&ShardLeaseRequest {
-            node: "n1".into(),
-            ttl: Dur::from_secs(10),
-        })
-        .await
-        .expect("leases");
+    let leases = renew_leases(&*store, "n1").await.expect("leases");
     let mut catch_up: Vec<NewExecution> = (0..2)
         .map(|i| execution(&job, t0() - SignedDuration::from_secs(600 - i)))
         .collect();
