@@ -499,18 +499,17 @@ impl Store for SqliteStore {
         // few statements whatever the batch's size; the jobs that advanced get their
         // executions.
         let mut advanced = Vec::with_capacity(c.jobs.len());
-        let mut at = 0;
-        for size in values::chunk_sizes(c.jobs.len()) {
+        for part in values::chunks(&c.jobs) {
             let sql = format!(
                 "UPDATE jobs SET next_slot_at = j.column4, next_fire_at = j.column5 \
                  FROM (VALUES {}) AS j \
                  WHERE jobs.uid = j.column1 AND jobs.version = j.column2 \
                    AND jobs.next_slot_at = j.column3 \
                  RETURNING jobs.uid",
-                values::values_list(size, 5)
+                values::values_list(part.len(), 5)
             );
             let mut q = sqlx::query_scalar::<_, String>(&sql);
-            for job in &c.jobs[at..at + size] {
+            for job in part {
                 q = q
                     .bind(&job.uid)
                     .bind(job.version)
@@ -519,7 +518,6 @@ impl Store for SqliteStore {
                     .bind(job.next_fire_at.map(ms));
             }
             advanced.extend(q.fetch_all(&mut *tx).await.map_err(db_err)?);
-            at += size;
         }
         let advanced: std::collections::HashSet<String> = advanced.into_iter().collect();
         let mut done = TriggerCommitted {
@@ -902,21 +900,21 @@ async fn insert_executions(
     now: Timestamp,
     node: Option<&str>,
 ) -> Result<u32> {
-    let mut runs = Vec::with_capacity(executions.len());
+    let mut rows = Vec::with_capacity(executions.len());
     for e in executions {
-        runs.push(serde_json::to_string(&e.run).map_err(|err| Error::Corrupt(err.to_string()))?);
+        let run = serde_json::to_string(&e.run).map_err(|err| Error::Corrupt(err.to_string()))?;
+        rows.push((*e, run));
     }
     let mut inserted = 0;
-    let mut at = 0;
-    for size in values::chunk_sizes(executions.len()) {
+    for part in values::chunks(&rows) {
         let sql = format!(
             "INSERT INTO executions (id, namespace, job, job_uid, job_version, shard, trigger, \
              scheduled_at, fire_at, queued_at, due_at, finished_at, state, max_attempts, lease_ms, \
              run, triggered_by, created_at) VALUES {} ON CONFLICT DO NOTHING",
-            values::values_list(size, 18)
+            values::values_list(part.len(), 18)
         );
         let mut q = sqlx::query(&sql);
-        for (e, run) in executions[at..at + size].iter().zip(&runs[at..at + size]) {
+        for (e, run) in part {
             let waiting = !e.state.is_terminal();
             q = q
                 .bind(&e.id)
@@ -940,7 +938,6 @@ async fn insert_executions(
         }
         let done = q.execute(&mut **tx).await.map_err(db_err)?;
         inserted += done.rows_affected();
-        at += size;
     }
     Ok(u32::try_from(inserted).unwrap_or(u32::MAX))
 }
@@ -1105,8 +1102,7 @@ async fn complete_all_in_tx(
     }
     let mut updated: Vec<(String, i64, Option<String>, Option<i64>)> =
         Vec::with_capacity(completions.len());
-    let mut at = 0;
-    for size in values::chunk_sizes(completions.len()) {
+    for part in values::chunks(completions) {
         let sql = format!(
             "UPDATE executions SET state = c.column3, due_at = c.column4, \
                finished_at = c.column5, lease_expires_at = NULL \
@@ -1116,10 +1112,10 @@ async fn complete_all_in_tx(
                AND (c.column6 = 0 OR executions.lease_expires_at < c.column7) \
              RETURNING executions.id, executions.attempt, executions.worker, \
                executions.attempt_started_at",
-            values::values_list(size, 7)
+            values::values_list(part.len(), 7)
         );
         let mut q = sqlx::query_as(&sql);
-        for c in &completions[at..at + size] {
+        for c in part {
             let (state, retry_at) = c.next.state();
             let due_at = retry_at.map(ms);
             let finished_at = due_at.is_none().then_some(now);
@@ -1133,7 +1129,6 @@ async fn complete_all_in_tx(
                 .bind(now);
         }
         updated.extend(q.fetch_all(&mut **tx).await.map_err(db_err)?);
-        at += size;
     }
     // The attempt's row is written now, once, with what the execution row held of it.
     let updated: std::collections::HashMap<(String, i64), (Option<String>, Option<i64>)> = updated
@@ -1150,18 +1145,17 @@ async fn complete_all_in_tx(
             attempts.push((c, worker.as_deref().unwrap_or(""), started.unwrap_or(now)));
         }
     }
-    let mut at = 0;
-    for size in values::chunk_sizes(attempts.len()) {
+    for part in values::chunks(&attempts) {
         let sql = format!(
             "INSERT INTO attempts (execution_id, attempt, worker, started_at, finished_at, outcome, \
                status_code, error, detail) VALUES {} \
              ON CONFLICT (execution_id, attempt) DO UPDATE SET finished_at = excluded.finished_at, \
                outcome = excluded.outcome, status_code = excluded.status_code, \
                error = excluded.error, detail = excluded.detail",
-            values::values_list(size, 9)
+            values::values_list(part.len(), 9)
         );
         let mut q = sqlx::query(&sql);
-        for (c, worker, started) in &attempts[at..at + size] {
+        for (c, worker, started) in part {
             q = q
                 .bind(&c.attempt.id)
                 .bind(i64::from(c.attempt.attempt))
@@ -1174,7 +1168,6 @@ async fn complete_all_in_tx(
                 .bind(c.detail.as_deref());
         }
         q.execute(&mut **tx).await.map_err(db_err)?;
-        at += size;
     }
     Ok(applied)
 }

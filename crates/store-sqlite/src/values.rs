@@ -33,6 +33,16 @@ pub(crate) fn chunk_sizes(n: usize) -> Vec<usize> {
     sizes
 }
 
+/// `items` cut into consecutive slices of the sizes [`chunk_sizes`] gives, one per statement.
+pub(crate) fn chunks<T>(items: &[T]) -> impl Iterator<Item = &[T]> {
+    let mut rest = items;
+    chunk_sizes(items.len()).into_iter().map(move |size| {
+        let (head, tail) = rest.split_at(size);
+        rest = tail;
+        head
+    })
+}
+
 /// `(?, ?), (?, ?), (?, ?)`: `rows` tuples of `columns` anonymous parameters.
 pub(crate) fn values_list(rows: usize, columns: usize) -> String {
     let tuple = format!("({})", vec!["?"; columns].join(", "));
@@ -55,6 +65,17 @@ mod tests {
             chunk_sizes(2500),
             [[256; 9].as_slice(), &[64; 3], &[4]].concat()
         );
+    }
+
+    #[test]
+    fn chunks_cut_the_items_in_order_without_gaps() {
+        let items: Vec<usize> = (0..301).collect();
+        let parts: Vec<&[usize]> = chunks(&items).collect();
+        assert_eq!(
+            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            chunk_sizes(301)
+        );
+        assert_eq!(parts.concat(), items);
     }
 
     #[test]
