@@ -5,9 +5,9 @@
 //! prepared once per connection (sqlx caches prepared statements by their text). Binding
 //! each value is far cheaper than the alternative of one JSON array parameter read with
 //! `json_each` and `->>`, which re-parses every row once per column: 2,500 execution rows
-//! took 48 ms that way and 6 ms as four 512-row `VALUES` statements, in a measurement with
+//! took 48 ms that way and 6 ms as 512-row `VALUES` statements, in a measurement with
 //! Python's `sqlite3` on the development machine; a statement prepared anew for each batch
-//! cost 25 ms (BENCHMARKS.md, "The embedded store at a steady 10,000/s").
+//! cost 25 ms (BENCHMARKS.md, "The latest round").
 //!
 //! Invariants: parameters are anonymous (`?`), bound in the order they appear, row by row;
 //! a value a statement needs in every row (a shared instant, the node) is bound in every row.
