@@ -147,9 +147,11 @@ impl PgStore {
 const JOB_COLUMNS: &str = "j.namespace, j.name, j.uid, j.shard, j.version, j.spec::text AS spec, \
     j.created_at, j.updated_at, j.next_slot_at, j.next_fire_at";
 
+/// The job's last execution (the latest slot whose fire time `$1` has reached), read through
+/// `executions_job` in slot order; and the fire time of its first execution still waiting.
 const LAST_EXECUTION: &str = "(SELECT e.id || '|' || e.state || '|' || e.scheduled_at \
-    FROM executions e WHERE e.job_uid = j.uid AND e.fire_at <= $1 \
-    ORDER BY e.fire_at DESC LIMIT 1) AS last_execution, \
+    FROM executions e WHERE e.namespace = j.namespace AND e.job = j.name AND e.job_uid = j.uid \
+    AND e.fire_at <= $1 ORDER BY e.scheduled_at DESC, e.id DESC LIMIT 1) AS last_execution, \
     (SELECT min(e.fire_at) FROM execution_queue q JOIN executions e ON e.id = q.id \
     WHERE q.job_uid = j.uid AND q.due_at IS NOT NULL AND e.attempt = 0) AS pending_fire_at";
 
