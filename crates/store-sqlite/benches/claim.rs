@@ -27,10 +27,10 @@ use jiff::{SignedDuration, Timestamp};
 use sundial_clock::{Clock, ManualClock};
 use sundial_core::Dur;
 use sundial_core::execution::AttemptOutcome;
-use sundial_store::testkit::{execution, job_record, t0};
+use sundial_store::testkit::{execution, job_trigger, new_job_writes, t0};
 use sundial_store::{
-    AttemptComplete, AttemptRef, ClaimedExecution, ExecutionClaim, JobRecord, JobTrigger, JobWrite,
-    NextStep, PendingExecutions, ShardLease, ShardLeaseRequest, Store, TriggerCommit,
+    AttemptComplete, AttemptRef, ClaimedExecution, ExecutionClaim, JobRecord, NextStep, ShardLease,
+    ShardLeaseRequest, Store, TriggerCommit,
 };
 use sundial_store_sqlite::SqliteStore;
 use tokio::runtime::Runtime;
@@ -63,14 +63,10 @@ impl Queue {
         let store = SqliteStore::open(&url, store_clock)
             .await
             .expect("open store");
-        let writes: Vec<JobWrite> = (0..n)
-            .map(|i| JobWrite {
-                record: job_record("bench", &format!("job-{i:04}")),
-                expected_version: None,
-                pending: PendingExecutions::Keep,
-            })
-            .collect();
-        let jobs = store.job_write_batch(&writes).await.expect("create jobs");
+        let jobs = store
+            .job_write_batch(&new_job_writes("bench", n as usize))
+            .await
+            .expect("create jobs");
         // Long enough for any number of iterations at EVERY_S apiece.
         let leases = store
             .shard_lease_renew(&ShardLeaseRequest {
@@ -98,17 +94,7 @@ impl Queue {
         let jobs = self
             .jobs
             .iter()
-            .map(|job| JobTrigger {
-                namespace: job.spec.namespace.clone(),
-                name: job.spec.name.clone(),
-                uid: job.uid.clone(),
-                shard: job.shard,
-                version: job.version,
-                expected_next_slot: slot,
-                next_slot_at: Some(next),
-                next_fire_at: Some(next),
-                executions: vec![execution(job, slot)],
-            })
+            .map(|job| job_trigger(job, slot, Some(next), vec![execution(job, slot)]))
             .collect();
         let done = self
             .store

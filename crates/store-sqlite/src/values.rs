@@ -18,10 +18,10 @@
 
 /// Rows per statement, largest first: a batch of 2,500 rows runs as 9 × 256 + 3 × 64 + 1 × 4,
 /// 13 statements; whatever the batch, at most 12 beyond its 256-row ones.
-pub(crate) const CHUNKS: [usize; 5] = [256, 64, 16, 4, 1];
+const CHUNKS: [usize; 5] = [256, 64, 16, 4, 1];
 
 /// The sizes of the statements that write `n` rows: greedy over [`CHUNKS`], summing to `n`.
-pub(crate) fn chunk_sizes(n: usize) -> Vec<usize> {
+fn chunk_sizes(n: usize) -> Vec<usize> {
     let mut sizes = Vec::new();
     let mut left = n;
     for size in CHUNKS {

@@ -100,6 +100,40 @@ pub fn execution(job: &JobRecord, slot: Timestamp) -> NewExecution {
     }
 }
 
+/// Creations of `n` new jobs named `job-0000`, `job-0001`, … in `namespace`, each as
+/// [`job_record`] makes it (first slot `t0()`), for [`Store::job_write_batch`].
+pub fn new_job_writes(namespace: &str, n: usize) -> Vec<JobWrite> {
+    (0..n)
+        .map(|i| JobWrite {
+            record: job_record(namespace, &format!("job-{i:04}")),
+            expected_version: None,
+            pending: PendingExecutions::Keep,
+        })
+        .collect()
+}
+
+/// The part of a trigger commit that advances `job` from the slot it read, `expected`, to
+/// `next` (its next slot and fire time; `None` when the schedule has ended) and writes
+/// `executions`.
+pub fn job_trigger(
+    job: &JobRecord,
+    expected: Timestamp,
+    next: Option<Timestamp>,
+    executions: Vec<NewExecution>,
+) -> JobTrigger {
+    JobTrigger {
+        namespace: job.spec.namespace.clone(),
+        name: job.spec.name.clone(),
+        uid: job.uid.clone(),
+        shard: job.shard,
+        version: job.version,
+        expected_next_slot: expected,
+        next_slot_at: next,
+        next_fire_at: next,
+        executions,
+    }
+}
+
 async fn create(store: &dyn Store, ns: &str, name: &str) -> JobRecord {
     let write = JobWrite {
         record: job_record(ns, name),
@@ -131,17 +165,12 @@ async fn trigger(
     let commit = TriggerCommit {
         node: node.into(),
         leases,
-        jobs: vec![JobTrigger {
-            namespace: job.spec.namespace.clone(),
-            name: job.spec.name.clone(),
-            uid: job.uid.clone(),
-            shard: job.shard,
-            version: job.version,
-            expected_next_slot: job.next_slot_at.unwrap_or(t0()),
-            next_slot_at: next,
-            next_fire_at: next,
-            executions: slots.iter().map(|s| execution(job, *s)).collect(),
-        }],
+        jobs: vec![job_trigger(
+            job,
+            job.next_slot_at.unwrap_or(t0()),
+            next,
+            slots.iter().map(|s| execution(job, *s)).collect(),
+        )],
     };
     Ok(store.trigger_commit(&commit).await?.executions_inserted)
 }
@@ -374,14 +403,10 @@ pub async fn large_batches_write_every_row_once(h: Harness) {
     const N: usize = 301;
     let clock = Arc::new(ManualClock::new(t0()));
     let store = h(clock.clone()).await;
-    let writes: Vec<JobWrite> = (0..N)
-        .map(|i| JobWrite {
-            record: job_record("ns", &format!("job-{i:03}")),
-            expected_version: None,
-            pending: PendingExecutions::Keep,
-        })
-        .collect();
-    let jobs = store.job_write_batch(&writes).await.expect("create");
+    let jobs = store
+        .job_write_batch(&new_job_writes("ns", N))
+        .await
+        .expect("create");
     let leases = renew_leases(&*store, "n1").await.expect("leases");
     let next = t0() + SignedDuration::from_secs(10);
     let commit = TriggerCommit {
@@ -389,17 +414,7 @@ pub async fn large_batches_write_every_row_once(h: Harness) {
         leases,
         jobs: jobs
             .iter()
-            .map(|job| JobTrigger {
-                namespace: job.spec.namespace.clone(),
-                name: job.spec.name.clone(),
-                uid: job.uid.clone(),
-                shard: job.shard,
-                version: job.version,
-                expected_next_slot: t0(),
-                next_slot_at: Some(next),
-                next_fire_at: Some(next),
-                executions: vec![execution(job, t0())],
-            })
+            .map(|job| job_trigger(job, t0(), Some(next), vec![execution(job, t0())]))
             .collect(),
     };
     let done = store.trigger_commit(&commit).await.expect("trigger");
@@ -483,17 +498,12 @@ pub async fn a_trigger_with_a_stale_epoch_writes_nothing(h: Harness) {
     let commit = TriggerCommit {
         node: "n1".into(),
         leases,
-        jobs: vec![JobTrigger {
-            namespace: "ns".into(),
-            name: "a".into(),
-            uid: job.uid.clone(),
-            shard: job.shard,
-            version: job.version,
-            expected_next_slot: t0(),
-            next_slot_at: Some(t0() + SignedDuration::from_secs(10)),
-            next_fire_at: Some(t0() + SignedDuration::from_secs(10)),
-            executions: vec![execution(&job, t0())],
-        }],
+        jobs: vec![job_trigger(
+            &job,
+            t0(),
+            Some(t0() + SignedDuration::from_secs(10)),
+            vec![execution(&job, t0())],
+        )],
     };
     assert!(matches!(
         store.trigger_commit(&commit).await,
@@ -1064,17 +1074,12 @@ pub async fn catch_up_under_skip_runs_one_after_another(h: Harness) {
     let commit = TriggerCommit {
         node: "n1".into(),
         leases,
-        jobs: vec![JobTrigger {
-            namespace: "ns".into(),
-            name: "a".into(),
-            uid: job.uid.clone(),
-            shard: job.shard,
-            version: job.version,
-            expected_next_slot: t0(),
-            next_slot_at: Some(t0() + SignedDuration::from_secs(60)),
-            next_fire_at: Some(t0() + SignedDuration::from_secs(60)),
-            executions: catch_up,
-        }],
+        jobs: vec![job_trigger(
+            &job,
+            t0(),
+            Some(t0() + SignedDuration::from_secs(60)),
+            catch_up,
+        )],
     };
     store.trigger_commit(&commit).await.expect("commit");
     let first = store.execution_claim(&claim("w", 10)).await.expect("claim");
