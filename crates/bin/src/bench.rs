@@ -102,6 +102,20 @@ async fn checkpoint_postgres(url: &str) {
     }
 }
 
+/// Whether the wait for deliveries ends at `now`: every expected one arrived (`received` of
+/// `expected`); or, past the last slot's fire time `last_slot`, none arrived for [`STALL`]
+/// (the last one at `last_arrival`), or [`WAIT_CAP`] has passed since that fire time.
+fn wait_is_over(
+    received: u64,
+    expected: u64,
+    last_arrival: Timestamp,
+    last_slot: Timestamp,
+    now: Timestamp,
+) -> bool {
+    let stalled = now > last_slot && now.duration_since(last_arrival.max(last_slot)) > STALL;
+    received >= expected || stalled || now > last_slot + WAIT_CAP
+}
+
 async fn sink(
     State(s): State<Arc<Sink>>,
     Path(job): Path<String>,
@@ -494,7 +508,6 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     // Wait until every expected delivery arrived. A run that fell behind is waited for as long
     // as deliveries keep arriving, so a late slot counts as late, not as lost; past the last
     // slot, STALL without a new delivery (or WAIT_CAP in all) ends the wait.
-    let give_up = last_slot + WAIT_CAP;
     let mut progress = (0u64, Timestamp::now());
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut polls = 0u64;
@@ -518,8 +531,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         if received > progress.0 {
             progress = (received, now);
         }
-        let stalled = now > last_slot && now.duration_since(progress.1.max(last_slot)) > STALL;
-        if received >= expected || stalled || now > give_up {
+        if wait_is_over(received, expected, progress.1, last_slot, now) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -610,6 +622,24 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_wait_goes_on_while_deliveries_arrive() {
+        let slot: Timestamp = "2026-12-01T00:00:00Z".parse().unwrap();
+        let at = |s: i64| slot + SignedDuration::from_secs(s);
+        // All arrived: over, even before the slot.
+        assert!(wait_is_over(10, 10, at(-1), slot, at(-1)));
+        // Before the last slot nothing stalls, however long since the last arrival.
+        assert!(!wait_is_over(5, 10, at(-60), slot, at(-1)));
+        // Past it, a run that is late but still delivering is waited for...
+        assert!(!wait_is_over(5, 10, at(100), slot, at(105)));
+        // ...until nothing has arrived for STALL, counted from the slot at the earliest...
+        assert!(!wait_is_over(5, 10, at(-30), slot, at(9)));
+        assert!(wait_is_over(5, 10, at(-30), slot, at(11)));
+        assert!(wait_is_over(5, 10, at(100), slot, at(111)));
+        // ...or WAIT_CAP past the slot in all.
+        assert!(wait_is_over(5, 10, at(600), slot, at(601)));
+    }
 
     #[test]
     fn percentiles_are_nearest_rank() {

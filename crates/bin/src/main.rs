@@ -23,13 +23,13 @@ mod server;
 
 use std::process::ExitCode;
 
+use clap::{Parser, Subcommand};
+
 /// mimalloc instead of the system allocator: the server's hot paths (row encoding and
 /// decoding, HTTP deliveries) allocate and free many small buffers per execution, and glibc's
 /// malloc took about a fifth of the server's CPU time at 10,000 triggers/s (BENCHMARKS.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-use clap::{Parser, Subcommand};
 
 /// Sundial: a distributed job scheduler — cron at scale.
 #[derive(Debug, Parser)]
