@@ -375,7 +375,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             let d: sundial_core::Dur = duration.parse().context("--duration")?;
             let start =
                 Timestamp::from_second(Timestamp::now().as_second() + common.lead_s as i64 + 1)?;
-            if d.as_millis() < 1000 || d.as_millis() % 1000 != 0 {
+            if d.as_millis() < 1000 || !d.as_millis().is_multiple_of(1000) {
                 bail!("--duration: {duration} is not a whole number of seconds of at least 1s");
             }
             let secs = d.as_millis() / 1000;
