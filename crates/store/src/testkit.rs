@@ -900,6 +900,50 @@ pub async fn execution_history_pages_newest_first(h: Harness) {
     assert_eq!(seen, expected);
 }
 
+/// Executions that share a slot time (manual runs started in the same millisecond) page in
+/// `id` order, newest first, without gaps or repeats, in the job's history and in the
+/// namespace's: the page token's `(scheduled_at, id)` bound holds inside one slot time.
+pub async fn history_pages_through_executions_sharing_a_slot_time(h: Harness) {
+    let store = h(Arc::new(ManualClock::new(t0()))).await;
+    let job = create(&*store, "ns", "a").await;
+    let runs: Vec<NewExecution> = (0..5)
+        .map(|_| NewExecution {
+            trigger: Trigger::Manual,
+            ..execution(&job, t0())
+        })
+        .collect();
+    // Written in the reverse of their ids' order, so that no order of writing stands in for
+    // the order of ids.
+    for run in runs.iter().rev() {
+        store.execution_insert(run).await.expect("manual run");
+    }
+    let mut ids: Vec<String> = runs.into_iter().map(|r| r.id).collect();
+    ids.sort();
+    ids.reverse();
+    for job_filter in [Some("a".to_owned()), None] {
+        let mut seen = Vec::new();
+        let mut before = None;
+        loop {
+            let page = store
+                .execution_list(&ExecutionListQuery {
+                    namespace: "ns".into(),
+                    job: job_filter.clone(),
+                    before: before.clone(),
+                    limit: 2,
+                    ..Default::default()
+                })
+                .await
+                .expect("page");
+            seen.extend(page.iter().map(|e| e.id.clone()));
+            if page.len() < 2 {
+                break;
+            }
+            before = page.last().map(|e| (e.scheduled_at, e.id.clone()));
+        }
+        assert_eq!(seen, ids, "listing with job filter {job_filter:?}");
+    }
+}
+
 async fn create_with(
     store: &dyn Store,
     name: &str,
@@ -1238,6 +1282,7 @@ macro_rules! conformance_tests {
             cancel_and_redrive_follow_the_state_machine,
             job_writes_steer_pending_executions,
             execution_history_pages_newest_first,
+            history_pages_through_executions_sharing_a_slot_time,
             skip_records_a_slot_due_while_the_job_runs,
             replace_cancels_the_running_execution,
             replace_never_runs_what_the_same_claim_cancelled,
