@@ -25,7 +25,8 @@
 //! - Metrics: `sundial_trigger_lag_seconds` (first attempt start − fire time, histogram) and
 //!   `sundial_attempts_total{outcome}`.
 //! - Completions of concurrent attempts are written together, up to [`COMPLETION_BATCH`] in
-//!   one store transaction (group commit); each is still fenced on its own.
+//!   one store transaction (group commit), after at most [`COMPLETION_GATHER`] for a batch to
+//!   fill; each is still fenced on its own.
 //! - A cancelled execution's attempt is stopped as soon as the store's cancel signal arrives
 //!   (dropping the delivery), and writes nothing.
 
@@ -63,6 +64,15 @@ fn unwritten_capacity(config: &WorkerConfig) -> usize {
 
 /// Most completions written in one store call.
 pub const COMPLETION_BATCH: usize = 256;
+
+/// How long the completion writer lets completions gather when fewer than a full
+/// [`COMPLETION_BATCH`] are waiting (10 ms): group commit. Without it, a worker keeping up
+/// with a steady 6,000 executions/s wrote its completions about 20 at a time, some 300
+/// transactions a second, each paying a commit's fixed cost (the log pages it rewrites, its
+/// round trips to the store). A full batch is written at once. The wait delays when an
+/// outcome is recorded, never when an attempt starts. Wall time (tokio's timer), not the
+/// injected clock: it paces store calls and has nothing to do with when anything is due.
+pub const COMPLETION_GATHER: Duration = Duration::from_millis(10);
 
 /// The shortest wait between two claims that found nothing (25 ms).
 pub const MIN_IDLE: jiff::SignedDuration = jiff::SignedDuration::from_millis(25);
@@ -484,6 +494,16 @@ impl Worker {
     async fn completion_batcher(self, mut queue: tokio::sync::mpsc::UnboundedReceiver<Completion>) {
         let mut batch = Vec::with_capacity(COMPLETION_BATCH);
         while queue.recv_many(&mut batch, COMPLETION_BATCH).await > 0 {
+            if batch.len() < COMPLETION_BATCH {
+                // Let more gather, so that one transaction writes them.
+                tokio::time::sleep(COMPLETION_GATHER).await;
+                while batch.len() < COMPLETION_BATCH {
+                    match queue.try_recv() {
+                        Ok(c) => batch.push(c),
+                        Err(_) => break,
+                    }
+                }
+            }
             let completions: Vec<AttemptComplete> = batch.iter().map(|(c, _)| c.clone()).collect();
             match self.store.attempt_complete_batch(&completions).await {
                 Ok(applied) => {
