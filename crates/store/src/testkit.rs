@@ -17,9 +17,9 @@ use sundial_core::job::{HttpTarget, JobSpec, ScheduleKind, ScheduleSpec, TargetS
 use sundial_core::retry::RetryPolicy;
 
 use crate::{
-    AttemptComplete, AttemptRef, Error, ExecutionClaim, ExecutionListQuery, JobListQuery,
-    JobRecord, JobTrigger, JobWrite, NewExecution, NextStep, PendingExecutions, RunSpec,
-    ShardLease, ShardLeaseRequest, Store, TriggerCommit, TriggerListDue,
+    AttemptComplete, AttemptRef, Error, ExecutionClaim, ExecutionListQuery, ExecutionRecord,
+    JobListQuery, JobRecord, JobTrigger, JobWrite, NewExecution, NextStep, PendingExecutions,
+    RunSpec, ShardLease, ShardLeaseRequest, Store, TriggerCommit, TriggerListDue,
 };
 
 /// Opens a fresh, empty store whose time authority is `clock`.
@@ -876,25 +876,11 @@ pub async fn execution_history_pages_newest_first(h: Harness) {
         .map(|i| t0() + SignedDuration::from_secs(10 * i))
         .collect();
     trigger(&*store, "n1", &job, &slots).await.expect("trigger");
-    let mut seen = Vec::new();
-    let mut before = None;
-    loop {
-        let page = store
-            .execution_list(&ExecutionListQuery {
-                namespace: "ns".into(),
-                job: Some("a".into()),
-                before: before.clone(),
-                limit: 3,
-                ..Default::default()
-            })
-            .await
-            .expect("page");
-        seen.extend(page.iter().map(|e| e.scheduled_at));
-        if page.len() < 3 {
-            break;
-        }
-        before = page.last().map(|e| (e.scheduled_at, e.id.clone()));
-    }
+    let seen: Vec<Timestamp> = history_in_pages(&*store, Some("a"), 3)
+        .await
+        .iter()
+        .map(|e| e.scheduled_at)
+        .collect();
     let mut expected = slots.clone();
     expected.reverse();
     assert_eq!(seen, expected);
@@ -920,27 +906,42 @@ pub async fn history_pages_through_executions_sharing_a_slot_time(h: Harness) {
     let mut ids: Vec<String> = runs.into_iter().map(|r| r.id).collect();
     ids.sort();
     ids.reverse();
-    for job_filter in [Some("a".to_owned()), None] {
-        let mut seen = Vec::new();
-        let mut before = None;
-        loop {
-            let page = store
-                .execution_list(&ExecutionListQuery {
-                    namespace: "ns".into(),
-                    job: job_filter.clone(),
-                    before: before.clone(),
-                    limit: 2,
-                    ..Default::default()
-                })
-                .await
-                .expect("page");
-            seen.extend(page.iter().map(|e| e.id.clone()));
-            if page.len() < 2 {
-                break;
-            }
-            before = page.last().map(|e| (e.scheduled_at, e.id.clone()));
-        }
+    for job_filter in [Some("a"), None] {
+        let seen: Vec<String> = history_in_pages(&*store, job_filter, 2)
+            .await
+            .into_iter()
+            .map(|e| e.id)
+            .collect();
         assert_eq!(seen, ids, "listing with job filter {job_filter:?}");
+    }
+}
+
+/// Every execution of namespace `ns` (of `job` only, when given), read page after page of
+/// `limit` with the page token each page ends with, until a short page.
+async fn history_in_pages(
+    store: &dyn Store,
+    job: Option<&str>,
+    limit: u32,
+) -> Vec<ExecutionRecord> {
+    let mut seen = Vec::new();
+    let mut before = None;
+    loop {
+        let page = store
+            .execution_list(&ExecutionListQuery {
+                namespace: "ns".into(),
+                job: job.map(str::to_owned),
+                before: before.clone(),
+                limit,
+                ..Default::default()
+            })
+            .await
+            .expect("page");
+        let short = page.len() < limit as usize;
+        before = page.last().map(|e| (e.scheduled_at, e.id.clone()));
+        seen.extend(page);
+        if short {
+            return seen;
+        }
     }
 }
 
