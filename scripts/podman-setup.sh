@@ -53,7 +53,10 @@ answering() {
 if ! answering; then
   log "starting podman system service on unix://$SOCK"
   rm -f "$SOCK"
-  nohup podman system service --time=0 "unix://$SOCK" >/tmp/podman-service.log 2>&1 &
+  # Started from / so that its working directory outlives the checkout that started it:
+  # conmon, which the service runs for each container, fails with "Failed to get working
+  # directory" once that directory is gone (a CI clone removed after its run).
+  (cd / && nohup podman system service --time=0 "unix://$SOCK" >/tmp/podman-service.log 2>&1 &)
   for _ in $(seq 1 100); do
     answering && break
     sleep 0.1

@@ -74,6 +74,30 @@ pub const COMPLETION_BATCH: usize = 256;
 /// injected clock: it paces store calls and has nothing to do with when anything is due.
 pub const COMPLETION_GATHER: Duration = Duration::from_millis(10);
 
+/// Waits for at least one item of `queue`, then, unless `cap` are already there, lets more
+/// arrive for `wait` and takes those too, up to `cap` in `batch` (group commit). Returns how
+/// many `batch` holds: 0 only when the queue is closed and empty.
+async fn gather<T>(
+    queue: &mut tokio::sync::mpsc::UnboundedReceiver<T>,
+    batch: &mut Vec<T>,
+    cap: usize,
+    wait: Duration,
+) -> usize {
+    if queue.recv_many(batch, cap).await == 0 {
+        return 0;
+    }
+    if batch.len() < cap {
+        tokio::time::sleep(wait).await;
+        while batch.len() < cap {
+            match queue.try_recv() {
+                Ok(item) => batch.push(item),
+                Err(_) => break,
+            }
+        }
+    }
+    batch.len()
+}
+
 /// The shortest wait between two claims that found nothing (25 ms).
 pub const MIN_IDLE: jiff::SignedDuration = jiff::SignedDuration::from_millis(25);
 
@@ -493,17 +517,7 @@ impl Worker {
     /// and answers each with whether it applied.
     async fn completion_batcher(self, mut queue: tokio::sync::mpsc::UnboundedReceiver<Completion>) {
         let mut batch = Vec::with_capacity(COMPLETION_BATCH);
-        while queue.recv_many(&mut batch, COMPLETION_BATCH).await > 0 {
-            if batch.len() < COMPLETION_BATCH {
-                // Let more gather, so that one transaction writes them.
-                tokio::time::sleep(COMPLETION_GATHER).await;
-                while batch.len() < COMPLETION_BATCH {
-                    match queue.try_recv() {
-                        Ok(c) => batch.push(c),
-                        Err(_) => break,
-                    }
-                }
-            }
+        while gather(&mut queue, &mut batch, COMPLETION_BATCH, COMPLETION_GATHER).await > 0 {
             let completions: Vec<AttemptComplete> = batch.iter().map(|(c, _)| c.clone()).collect();
             match self.store.attempt_complete_batch(&completions).await {
                 Ok(applied) => {
@@ -571,4 +585,61 @@ enum Failure {
     Target(TargetError),
     TimedOut,
     LeaseLapsed,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn completions_that_arrive_within_the_wait_are_written_together() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        tx.send(1).expect("send");
+        let late = tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(4)).await;
+            late.send(2).expect("send");
+            late.send(3).expect("send");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            late.send(4).expect("send");
+        });
+        let mut batch = Vec::new();
+        assert_eq!(
+            gather(&mut rx, &mut batch, 10, Duration::from_millis(10)).await,
+            3
+        );
+        assert_eq!(batch, [1, 2, 3]);
+        batch.clear();
+        assert_eq!(
+            gather(&mut rx, &mut batch, 10, Duration::from_millis(10)).await,
+            1
+        );
+        assert_eq!(batch, [4]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_batch_is_written_without_waiting() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        for k in 0..5 {
+            tx.send(k).expect("send");
+        }
+        let started = tokio::time::Instant::now();
+        let mut batch = Vec::new();
+        assert_eq!(
+            gather(&mut rx, &mut batch, 3, Duration::from_millis(10)).await,
+            3
+        );
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        drop(tx);
+        batch.clear();
+        assert_eq!(
+            gather(&mut rx, &mut batch, 3, Duration::from_millis(10)).await,
+            2
+        );
+        batch.clear();
+        assert_eq!(
+            gather(&mut rx, &mut batch, 3, Duration::from_millis(10)).await,
+            0
+        );
+    }
 }
