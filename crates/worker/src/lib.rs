@@ -88,11 +88,10 @@ async fn gather<T>(
     }
     if batch.len() < cap {
         tokio::time::sleep(wait).await;
-        while batch.len() < cap {
-            match queue.try_recv() {
-                Ok(item) => batch.push(item),
-                Err(_) => break,
-            }
+        while batch.len() < cap
+            && let Ok(item) = queue.try_recv()
+        {
+            batch.push(item);
         }
     }
     batch.len()
