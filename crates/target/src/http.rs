@@ -37,9 +37,10 @@ pub fn classify_http_status(status: u16, success_codes: &[u16]) -> StatusClass {
     }
 }
 
-/// Most target URLs an [`HttpTarget`] keeps parsed: 16,384 (a few MiB). When a new URL would exceed it,
-/// the whole set is dropped and refilled from the URLs in use, so its memory stays bounded
-/// whatever the number of jobs.
+/// Most target URLs an [`HttpTarget`] keeps parsed: 16,384 (a few MiB). When a new URL would
+/// exceed it, the whole set is dropped and refilled from the URLs in use, so its memory stays
+/// bounded whatever the number of jobs; a set smaller than the URLs in use only costs (a
+/// bench of 5,000 jobs, one URL each, parsed every URL again at 4,096).
 pub const PARSED_URLS: usize = 16_384;
 
 /// The HTTP target: a shared connection pool; redirects are not followed (a 3xx is the
