@@ -37,11 +37,15 @@ pub fn classify_http_status(status: u16, success_codes: &[u16]) -> StatusClass {
     }
 }
 
-/// Most target URLs an [`HttpTarget`] keeps parsed: 16,384 (a few MiB). When a new URL would
-/// exceed it, the whole set is dropped and refilled from the URLs in use, so its memory stays
-/// bounded whatever the number of jobs; a set smaller than the URLs in use only costs (a
-/// bench of 5,000 jobs, one URL each, parsed every URL again at 4,096).
+/// Most target URLs an [`HttpTarget`] keeps parsed: 16,384. When a new URL would exceed it,
+/// the whole set is dropped and refilled from the URLs in use; a set smaller than the URLs in
+/// use only costs (a bench of 5,000 jobs, one URL each, parsed every URL again at 4,096).
 pub const PARSED_URLS: usize = 16_384;
+
+/// Longest target URL, in bytes, that an [`HttpTarget`] keeps parsed (512): with
+/// [`PARSED_URLS`] it bounds the set at about 16 MiB whatever the URLs; a longer URL is
+/// parsed for each attempt.
+pub const PARSED_URL_MAX_LEN: usize = 512;
 
 /// The HTTP target: a shared connection pool; redirects are not followed (a 3xx is the
 /// receiver's answer, and following it could leave the configured host).
@@ -85,10 +89,12 @@ impl HttpTarget {
             return Ok(parsed.clone());
         }
         let parsed = reqwest::Url::parse(url).map_err(|e| format!("bad url {url}: {e}"))?;
-        if urls.len() >= PARSED_URLS {
-            urls.clear();
+        if url.len() <= PARSED_URL_MAX_LEN {
+            if urls.len() >= PARSED_URLS {
+                urls.clear();
+            }
+            urls.insert(url.to_owned(), parsed.clone());
         }
-        urls.insert(url.to_owned(), parsed.clone());
         Ok(parsed)
     }
 }
@@ -125,18 +131,18 @@ impl Target for HttpTarget {
         if let Ok(v) = HeaderValue::from_str(&d.scheduled_at.to_string()) {
             headers.insert("sundial-scheduled-at", v);
         }
-        let mut request = reqwest::Request::new(method, url);
-        *request.headers_mut() = headers;
-        *request.body_mut() = spec.body.clone().map(reqwest::Body::from);
-        let response = self
-            .client
-            .execute(request)
-            .await
-            .map_err(|e| Error::Retryable {
-                after: None,
-                status_code: None,
-                message: describe_send_error(&e),
-            })?;
+        // The builder moves credentials in the URL (`http://user:pass@host/`) into an
+        // `Authorization: Basic` header and out of the URL, so they reach the receiver and
+        // stay out of error messages.
+        let mut request = self.client.request(method, url).headers(headers);
+        if let Some(body) = &spec.body {
+            request = request.body(body.clone());
+        }
+        let response = request.send().await.map_err(|e| Error::Retryable {
+            after: None,
+            status_code: None,
+            message: describe_send_error(&e),
+        })?;
         let status = response.status();
         let code = Some(i64::from(status.as_u16()));
         match classify_http_status(status.as_u16(), &spec.success_codes) {
@@ -250,6 +256,79 @@ mod tests {
         assert!((1..=PARSED_URLS).contains(&held), "{held} URLs held");
         let bad = target.parsed("not a url").unwrap_err();
         assert!(bad.contains("not a url"), "{bad}");
+        target.urls.lock().unwrap().clear();
+        let long = format!("http://127.0.0.1/{}", "a".repeat(PARSED_URL_MAX_LEN));
+        assert_eq!(target.parsed(&long).unwrap().as_str(), long);
+        assert!(target.urls.lock().unwrap().is_empty(), "too long to keep");
+    }
+
+    /// A loopback HTTP receiver answering every request `200 OK`; yields each request's head
+    /// (request line and headers), lower-cased.
+    async fn receiver() -> (
+        std::net::SocketAddr,
+        tokio::sync::mpsc::UnboundedReceiver<String>,
+    ) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (heads, received) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let heads = heads.clone();
+                tokio::spawn(async move {
+                    let mut read = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    loop {
+                        if let Some(end) = read.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let head: Vec<u8> = read.drain(..end + 4).collect();
+                            let _ = heads.send(String::from_utf8_lossy(&head).to_lowercase());
+                            let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+                            if stream.write_all(ok).await.is_err() {
+                                return;
+                            }
+                            continue;
+                        }
+                        match stream.read(&mut buf).await {
+                            Ok(n) if n > 0 => read.extend_from_slice(&buf[..n]),
+                            _ => return,
+                        }
+                    }
+                });
+            }
+        });
+        (addr, received)
+    }
+
+    #[tokio::test]
+    async fn credentials_in_the_url_are_sent_as_basic_auth_and_not_in_the_request_line() {
+        let (addr, mut received) = receiver().await;
+        let spec = TargetSpec::Http(sundial_core::job::HttpTarget {
+            method: "GET".into(),
+            url: format!("http://alice:s3cret@{addr}/hook"),
+            headers: Default::default(),
+            body: None,
+            success_codes: Vec::new(),
+        });
+        let delivery = Delivery {
+            execution_id: "0193a5c4-0000-7000-8000-000000000001",
+            attempt: 1,
+            scheduled_at: Timestamp::UNIX_EPOCH,
+            now: Timestamp::UNIX_EPOCH,
+            target: &spec,
+        };
+        let target = HttpTarget::new().unwrap();
+        // The second time, the URL comes from the set of parsed URLs.
+        for _ in 0..2 {
+            target.dispatch(&delivery).await.unwrap();
+            let head = received.recv().await.unwrap();
+            // base64("alice:s3cret"), lower-cased with the rest of the head.
+            assert!(
+                head.contains("authorization: basic ywxpy2u6cznjcmv0"),
+                "{head}"
+            );
+            assert!(head.starts_with("get /hook http/1.1"), "{head}");
+            assert!(!head.contains("s3cret"), "{head}");
+        }
     }
 
     #[test]
