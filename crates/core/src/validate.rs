@@ -52,6 +52,12 @@ pub struct Context {
     pub name: Option<String>,
 }
 
+/// Longest HTTP target URL, in bytes: 8,000, the least that RFC 9110 §4.1 recommends every
+/// sender and recipient support. A longer URL may be refused by the receiver or a proxy on
+/// the way (reqwest itself cannot send one past 65,534 bytes), so it is refused when the job
+/// is written rather than failing every attempt.
+pub const MAX_URL_LEN: usize = 8_000;
+
 /// Read-only fields of the job resource: accepted on input (so a fetched job can be written
 /// back as it is) and ignored.
 pub const READ_ONLY_FIELDS: [&str; 7] = [
@@ -864,6 +870,16 @@ impl Walker {
     }
 
     fn check_url(&mut self, url: &str) {
+        if url.len() > MAX_URL_LEN {
+            self.err(
+                "target.url",
+                format!(
+                    "is {} bytes long; at most {MAX_URL_LEN} are allowed",
+                    url.len()
+                ),
+            );
+            return;
+        }
         let rest = url
             .strip_prefix("http://")
             .or_else(|| url.strip_prefix("https://"));
@@ -954,6 +970,21 @@ mod tests {
         ] {
             assert!(fields.contains(&f), "{f} missing from {fields:?}");
         }
+    }
+
+    #[test]
+    fn a_target_url_longer_than_the_rfc_9110_minimum_is_refused_without_echoing_it() {
+        let with_url = |url: String| {
+            let mut body = valid();
+            body["target"] = json!({"type": "http", "url": url});
+            job_from_json(&body, &ctx())
+        };
+        let base = "http://127.0.0.1:9/";
+        assert!(with_url(format!("{base}{}", "a".repeat(MAX_URL_LEN - base.len()))).is_ok());
+        let errors = with_url(format!("{base}{}", "a".repeat(100_000))).unwrap_err();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].field, "target.url");
+        assert!(errors[0].message.len() < 100, "{}", errors[0].message);
     }
 
     #[test]
