@@ -58,6 +58,30 @@ pub struct Context {
 /// is written rather than failing every attempt.
 pub const MAX_URL_LEN: usize = 8_000;
 
+/// Headers Sundial sets on every HTTP delivery (SPEC §2), which a job may not set itself.
+pub const SUNDIAL_HEADERS: [&str; 4] = [
+    "idempotency-key",
+    "sundial-execution-id",
+    "sundial-attempt",
+    "sundial-scheduled-at",
+];
+
+/// Headers that describe the message or the connection rather than the request, which the
+/// HTTP client derives from the URL and the body: `Host` (RFC 9110 §7.2; a job's own would
+/// send the request to one host under the name of another, past the `[http_targets]` allow
+/// list), `Content-Length` and `Transfer-Encoding` (the framing, RFC 9112 §6), and the
+/// connection options of RFC 9110 §7.6.1 and §7.8.
+pub const MESSAGE_HEADERS: [&str; 8] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "upgrade",
+];
+
 /// Read-only fields of the job resource: accepted on input (so a fetched job can be written
 /// back as it is) and ignored.
 pub const READ_ONLY_FIELDS: [&str; 7] = [
@@ -823,8 +847,19 @@ impl Walker {
             let token = !k.is_empty()
                 && k.bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+            let lower = k.to_ascii_lowercase();
             if !token {
                 self.err(format!("target.headers.{k}"), "is not a valid header name");
+            } else if SUNDIAL_HEADERS.contains(&lower.as_str()) {
+                self.err(
+                    format!("target.headers.{k}"),
+                    "is set by Sundial on every request (SPEC §2)",
+                );
+            } else if MESSAGE_HEADERS.contains(&lower.as_str()) {
+                self.err(
+                    format!("target.headers.{k}"),
+                    "is set by the HTTP client from the URL and the body",
+                );
             } else if v.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
                 self.err(
                     format!("target.headers.{k}"),
@@ -970,6 +1005,28 @@ mod tests {
         ] {
             assert!(fields.contains(&f), "{f} missing from {fields:?}");
         }
+    }
+
+    #[test]
+    fn headers_sundial_or_the_http_client_sets_are_refused() {
+        let mut body = valid();
+        body["target"] = json!({"type": "http", "url": "http://127.0.0.1:9/", "headers": {
+            "Host": "elsewhere", "content-length": "999", "Idempotency-Key": "x",
+            "x-team": "billing", "Content-Type": "application/json"}});
+        let mut fields: Vec<_> = job_from_json(&body, &ctx())
+            .unwrap_err()
+            .into_iter()
+            .map(|e| e.field)
+            .collect();
+        fields.sort();
+        assert_eq!(
+            fields,
+            [
+                "target.headers.Host",
+                "target.headers.Idempotency-Key",
+                "target.headers.content-length"
+            ]
+        );
     }
 
     #[test]
