@@ -1314,9 +1314,12 @@ async fn late_slot_runs(
     if trigger != Trigger::Schedule || attempt > 0 || run.one_off || late_ms <= threshold_ms {
         return Ok(true);
     }
+    // As on the embedded store: a later execution waits, or the job's next slot (not
+    // triggered yet) has come due and the scheduler will trigger it.
     let later_due: bool = sqlx::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM execution_queue q JOIN executions e ON e.id = q.id \
-         WHERE q.job_uid = $1 AND q.due_at <= $3 AND e.attempt = 0 AND e.fire_at > $2)",
+         WHERE q.job_uid = $1 AND q.due_at <= $3 AND e.attempt = 0 AND e.fire_at > $2) \
+         OR EXISTS (SELECT 1 FROM jobs WHERE uid = $1 AND next_fire_at <= $3)",
     )
     .bind(uid)
     .bind(fire_at)

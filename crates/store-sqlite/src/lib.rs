@@ -1074,9 +1074,13 @@ async fn late_slot_runs(
     if trigger != Trigger::Schedule || attempt > 0 || run.one_off || late_ms <= threshold_ms {
         return Ok(true);
     }
+    // A later slot is due when a later execution of the job waits, or when the job's next
+    // slot (not triggered yet) has come due: the scheduler will trigger it, as the run of
+    // its own misfire episode if it is late too, so this one must not run as well.
     let later_due: bool = sqlx::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM executions WHERE job_uid = ?1 AND due_at IS NOT NULL AND due_at <= ?3 \
-         AND attempt = 0 AND fire_at > ?2)",
+         AND attempt = 0 AND fire_at > ?2) \
+         OR EXISTS (SELECT 1 FROM jobs WHERE uid = ?1 AND next_fire_at <= ?3)",
     )
     .bind(uid)
     .bind(fire_at)

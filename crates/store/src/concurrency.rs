@@ -73,7 +73,9 @@ pub fn whole_tokens(tokens: f64) -> i64 {
 /// time, still runs. Within `threshold` it runs late; beyond it, the job's misfire policy
 /// applies as to slots never triggered (SPEC §2): `run_all` runs it; `skip` records it
 /// `missed`; `run_once` runs only the latest late slot of the job — this one unless
-/// `later_due` says a later slot of the job is due too. One-off jobs always run.
+/// `later_due` says a later slot of the job is due too (a later execution waiting, or the
+/// job's next slot, not triggered yet, come due: the scheduler runs that one, as the run of
+/// its own episode if it is late too). One-off jobs always run.
 pub fn misfire_runs(
     policy: sundial_core::job::MisfirePolicy,
     threshold_ms: i64,

@@ -1236,7 +1236,18 @@ pub async fn late_precreated_slots_follow_the_misfire_policy(h: Harness) {
         let slots: Vec<Timestamp> = (0..3)
             .map(|i| t0() + SignedDuration::from_secs(10 * i))
             .collect();
-        trigger(&*store, "n1", &job, &slots).await.expect("trigger");
+        // The job's next slot is still ahead after the outage: these are its only late slots.
+        let commit = TriggerCommit {
+            node: "n1".into(),
+            leases: renew_leases(&*store, "n1").await.expect("leases"),
+            jobs: vec![job_trigger(
+                &job,
+                t0(),
+                Some(t0() + SignedDuration::from_secs(3600)),
+                slots.iter().map(|s| execution(&job, *s)).collect(),
+            )],
+        };
+        store.trigger_commit(&commit).await.expect("trigger");
         clock.advance(SignedDuration::from_secs(600)); // every slot is far beyond the 60 s threshold
         let ran = store.execution_claim(&claim("w", 10)).await.expect("claim");
         assert_eq!(ran.len(), expect_run, "{policy:?}");
@@ -1254,6 +1265,33 @@ pub async fn late_precreated_slots_follow_the_misfire_policy(h: Harness) {
             assert_eq!(ran[0].scheduled_at, slots[2], "the latest slot runs");
         }
     }
+}
+
+/// `run_once` after an outage that also passed the job's next slot, not yet triggered: the
+/// late executions created ahead are all recorded `missed`, because the scheduler triggers
+/// that next slot as the one run of the episode; running the latest of them too would run the
+/// job twice for one outage.
+pub async fn run_once_leaves_late_slots_to_a_later_slot_come_due(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h(clock.clone()).await;
+    let job = create(&*store, "ns", "a").await; // run_once is the default policy
+    let slots: Vec<Timestamp> = (0..3)
+        .map(|i| t0() + SignedDuration::from_secs(10 * i))
+        .collect();
+    trigger(&*store, "n1", &job, &slots).await.expect("trigger"); // next slot: t0 + 30 s
+    clock.advance(SignedDuration::from_secs(600));
+    let ran = store.execution_claim(&claim("w", 10)).await.expect("claim");
+    assert!(ran.is_empty(), "{ran:?}");
+    let missed = store
+        .execution_list(&ExecutionListQuery {
+            namespace: "ns".into(),
+            state: Some(ExecutionState::Missed),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(missed.len(), 3);
 }
 
 /// Expands one `#[tokio::test]` per conformance check, the one list of checks every backend
@@ -1289,7 +1327,8 @@ macro_rules! conformance_tests {
             replace_never_runs_what_the_same_claim_cancelled,
             catch_up_under_skip_runs_one_after_another,
             rate_limited_namespaces_dispatch_at_their_rate,
-            late_precreated_slots_follow_the_misfire_policy
+            late_precreated_slots_follow_the_misfire_policy,
+            run_once_leaves_late_slots_to_a_later_slot_come_due
         );
     };
     (@each $run:path, $($name:ident),*) => {$(
