@@ -1007,20 +1007,25 @@ mod tests {
         }
     }
 
+    /// The fields `body` is refused for, sorted.
+    fn bad_fields(body: &Value) -> Vec<String> {
+        let mut fields: Vec<_> = job_from_json(body, &ctx())
+            .unwrap_err()
+            .into_iter()
+            .map(|e| e.field)
+            .collect();
+        fields.sort();
+        fields
+    }
+
     #[test]
     fn headers_sundial_or_the_http_client_sets_are_refused() {
         let mut body = valid();
         body["target"] = json!({"type": "http", "url": "http://127.0.0.1:9/", "headers": {
             "Host": "elsewhere", "content-length": "999", "Idempotency-Key": "x",
             "x-team": "billing", "Content-Type": "application/json"}});
-        let mut fields: Vec<_> = job_from_json(&body, &ctx())
-            .unwrap_err()
-            .into_iter()
-            .map(|e| e.field)
-            .collect();
-        fields.sort();
         assert_eq!(
-            fields,
+            bad_fields(&body),
             [
                 "target.headers.Host",
                 "target.headers.Idempotency-Key",
@@ -1049,13 +1054,7 @@ mod tests {
         let fields = |schedule: Value| -> Vec<String> {
             let mut body = valid();
             body["schedule"] = schedule;
-            let mut fields: Vec<_> = job_from_json(&body, &ctx())
-                .unwrap_err()
-                .into_iter()
-                .map(|e| e.field)
-                .collect();
-            fields.sort();
-            fields
+            bad_fields(&body)
         };
         assert_eq!(
             fields(json!({"cron": "61 * * * *", "timezone": "Mars/Olympus"})),

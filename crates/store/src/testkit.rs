@@ -175,6 +175,19 @@ async fn trigger(
     Ok(store.trigger_commit(&commit).await?.executions_inserted)
 }
 
+/// The executions of namespace `ns` in `state`, newest first (up to 10).
+async fn in_state(store: &dyn Store, ns: &str, state: ExecutionState) -> Vec<ExecutionRecord> {
+    store
+        .execution_list(&ExecutionListQuery {
+            namespace: ns.into(),
+            state: Some(state),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .expect("list executions by state")
+}
+
 fn claim(worker: &str, limit: u32) -> ExecutionClaim {
     ExecutionClaim {
         worker: worker.into(),
@@ -758,15 +771,7 @@ pub async fn cancel_and_redrive_follow_the_state_machine(h: Harness) {
         only_if_lapsed: false,
     };
     store.attempt_complete(&done).await.expect("dead");
-    let dead = store
-        .execution_list(&ExecutionListQuery {
-            namespace: "ns".into(),
-            state: Some(ExecutionState::Dead),
-            limit: 10,
-            ..Default::default()
-        })
-        .await
-        .expect("dead letters");
+    let dead = in_state(&*store, "ns", ExecutionState::Dead).await;
     assert_eq!(dead.len(), 1);
     assert!(matches!(
         store.execution_cancel("ns", &e.id).await,
@@ -1251,15 +1256,7 @@ pub async fn late_precreated_slots_follow_the_misfire_policy(h: Harness) {
         clock.advance(SignedDuration::from_secs(600)); // every slot is far beyond the 60 s threshold
         let ran = store.execution_claim(&claim("w", 10)).await.expect("claim");
         assert_eq!(ran.len(), expect_run, "{policy:?}");
-        let missed = store
-            .execution_list(&ExecutionListQuery {
-                namespace: "ns".into(),
-                state: Some(ExecutionState::Missed),
-                limit: 10,
-                ..Default::default()
-            })
-            .await
-            .expect("list");
+        let missed = in_state(&*store, "ns", ExecutionState::Missed).await;
         assert_eq!(missed.len(), expect_missed, "{policy:?}");
         if policy == MisfirePolicy::RunOnce {
             assert_eq!(ran[0].scheduled_at, slots[2], "the latest slot runs");
@@ -1282,15 +1279,7 @@ pub async fn run_once_leaves_late_slots_to_a_later_slot_come_due(h: Harness) {
     clock.advance(SignedDuration::from_secs(600));
     let ran = store.execution_claim(&claim("w", 10)).await.expect("claim");
     assert!(ran.is_empty(), "{ran:?}");
-    let missed = store
-        .execution_list(&ExecutionListQuery {
-            namespace: "ns".into(),
-            state: Some(ExecutionState::Missed),
-            limit: 10,
-            ..Default::default()
-        })
-        .await
-        .expect("list");
+    let missed = in_state(&*store, "ns", ExecutionState::Missed).await;
     assert_eq!(missed.len(), 3);
 }
 
