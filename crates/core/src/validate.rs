@@ -58,7 +58,9 @@ pub struct Context {
 /// is written rather than failing every attempt.
 pub const MAX_URL_LEN: usize = 8_000;
 
-/// Headers Sundial sets on every HTTP delivery (SPEC §2), which a job may not set itself.
+/// Headers Sundial sets on every HTTP delivery (SPEC §2), in this order: `Idempotency-Key`,
+/// `Sundial-Execution-Id`, `Sundial-Attempt`, `Sundial-Scheduled-At`; the HTTP target sets
+/// them under these names, and a job may not set them itself.
 pub const SUNDIAL_HEADERS: [&str; 4] = [
     "idempotency-key",
     "sundial-execution-id",

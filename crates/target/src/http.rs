@@ -9,6 +9,7 @@ use jiff::Timestamp;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use sundial_core::Dur;
 use sundial_core::job::TargetSpec;
+use sundial_core::validate::SUNDIAL_HEADERS;
 
 use crate::{Delivery, Error, Outcome, Target};
 
@@ -125,11 +126,13 @@ impl Target for HttpTarget {
         }
         let id = HeaderValue::from_str(d.execution_id)
             .map_err(|_| permanent("bad execution id".into()))?;
-        headers.insert("idempotency-key", id.clone());
-        headers.insert("sundial-execution-id", id);
-        headers.insert("sundial-attempt", HeaderValue::from(d.attempt));
+        // The names validation keeps jobs from setting themselves.
+        let [idempotency_key, execution_id, attempt, scheduled_at] = SUNDIAL_HEADERS;
+        headers.insert(idempotency_key, id.clone());
+        headers.insert(execution_id, id);
+        headers.insert(attempt, HeaderValue::from(d.attempt));
         if let Ok(v) = HeaderValue::from_str(&d.scheduled_at.to_string()) {
-            headers.insert("sundial-scheduled-at", v);
+            headers.insert(scheduled_at, v);
         }
         // The builder moves credentials in the URL (`http://user:pass@host/`) into an
         // `Authorization: Basic` header and out of the URL, so they reach the receiver and
