@@ -29,6 +29,7 @@ use crate::resource::{execution_json, job_json};
 fn context(state: &AppState, ns: &str, name: Option<&str>) -> Context {
     Context {
         connections: state.connections.clone(),
+        http_allow: state.http_allow.clone(),
         namespace: ns.to_owned(),
         name: name.map(str::to_owned),
     }

@@ -41,6 +41,8 @@ pub struct AppState {
     pub worker_wake: Arc<Notify>,
     /// Named connections from server config: name → type.
     pub connections: BTreeMap<String, String>,
+    /// The `[http_targets] allow` list from server config; `None`: any host.
+    pub http_allow: Option<Arc<sundial_core::allow::HostAllowList>>,
     /// This node's id and roles, for `/v1/cluster`.
     pub node: String,
     /// Roles this process runs.

@@ -41,6 +41,7 @@ async fn rig() -> Rig {
         scheduler_wake: Arc::new(Notify::new()),
         worker_wake: Arc::new(Notify::new()),
         connections: Default::default(),
+        http_allow: None,
         node: "t".into(),
         roles: vec!["api".into()],
         metrics: None,

@@ -44,6 +44,7 @@ impl App {
             scheduler_wake: Arc::new(Notify::new()),
             worker_wake: Arc::new(Notify::new()),
             connections: BTreeMap::from([("events".to_owned(), "nats".to_owned())]),
+            http_allow: None,
             node: "test".to_owned(),
             roles: vec!["api".into(), "scheduler".into(), "worker".into()],
             metrics: None,

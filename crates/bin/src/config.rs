@@ -4,10 +4,12 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::Args;
 use serde::Deserialize;
+use sundial_core::allow::HostAllowList;
 use sundial_target::{ConnectionKind, Endpoint};
 
 /// Every role a process can run.
@@ -72,7 +74,16 @@ struct FileConfig {
     #[serde(default)]
     tokens: Vec<toml::Table>,
     #[serde(default)]
-    http_targets: Option<toml::Table>,
+    http_targets: Option<HttpTargetsConfig>,
+}
+
+/// `[http_targets]` (SPEC §6): which hosts HTTP targets may reach.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HttpTargetsConfig {
+    /// Host names, `*.suffix` wildcards, addresses and CIDR networks
+    /// ([`sundial_core::allow::HostAllowList`]).
+    allow: Option<Vec<String>>,
 }
 
 /// A named connection: a broker or container engine jobs may use (`[connections.NAME]`,
@@ -155,6 +166,8 @@ pub struct ServerConfig {
     pub max_in_flight: usize,
     /// Shift of this node's clock (testing aid), in milliseconds.
     pub clock_offset_ms: i64,
+    /// `[http_targets] allow`: the hosts HTTP targets may reach; `None`: any host.
+    pub http_allow: Option<Arc<HostAllowList>>,
 }
 
 /// The default store URL.
@@ -206,7 +219,14 @@ impl ServerConfig {
             c.endpoint()
                 .map_err(|e| anyhow::anyhow!("connections.{name}.{e}"))?;
         }
-        let _ = (&file.tokens, &file.http_targets);
+        let _ = &file.tokens;
+        let http_allow = match file.http_targets.and_then(|t| t.allow) {
+            None => None,
+            Some(patterns) => Some(Arc::new(
+                HostAllowList::parse(&patterns)
+                    .map_err(|(i, reason)| anyhow::anyhow!("http_targets.allow[{i}]: {reason}"))?,
+            )),
+        };
         let mut rate_limits = BTreeMap::new();
         for (ns, settings) in &file.namespaces {
             sundial_core::names::check_name(ns)
@@ -252,6 +272,7 @@ impl ServerConfig {
             lease_ttl,
             rate_limits,
             clock_offset_ms: args.clock_offset_ms.unwrap_or(0),
+            http_allow,
         })
     }
 

@@ -96,6 +96,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         rate_limits: Default::default(),
         max_in_flight: 1024,
         clock_offset_ms: 0,
+        http_allow: None,
     };
     let running = crate::server::start(&config).await?;
     let api_addr = running.addr;

@@ -137,8 +137,12 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
     if config.has("worker") {
         // Every named connection is established now; one that cannot be is a startup error
         // naming `connections.NAME` (README, "Targets and connections").
-        let targets =
-            Targets::connect(&config.endpoints(), sundial_target::DEFAULT_CONNECT_TIMEOUT).await?;
+        let targets = Targets::connect(
+            &config.endpoints(),
+            config.http_allow.clone(),
+            sundial_target::DEFAULT_CONNECT_TIMEOUT,
+        )
+        .await?;
         let worker = Worker::new(
             store.clone(),
             clock.clone(),
@@ -191,6 +195,7 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
             .iter()
             .map(|(n, c)| (n.clone(), c.kind.clone()))
             .collect(),
+        http_allow: config.http_allow.clone(),
         node: config.node_id.clone(),
         roles: config.roles.clone(),
         metrics: prometheus(),

@@ -1,6 +1,6 @@
 //! Named connections at server start (SPEC §6): a bad type or URL, and a connection that
 //! cannot be established by a worker, each stop `sundial server` with a message naming
-//! `connections.NAME`.
+//! `connections.NAME`; a bad `[http_targets] allow` pattern stops it naming its index.
 
 use std::process::Command;
 
@@ -64,4 +64,23 @@ fn a_connection_a_worker_cannot_establish_stops_the_server_by_name() {
         "{stderr}"
     );
     assert!(!stderr.contains("s3cret"), "{stderr}");
+}
+
+#[test]
+fn a_bad_http_targets_allow_pattern_is_refused_by_index() {
+    let (ok, stderr) = server_with(
+        "[http_targets]\nallow = [\"*.internal\", \"10.0.0.0/33\"]\n",
+        "api,worker",
+    );
+    assert!(!ok);
+    assert!(
+        stderr.contains("http_targets.allow[1]: '10.0.0.0/33' is not a network"),
+        "{stderr}"
+    );
+    let (ok, stderr) = server_with("[http_targets]\nallow = []\n", "api");
+    assert!(!ok);
+    assert!(
+        stderr.contains("http_targets.allow[0]: the list is empty"),
+        "{stderr}"
+    );
 }

@@ -487,3 +487,60 @@ async fn concurrency_policies_govern_runs_longer_than_the_interval() {
         .count();
     assert!(dropped >= 4, "replace dropped {dropped} requests");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_targets_allow_list_refuses_other_hosts_when_the_job_is_written() {
+    let receiver = Receiver::start().await;
+    let dir = tempfile::tempdir().unwrap().keep();
+    let config = dir.join("sundial.toml");
+    std::fs::write(
+        &config,
+        "[http_targets]\nallow = [\"*.internal\", \"127.0.0.1\"]\n",
+    )
+    .unwrap();
+    let server = Server::start_with(
+        &dir,
+        common::ServerOpts {
+            args: vec!["--config".into(), config.display().to_string()],
+            ..Default::default()
+        },
+    )
+    .await;
+    // 127.0.0.2 is loopback too, but not in the list: refused, and nothing is written.
+    let outside = receiver.url("outside").replace("127.0.0.1", "127.0.0.2");
+    let (status, problem) = server
+        .request(
+            reqwest::Method::PUT,
+            "/v1/namespaces/e2e/jobs/outside",
+            Some(json!({"schedule": {"every": "1s"}, "target": {"type": "http", "url": outside}})),
+        )
+        .await;
+    assert_eq!(status, 422, "{problem}");
+    let field = &problem["errors"][0];
+    assert_eq!(field["field"], "target.url", "{problem}");
+    assert!(
+        field["message"]
+            .as_str()
+            .unwrap()
+            .contains("host '127.0.0.2' is not in the server's [http_targets] allow list (*.internal, 127.0.0.1)"),
+        "{problem}"
+    );
+    let (status, _) = server
+        .request(
+            reqwest::Method::GET,
+            "/v1/namespaces/e2e/jobs/outside",
+            None,
+        )
+        .await;
+    assert_eq!(status, 404);
+
+    let at = whole_second_after(Duration::from_secs(1));
+    server
+        .put_job("e2e", "inside", json!({"schedule": {"at": at.to_string()}, "target": {"type": "http", "url": receiver.url("inside")}}))
+        .await;
+    server
+        .wait_for(Duration::from_secs(10), async || {
+            (!receiver.for_path("inside").is_empty()).then_some(())
+        })
+        .await;
+}

@@ -13,6 +13,7 @@
 
 #![warn(missing_docs)]
 
+pub mod allow;
 pub mod duration;
 pub mod execution;
 pub mod hash;

@@ -13,6 +13,7 @@ use jiff::Timestamp;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::allow::{HostAllowList, Verdict};
 use crate::duration::Dur;
 use crate::job::{
     AmqpTarget, ConcurrencyPolicy, ContainerTarget, HttpTarget, JobSpec, MisfirePolicy, NatsTarget,
@@ -50,6 +51,8 @@ pub struct Context {
     pub namespace: String,
     /// The job name from the request path (PUT, PATCH), if any.
     pub name: Option<String>,
+    /// The server's `[http_targets] allow` list; `None`: HTTP targets may reach any host.
+    pub http_allow: Option<std::sync::Arc<HostAllowList>>,
 }
 
 /// Longest HTTP target URL, in bytes: 8,000, the least that RFC 9110 §4.1 recommends every
@@ -674,7 +677,7 @@ impl Walker {
             .then(|| self.connection(obj, &kind, ctx))
             .flatten();
         let target = match kind.as_str() {
-            "http" => self.http_target(obj).map(TargetSpec::Http),
+            "http" => self.http_target(obj, ctx).map(TargetSpec::Http),
             "nats" => {
                 let subject = self.req_str(obj, "subject", "target.subject");
                 if let Some(s) = &subject
@@ -828,7 +831,7 @@ impl Walker {
         }
     }
 
-    fn http_target(&mut self, obj: &Map<String, Value>) -> Option<HttpTarget> {
+    fn http_target(&mut self, obj: &Map<String, Value>, ctx: &Context) -> Option<HttpTarget> {
         let method = self
             .opt_str(obj, "method", "target.method")
             .unwrap_or_else(|| "POST".into())
@@ -842,7 +845,11 @@ impl Walker {
         }
         let url = self.req_str(obj, "url", "target.url");
         if let Some(u) = &url {
+            let before = self.errors.len();
             self.check_url(u);
+            if let (true, Some(allow)) = (self.errors.len() == before, &ctx.http_allow) {
+                self.check_allowed(u, allow);
+            }
         }
         let headers = self.string_map(obj.get("headers"), "target.headers");
         for (k, v) in &headers {
@@ -906,6 +913,33 @@ impl Walker {
         })
     }
 
+    /// The URL's host against the `[http_targets] allow` list. A name that only an address
+    /// pattern could allow passes here; the HTTP target connects only to its resolved
+    /// addresses that the list holds.
+    fn check_allowed(&mut self, url: &str, allow: &HostAllowList) {
+        // The host as the HTTP client sees it: lower-case, IDNA-mapped (UTS #46).
+        let host = match url::Url::parse(url) {
+            Ok(u) => u.host_str().map(str::to_owned),
+            Err(e) => {
+                self.err("target.url", format!("is not a valid URL: {e}"));
+                return;
+            }
+        };
+        let Some(host) = host else {
+            self.err("target.url", "has no host");
+            return;
+        };
+        if allow.judge(&host) == Verdict::Refused {
+            self.err(
+                "target.url",
+                format!(
+                    "host '{host}' is not in the server's [http_targets] allow list ({})",
+                    allow.describe()
+                ),
+            );
+        }
+    }
+
     fn check_url(&mut self, url: &str) {
         if url.len() > MAX_URL_LEN {
             self.err(
@@ -917,9 +951,11 @@ impl Walker {
             );
             return;
         }
-        let rest = url
-            .strip_prefix("http://")
-            .or_else(|| url.strip_prefix("https://"));
+        // The scheme is case-insensitive (RFC 3986 §3.1): `HTTP://` is `http://`.
+        let rest = url.split_once("://").and_then(|(scheme, rest)| {
+            (scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https"))
+                .then_some(rest)
+        });
         let Some(rest) = rest else {
             self.err(
                 "target.url",
@@ -955,6 +991,7 @@ mod tests {
             connections: BTreeMap::from([("events".into(), "nats".into())]),
             namespace: "billing".into(),
             name: Some("nightly".into()),
+            http_allow: None,
         }
     }
 
@@ -1049,6 +1086,75 @@ mod tests {
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert_eq!(errors[0].field, "target.url");
         assert!(errors[0].message.len() < 100, "{}", errors[0].message);
+    }
+
+    #[test]
+    fn an_allow_list_refuses_hosts_it_cannot_allow_and_names_the_field() {
+        let allow = HostAllowList::parse(&["*.internal", "192.0.2.0/24"]).unwrap();
+        let ctx = Context {
+            http_allow: Some(std::sync::Arc::new(allow)),
+            ..ctx()
+        };
+        let with_url = |url: &str| {
+            let mut body = valid();
+            body["target"] = json!({"type": "http", "url": url});
+            job_from_json(&body, &ctx)
+        };
+        for ok in [
+            "http://billing.internal/run",
+            "HTTPS://Billing.INTERNAL:8443/run",
+            "http://192.0.2.9:8080/",
+            // Only its resolved addresses can tell; the target checks them when it connects.
+            "http://resolves-somewhere.example/",
+        ] {
+            assert!(with_url(ok).is_ok(), "{ok}");
+        }
+        let refused = HostAllowList::parse(&["*.internal"]).unwrap();
+        let ctx = Context {
+            http_allow: Some(std::sync::Arc::new(refused)),
+            ..ctx
+        };
+        for bad in [
+            "http://127.0.0.1:9/",
+            "http://evil.example/",
+            "http://[::1]/",
+            "http://internal/",
+        ] {
+            let mut body = valid();
+            body["target"] = json!({"type": "http", "url": bad});
+            let errors = job_from_json(&body, &ctx).unwrap_err();
+            assert_eq!(errors.len(), 1, "{bad}: {errors:?}");
+            assert_eq!(errors[0].field, "target.url");
+            assert!(
+                errors[0].message.contains("allow list (*.internal)"),
+                "{}",
+                errors[0].message
+            );
+        }
+    }
+
+    #[test]
+    fn the_url_scheme_is_case_insensitive_and_only_http_or_https() {
+        let with_url = |url: &str| {
+            let mut body = valid();
+            body["target"] = json!({"type": "http", "url": url});
+            body
+        };
+        for ok in [
+            "HTTP://127.0.0.1:9/",
+            "Https://example.com/x",
+            "https://example.com",
+        ] {
+            assert!(job_from_json(&with_url(ok), &ctx()).is_ok(), "{ok}");
+        }
+        for bad in [
+            "ftp://example.com/",
+            "httpx://example.com/",
+            "example.com/x",
+            "http:/x",
+        ] {
+            assert_eq!(bad_fields(&with_url(bad)), ["target.url"], "{bad}");
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use jiff::Timestamp;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use sundial_core::Dur;
+use sundial_core::allow::{HostAllowList, Verdict};
 use sundial_core::job::TargetSpec;
 use sundial_core::validate::SUNDIAL_HEADERS;
 
@@ -54,27 +55,46 @@ pub const PARSED_URL_MAX_LEN: usize = 512;
 /// Target URLs are parsed once and kept (up to [`PARSED_URLS`]): a job's every attempt goes to
 /// the same URL, and parsing it (with the host's IDNA processing, UTS #46) was a sixth of
 /// the client's CPU per request in a profile of `sundial bench steady` (BENCHMARKS.md).
+///
+/// With an `[http_targets] allow` list, a request goes only to a host the list allows: by
+/// name, or by address, in which case the client connects only to the resolved addresses
+/// the list holds (resolution goes through [`AllowedAddresses`]). A refused host fails the
+/// attempt as permanent. A proxy configured in the environment (`HTTPS_PROXY`) resolves
+/// names itself, so with a proxy only the name patterns and address literals are checked.
 #[derive(Debug, Clone)]
 pub struct HttpTarget {
     client: reqwest::Client,
     urls: Arc<Mutex<HashMap<String, reqwest::Url>>>,
+    allow: Option<Arc<HostAllowList>>,
 }
 
 impl HttpTarget {
-    /// A target with its own client.
+    /// A target with its own client, reaching any host.
     ///
     /// # Errors
     /// When the TLS backend cannot be initialised.
     pub fn new() -> Result<Self, reqwest::Error> {
-        let client = reqwest::Client::builder()
+        HttpTarget::with_allow_list(None)
+    }
+
+    /// A target with its own client, reaching only the hosts `allow` allows (any host when
+    /// `None`).
+    ///
+    /// # Errors
+    /// When the TLS backend cannot be initialised.
+    pub fn with_allow_list(allow: Option<Arc<HostAllowList>>) -> Result<Self, reqwest::Error> {
+        let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(10))
             .pool_idle_timeout(Duration::from_secs(30))
-            .user_agent(concat!("sundial/", env!("CARGO_PKG_VERSION")))
-            .build()?;
+            .user_agent(concat!("sundial/", env!("CARGO_PKG_VERSION")));
+        if let Some(list) = &allow {
+            builder = builder.dns_resolver(Arc::new(AllowedAddresses(list.clone())));
+        }
         Ok(HttpTarget {
-            client,
+            client: builder.build()?,
             urls: Arc::default(),
+            allow,
         })
     }
 
@@ -116,6 +136,15 @@ impl Target for HttpTarget {
         let method = reqwest::Method::from_bytes(spec.method.as_bytes())
             .map_err(|_| permanent(format!("bad method {}", spec.method)))?;
         let url = self.parsed(&spec.url).map_err(permanent)?;
+        if let Some(allow) = &self.allow {
+            let host = url.host_str().unwrap_or_default();
+            if allow.judge(host) == Verdict::Refused {
+                return Err(permanent(format!(
+                    "host '{host}' is not in the [http_targets] allow list ({})",
+                    allow.describe()
+                )));
+            }
+        }
         let mut headers = HeaderMap::with_capacity(spec.headers.len() + 4);
         for (k, v) in &spec.headers {
             let name = HeaderName::from_bytes(k.as_bytes())
@@ -141,10 +170,17 @@ impl Target for HttpTarget {
         if let Some(body) = &spec.body {
             request = request.body(body.clone());
         }
-        let response = request.send().await.map_err(|e| Error::Retryable {
-            after: None,
-            status_code: None,
-            message: describe_send_error(&e),
+        let response = request.send().await.map_err(|e| {
+            let message = describe_send_error(&e);
+            if source_is::<AddressNotAllowed>(&e) {
+                permanent(message)
+            } else {
+                Error::Retryable {
+                    after: None,
+                    status_code: None,
+                    message,
+                }
+            }
         })?;
         let status = response.status();
         let code = Some(i64::from(status.as_u16()));
@@ -172,6 +208,66 @@ impl Target for HttpTarget {
             }
         }
     }
+}
+
+/// Resolves host names for an [`HttpTarget`] with an allow list: every address of a name a
+/// name pattern allows, and otherwise only the addresses an address pattern holds; a name
+/// left with none fails with [`AddressNotAllowed`]. The client connects to what this
+/// returns, so the addresses checked are the ones connected to (no second lookup that DNS
+/// could answer differently).
+#[derive(Debug)]
+pub struct AllowedAddresses(Arc<HostAllowList>);
+
+/// No resolved address of a host is in the `[http_targets] allow` list.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "no address of '{host}' is in the [http_targets] allow list ({allowed}); it resolves to {resolved}"
+)]
+pub struct AddressNotAllowed {
+    host: String,
+    allowed: String,
+    resolved: String,
+}
+
+impl reqwest::dns::Resolve for AllowedAddresses {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let allow = self.0.clone();
+        Box::pin(async move {
+            let host = name.as_str().to_owned();
+            let all: Vec<std::net::SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            if allow.allows_name(&host) {
+                return Ok(Box::new(all.into_iter()) as reqwest::dns::Addrs);
+            }
+            let kept: Vec<_> = all
+                .iter()
+                .copied()
+                .filter(|a| allow.allows_ip(a.ip()))
+                .collect();
+            if kept.is_empty() {
+                let resolved: Vec<String> = all.iter().map(|a| a.ip().to_string()).collect();
+                return Err(Box::new(AddressNotAllowed {
+                    host,
+                    allowed: allow.describe(),
+                    resolved: resolved.join(", "),
+                })
+                    as Box<dyn std::error::Error + Send + Sync>);
+            }
+            Ok(Box::new(kept.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+/// Whether `e` or any error in its chain of sources is an `E`.
+fn source_is<E: std::error::Error + 'static>(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        if err.is::<E>() {
+            return true;
+        }
+        next = err.source();
+    }
+    false
 }
 
 fn describe_send_error(e: &reqwest::Error) -> String {
@@ -332,6 +428,80 @@ mod tests {
             assert!(head.starts_with("get /hook http/1.1"), "{head}");
             assert!(!head.contains("s3cret"), "{head}");
         }
+    }
+
+    fn get(url: String) -> TargetSpec {
+        TargetSpec::Http(sundial_core::job::HttpTarget {
+            method: "GET".into(),
+            url,
+            headers: Default::default(),
+            body: None,
+            success_codes: Vec::new(),
+        })
+    }
+
+    fn delivery(spec: &TargetSpec) -> Delivery<'_> {
+        Delivery {
+            execution_id: "0193a5c4-0000-7000-8000-000000000001",
+            attempt: 1,
+            scheduled_at: Timestamp::UNIX_EPOCH,
+            now: Timestamp::UNIX_EPOCH,
+            target: spec,
+        }
+    }
+
+    fn allowing(patterns: &[&str]) -> HttpTarget {
+        let list = HostAllowList::parse(patterns).unwrap();
+        HttpTarget::with_allow_list(Some(Arc::new(list))).unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_allow_list_lets_through_only_the_hosts_and_addresses_it_holds() {
+        let (addr, mut received) = receiver().await;
+        let port = addr.port();
+        // By address literal, by name, and by the name's resolved address.
+        for (patterns, url) in [
+            (&["127.0.0.0/8"][..], format!("http://{addr}/a")),
+            (&["localhost"][..], format!("http://localhost:{port}/b")),
+            (&["127.0.0.1"][..], format!("http://localhost:{port}/c")),
+        ] {
+            let spec = get(url.clone());
+            allowing(patterns)
+                .dispatch(&delivery(&spec))
+                .await
+                .unwrap_or_else(|e| panic!("{patterns:?} {url}: {e}"));
+            let head = received.recv().await.unwrap();
+            assert!(
+                head.starts_with(&format!("get /{} ", &url[url.len() - 1..])),
+                "{head}"
+            );
+        }
+        // Refused before any connection: the literal, and a name only a name pattern could allow.
+        for (patterns, url) in [
+            (&["10.0.0.0/8"][..], format!("http://{addr}/")),
+            (&["*.internal"][..], format!("http://localhost:{port}/")),
+        ] {
+            let spec = get(url.clone());
+            let err = allowing(patterns)
+                .dispatch(&delivery(&spec))
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(&err, Error::Permanent { message, .. } if message.contains("is not in the [http_targets] allow list")),
+                "{patterns:?} {url}: {err:?}"
+            );
+        }
+        // A name that resolves outside the networks: refused at resolution, as permanent.
+        let spec = get(format!("http://localhost:{port}/"));
+        let err = allowing(&["10.0.0.0/8"])
+            .dispatch(&delivery(&spec))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::Permanent { message, .. } if message.contains("no address of 'localhost'")),
+            "{err:?}"
+        );
+        assert!(received.try_recv().is_err(), "a refused host got a request");
     }
 
     #[test]
