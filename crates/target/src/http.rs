@@ -50,7 +50,9 @@ pub const PARSED_URLS: usize = 16_384;
 pub const PARSED_URL_MAX_LEN: usize = 512;
 
 /// The HTTP target: a shared connection pool; redirects are not followed (a 3xx is the
-/// receiver's answer, and following it could leave the configured host).
+/// receiver's answer, and following it could leave the configured host). A POST, PUT or
+/// PATCH without a body says `Content-Length: 0`; a successful response's body is read off
+/// the attempt's path so that its connection is reused ([`DRAINED_BODY_MAX`]).
 ///
 /// Target URLs are parsed once and kept (up to [`PARSED_URLS`]): a job's every attempt goes to
 /// the same URL, and parsing it (with the host's IDNA processing, UTS #46) was a sixth of
@@ -167,8 +169,14 @@ impl Target for HttpTarget {
         // `Authorization: Basic` header and out of the URL, so they reach the receiver and
         // stay out of error messages.
         let mut request = self.client.request(method, url).headers(headers);
-        if let Some(body) = &spec.body {
-            request = request.body(body.clone());
+        match &spec.body {
+            Some(body) => request = request.body(body.clone()),
+            // RFC 9110 §8.6: a request whose method gives content a meaning says how long it
+            // is; some servers answer 411 Length Required to a POST without Content-Length.
+            None if matches!(spec.method.as_str(), "POST" | "PUT" | "PATCH") => {
+                request = request.header(reqwest::header::CONTENT_LENGTH, "0");
+            }
+            None => {}
         }
         let response = request.send().await.map_err(|e| {
             let message = describe_send_error(&e);
@@ -185,10 +193,15 @@ impl Target for HttpTarget {
         let status = response.status();
         let code = Some(i64::from(status.as_u16()));
         match classify_http_status(status.as_u16(), &spec.success_codes) {
-            StatusClass::Success => Ok(Outcome {
-                status_code: code,
-                detail: None,
-            }),
+            StatusClass::Success => {
+                if response.content_length() != Some(0) {
+                    tokio::spawn(drain(response));
+                }
+                Ok(Outcome {
+                    status_code: code,
+                    detail: None,
+                })
+            }
             class => {
                 let after = retry_after(response.headers(), d.now);
                 let snippet = body_snippet(response).await;
@@ -256,6 +269,30 @@ impl reqwest::dns::Resolve for AllowedAddresses {
             Ok(Box::new(kept.into_iter()) as reqwest::dns::Addrs)
         })
     }
+}
+
+/// Most bytes of a successful response's body read and dropped (1 MiB), so that its
+/// connection can carry a later request: HTTP/1.1 reuses a connection only once the message
+/// before has been read to its end (RFC 9112 §9.3). Past it, the connection is closed.
+pub const DRAINED_BODY_MAX: usize = 1 << 20;
+
+/// Longest time a successful response's body is read for reuse of its connection (10 s).
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Reads a successful response's body to its end, up to [`DRAINED_BODY_MAX`] bytes and
+/// [`DRAIN_TIMEOUT`], off the attempt's path: the attempt's outcome is its status, and a body
+/// that trickles must not turn a success into a timeout.
+async fn drain(mut response: reqwest::Response) {
+    let reading = async {
+        let mut read = 0;
+        while read <= DRAINED_BODY_MAX {
+            match response.chunk().await {
+                Ok(Some(chunk)) => read += chunk.len(),
+                _ => return,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_TIMEOUT, reading).await;
 }
 
 /// Whether `e` or any error in its chain of sources is an `E`.
@@ -367,12 +404,27 @@ mod tests {
         std::net::SocketAddr,
         tokio::sync::mpsc::UnboundedReceiver<String>,
     ) {
+        let (addr, received, _) = receiver_answering("").await;
+        (addr, received)
+    }
+
+    /// Like [`receiver`], answering with `body`; also counts the connections accepted.
+    async fn receiver_answering(
+        body: &'static str,
+    ) -> (
+        std::net::SocketAddr,
+        tokio::sync::mpsc::UnboundedReceiver<String>,
+        Arc<std::sync::atomic::AtomicUsize>,
+    ) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (heads, received) = tokio::sync::mpsc::unbounded_channel();
+        let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let accepted = connections.clone();
         tokio::spawn(async move {
             while let Ok((mut stream, _)) = listener.accept().await {
+                accepted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let heads = heads.clone();
                 tokio::spawn(async move {
                     let mut read = Vec::new();
@@ -381,8 +433,11 @@ mod tests {
                         if let Some(end) = read.windows(4).position(|w| w == b"\r\n\r\n") {
                             let head: Vec<u8> = read.drain(..end + 4).collect();
                             let _ = heads.send(String::from_utf8_lossy(&head).to_lowercase());
-                            let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
-                            if stream.write_all(ok).await.is_err() {
+                            let ok = format!(
+                                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+                                body.len()
+                            );
+                            if stream.write_all(ok.as_bytes()).await.is_err() {
                                 return;
                             }
                             continue;
@@ -395,7 +450,48 @@ mod tests {
                 });
             }
         });
-        (addr, received)
+        (addr, received, connections)
+    }
+
+    #[tokio::test]
+    async fn a_post_without_a_body_says_content_length_0_and_a_get_says_nothing() {
+        let (addr, mut received) = receiver().await;
+        let target = HttpTarget::new().unwrap();
+        for (method, expected) in [
+            ("POST", true),
+            ("PUT", true),
+            ("GET", false),
+            ("DELETE", false),
+        ] {
+            let mut spec = get(format!("http://{addr}/hook"));
+            if let TargetSpec::Http(h) = &mut spec {
+                h.method = method.into();
+            }
+            target.dispatch(&delivery(&spec)).await.unwrap();
+            let head = received.recv().await.unwrap();
+            assert_eq!(
+                head.contains("content-length: 0\r\n"),
+                expected,
+                "{method}: {head}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_success_with_a_body_keeps_the_connection_for_the_next_attempt() {
+        // Larger than one read of the socket, so the client must read on for the body's end.
+        let body: &'static str = Box::leak("x".repeat(300_000).into_boxed_str());
+        let (addr, mut received, connections) = receiver_answering(body).await;
+        let spec = get(format!("http://{addr}/hook"));
+        let target = HttpTarget::new().unwrap();
+        for _ in 0..3 {
+            target.dispatch(&delivery(&spec)).await.unwrap();
+            received.recv().await.unwrap();
+            // The body is read off the attempt's path; give it time to reach its end (on
+            // loopback it takes well under a millisecond).
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     #[tokio::test]
