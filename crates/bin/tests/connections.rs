@@ -83,4 +83,7 @@ fn a_bad_http_targets_allow_pattern_is_refused_by_index() {
         stderr.contains("http_targets.allow[0]: the list is empty"),
         "{stderr}"
     );
+    let (ok, stderr) = server_with("[http_targets]\n", "api");
+    assert!(!ok);
+    assert!(stderr.contains("http_targets.allow: missing"), "{stderr}");
 }

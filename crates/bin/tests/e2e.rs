@@ -498,10 +498,13 @@ async fn an_http_targets_allow_list_refuses_other_hosts_when_the_job_is_written(
         "[http_targets]\nallow = [\"*.internal\", \"127.0.0.1\"]\n",
     )
     .unwrap();
+    // A proxy in the environment would reach hosts itself, past the list: it goes unused.
+    let proxy = Receiver::start().await;
     let server = Server::start_with(
         &dir,
         common::ServerOpts {
             args: vec!["--config".into(), config.display().to_string()],
+            env: vec![("HTTP_PROXY".into(), proxy.url(""))],
             ..Default::default()
         },
     )
@@ -543,4 +546,5 @@ async fn an_http_targets_allow_list_refuses_other_hosts_when_the_job_is_written(
             (!receiver.for_path("inside").is_empty()).then_some(())
         })
         .await;
+    assert!(proxy.deliveries().is_empty(), "{:?}", proxy.deliveries());
 }

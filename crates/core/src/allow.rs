@@ -72,13 +72,27 @@ impl HostAllowList {
                 return Err((i, format!("is longer than {MAX_PATTERN_LEN} bytes")));
             }
             if let Ok(net) = p.parse::<IpNet>() {
-                list.nets.push(net.trunc());
+                if net.trunc() != net {
+                    return Err((
+                        i,
+                        format!(
+                            "'{p}' has bits set past its prefix length; the network is {}",
+                            net.trunc()
+                        ),
+                    ));
+                }
+                list.nets.push(unmapped(net));
             } else if let Ok(ip) = p.parse::<IpAddr>() {
-                list.nets.push(IpNet::from(ip));
+                list.nets.push(unmapped(IpNet::from(ip)));
             } else if p.contains('/') {
                 return Err((
                     i,
                     format!("'{p}' is not a network like 10.0.0.0/8 or fd00::/8"),
+                ));
+            } else if p.starts_with('[') {
+                return Err((
+                    i,
+                    format!("'{p}': write an IPv6 address without brackets, as in fd00::1"),
                 ));
             } else if let Some(suffix) = p.strip_prefix("*.") {
                 check_name(suffix).map_err(|m| (i, format!("'{p}': {m}")))?;
@@ -140,12 +154,29 @@ impl HostAllowList {
     }
 }
 
+/// An IPv4-mapped IPv6 network (`::ffff:10.0.0.0/104`, RFC 4291 §2.5.5.2) as the IPv4
+/// network it maps, since [`HostAllowList::allows_ip`] judges mapped addresses as IPv4.
+fn unmapped(net: IpNet) -> IpNet {
+    match net {
+        IpNet::V6(v6) if v6.prefix_len() >= 96 => match v6.addr().to_ipv4_mapped() {
+            Some(v4) => ipnet::Ipv4Net::new(v4, v6.prefix_len() - 96)
+                .map(IpNet::V4)
+                .unwrap_or(net),
+            None => net,
+        },
+        other => other,
+    }
+}
+
 fn normal_name(name: &str) -> String {
     name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase()
 }
 
 /// A DNS name of letters, digits, `-` and `.` (RFC 1123 §2.1 host names, plus `_`, which
 /// service names use), without empty labels.
+///
+/// A name whose last label is a number (`127.1`, `0x7f.1`) is refused: URL parsers read such a
+/// host as an IPv4 address (WHATWG URL, "ends in a number"), so the pattern could never match.
 fn check_name(name: &str) -> Result<(), String> {
     let name = name.strip_suffix('.').unwrap_or(name);
     if name.is_empty() || name.split('.').any(str::is_empty) {
@@ -155,9 +186,36 @@ fn check_name(name: &str) -> Result<(), String> {
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_')))
     {
+        return Err(match c {
+            ':' => {
+                "names a port or is an address; a pattern is a host, an address or a network".into()
+            }
+            '*' => "is not a host name (a wildcard may only lead, as in *.internal)".into(),
+            c if !c.is_ascii() => {
+                "is not a host name in ASCII; write an internationalized name in its xn-- form"
+                    .into()
+            }
+            c => format!("is not a host name ('{c}')"),
+        });
+    }
+    if let Some(label) = name
+        .split('.')
+        .find(|l| l.starts_with('-') || l.ends_with('-') || l.len() > 63)
+    {
         return Err(format!(
-            "is not a host name ('{c}'; a wildcard may only lead, as in *.internal)"
+            "is not a host name (the label '{label}' begins or ends with '-' or is longer than 63 bytes, RFC 1035 §2.3.1)"
         ));
+    }
+    let last = name.rsplit('.').next().unwrap_or_default();
+    let hex = last
+        .strip_prefix("0x")
+        .or_else(|| last.strip_prefix("0X"))
+        .is_some_and(|h| h.chars().all(|c| c.is_ascii_hexdigit()));
+    if hex || last.chars().all(|c| c.is_ascii_digit()) {
+        return Err(
+            "is neither a host name nor an address (write an address in full, as in 127.0.0.1)"
+                .into(),
+        );
     }
     Ok(())
 }
@@ -207,6 +265,11 @@ mod tests {
         let l = list(&["10.0.0.0/8"]);
         assert!(l.allows_ip("::ffff:10.1.2.3".parse().unwrap()));
         assert!(!l.allows_ip("::ffff:127.0.0.1".parse().unwrap()));
+        // A mapped pattern allows the IPv4 address, in either spelling.
+        let l = list(&["::ffff:10.1.2.3"]);
+        assert_eq!(l.judge("10.1.2.3"), Verdict::Allowed);
+        assert_eq!(l.judge("[::ffff:a01:203]"), Verdict::Allowed);
+        assert_eq!(l.judge("10.1.2.4"), Verdict::Refused);
     }
 
     #[test]
@@ -217,6 +280,14 @@ mod tests {
             (&["ok", "*"][..], 1),
             (&["bad..name"][..], 0),
             (&["host/path"][..], 0),
+            (&["127.1"][..], 0),
+            (&["0x7f.0.0.2"][..], 0),
+            (&["1.2.3"][..], 0),
+            (&["10.0.0.1/8"][..], 0),
+            (&["-a.b"][..], 0),
+            (&["[::1]"][..], 0),
+            (&["a.b:80"][..], 0),
+            (&["ünicode.de"][..], 0),
         ] {
             let (i, reason) = HostAllowList::parse(patterns).unwrap_err();
             assert_eq!(i, index, "{patterns:?}: {reason}");

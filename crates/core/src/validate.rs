@@ -977,6 +977,26 @@ impl Walker {
             && port.parse::<u16>().is_err()
         {
             self.err("target.url", format!("'{port}' is not a port number"));
+        } else if let Ok(parsed) = url::Url::parse(url)
+            && let Some(url::Host::Domain(name)) = parsed.host()
+        {
+            // RFC 1035 §2.3.4: no resolver can look up a longer name, so every attempt
+            // would fail.
+            let name = name.strip_suffix('.').unwrap_or(name);
+            if name.len() > 253 {
+                self.err(
+                    "target.url",
+                    format!(
+                        "the host is {} bytes long; at most 253 are allowed (RFC 1035)",
+                        name.len()
+                    ),
+                );
+            } else if name.split('.').any(|label| label.len() > 63) {
+                self.err(
+                    "target.url",
+                    "the host has a label longer than 63 bytes (RFC 1035)",
+                );
+            }
         }
     }
 }
@@ -1147,7 +1167,11 @@ mod tests {
         ] {
             assert!(job_from_json(&with_url(ok), &ctx()).is_ok(), "{ok}");
         }
+        let long_label = format!("http://{}.example/", "a".repeat(64));
+        let long_host = format!("http://{}example/", "a.".repeat(130));
         for bad in [
+            long_label.as_str(),
+            long_host.as_str(),
             "ftp://example.com/",
             "httpx://example.com/",
             "example.com/x",

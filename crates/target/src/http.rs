@@ -61,8 +61,9 @@ pub const PARSED_URL_MAX_LEN: usize = 512;
 /// With an `[http_targets] allow` list, a request goes only to a host the list allows: by
 /// name, or by address, in which case the client connects only to the resolved addresses
 /// the list holds (resolution goes through [`AllowedAddresses`]). A refused host fails the
-/// attempt as permanent. A proxy configured in the environment (`HTTPS_PROXY`) resolves
-/// names itself, so with a proxy only the name patterns and address literals are checked.
+/// attempt as permanent. With a list, proxies named in the environment (`HTTP_PROXY`,
+/// `HTTPS_PROXY`, `ALL_PROXY`) are not used: a proxy would resolve and reach the host
+/// itself, past the list.
 #[derive(Debug, Clone)]
 pub struct HttpTarget {
     client: reqwest::Client,
@@ -91,7 +92,9 @@ impl HttpTarget {
             .pool_idle_timeout(Duration::from_secs(30))
             .user_agent(concat!("sundial/", env!("CARGO_PKG_VERSION")));
         if let Some(list) = &allow {
-            builder = builder.dns_resolver(Arc::new(AllowedAddresses(list.clone())));
+            builder = builder
+                .no_proxy()
+                .dns_resolver(Arc::new(AllowedAddresses(list.clone())));
         }
         Ok(HttpTarget {
             client: builder.build()?,
