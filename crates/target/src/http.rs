@@ -500,24 +500,11 @@ mod tests {
     #[tokio::test]
     async fn credentials_in_the_url_are_sent_as_basic_auth_and_not_in_the_request_line() {
         let (addr, mut received) = receiver().await;
-        let spec = TargetSpec::Http(sundial_core::job::HttpTarget {
-            method: "GET".into(),
-            url: format!("http://alice:s3cret@{addr}/hook"),
-            headers: Default::default(),
-            body: None,
-            success_codes: Vec::new(),
-        });
-        let delivery = Delivery {
-            execution_id: "0193a5c4-0000-7000-8000-000000000001",
-            attempt: 1,
-            scheduled_at: Timestamp::UNIX_EPOCH,
-            now: Timestamp::UNIX_EPOCH,
-            target: &spec,
-        };
+        let spec = get(format!("http://alice:s3cret@{addr}/hook"));
         let target = HttpTarget::new().unwrap();
         // The second time, the URL comes from the set of parsed URLs.
         for _ in 0..2 {
-            target.dispatch(&delivery).await.unwrap();
+            target.dispatch(&delivery(&spec)).await.unwrap();
             let head = received.recv().await.unwrap();
             // base64("alice:s3cret"), lower-cased with the rest of the head.
             assert!(
