@@ -6,9 +6,12 @@
 //! - Every error is an RFC 9457 problem document naming every offending field ([`error`]).
 //! - Writes are conditional on the version read (`If-Match` when given, the version just read
 //!   otherwise), so concurrent writers never lose each other's updates silently.
+//! - With tokens configured, no `/v1/` request runs without a token allowed to make it
+//!   ([`auth`]).
 
 #![warn(missing_docs)]
 
+pub mod auth;
 pub mod error;
 mod executions;
 mod jobs;
@@ -43,6 +46,8 @@ pub struct AppState {
     pub connections: BTreeMap<String, String>,
     /// The `[http_targets] allow` list from server config; `None`: any host.
     pub http_allow: Option<Arc<sundial_core::allow::HostAllowList>>,
+    /// The `[[tokens]]` from server config; `None`: requests need no token ([`auth`]).
+    pub tokens: Option<Arc<auth::Tokens>>,
     /// This node's id and roles, for `/v1/cluster`.
     pub node: String,
     /// Roles this process runs.
@@ -73,8 +78,21 @@ pub fn health_router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// The API router with every route of SPEC §4 that this server implements.
+/// The API router with every route of SPEC §4 that this server implements, behind
+/// [`auth::authorize`] when the state has tokens.
 pub fn router(state: AppState) -> Router {
+    let tokens = state.tokens.clone();
+    let routes = routes(state);
+    match tokens {
+        Some(tokens) => routes.layer(axum::middleware::from_fn_with_state(
+            tokens,
+            auth::authorize,
+        )),
+        None => routes,
+    }
+}
+
+fn routes(state: AppState) -> Router {
     let ns = "/v1/namespaces/{ns}";
     Router::new()
         .route(

@@ -42,6 +42,7 @@ async fn rig() -> Rig {
         worker_wake: Arc::new(Notify::new()),
         connections: Default::default(),
         http_allow: None,
+        tokens: None,
         node: "t".into(),
         roles: vec!["api".into()],
         metrics: None,

@@ -45,6 +45,7 @@ impl App {
             worker_wake: Arc::new(Notify::new()),
             connections: BTreeMap::from([("events".to_owned(), "nats".to_owned())]),
             http_allow: None,
+            tokens: None,
             node: "test".to_owned(),
             roles: vec!["api".into(), "scheduler".into(), "worker".into()],
             metrics: None,

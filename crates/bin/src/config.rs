@@ -9,6 +9,7 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use clap::Args;
 use serde::Deserialize;
+use sundial_api::auth::{ApiToken, Tokens};
 use sundial_core::allow::HostAllowList;
 use sundial_target::{ConnectionKind, Endpoint};
 
@@ -72,9 +73,21 @@ struct FileConfig {
     #[serde(default)]
     namespaces: BTreeMap<String, NamespaceConfig>,
     #[serde(default)]
-    tokens: Vec<toml::Table>,
+    tokens: Vec<TokenConfig>,
     #[serde(default)]
     http_targets: Option<HttpTargetsConfig>,
+}
+
+/// One `[[tokens]]` entry (SPEC §4, §6), checked by [`ApiToken::parse`].
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenConfig {
+    /// The SHA-256 of the token, 64 hexadecimal digits.
+    token_sha256: String,
+    /// `admin`, `editor` or `viewer`.
+    role: String,
+    /// Namespace names, or `["*"]`.
+    namespaces: Vec<String>,
 }
 
 /// `[http_targets]` (SPEC §6): which hosts HTTP targets may reach.
@@ -168,6 +181,9 @@ pub struct ServerConfig {
     pub clock_offset_ms: i64,
     /// `[http_targets] allow`: the hosts HTTP targets may reach; `None`: any host.
     pub http_allow: Option<Arc<HostAllowList>>,
+    /// `[[tokens]]`: the API's bearer tokens; `None`: requests need none, and the server
+    /// listens only on loopback.
+    pub tokens: Option<Arc<Tokens>>,
 }
 
 /// The default store URL.
@@ -210,7 +226,14 @@ impl ServerConfig {
         let listen: SocketAddr = listen_text.parse().with_context(|| {
             format!("--listen: '{listen_text}' is not an address like 127.0.0.1:8080")
         })?;
-        if !listen.ip().is_loopback() {
+        let mut tokens = Vec::with_capacity(file.tokens.len());
+        for (i, t) in file.tokens.iter().enumerate() {
+            tokens.push(
+                ApiToken::parse(&t.token_sha256, &t.role, &t.namespaces)
+                    .map_err(|(field, reason)| anyhow::anyhow!("tokens[{i}].{field}: {reason}"))?,
+            );
+        }
+        if tokens.is_empty() && !listen.ip().is_loopback() {
             bail!(
                 "--listen: {listen} is not a loopback address; without API tokens configured the server only listens on loopback (SPEC §4)"
             );
@@ -218,14 +241,6 @@ impl ServerConfig {
         for (name, c) in &file.connections {
             c.endpoint()
                 .map_err(|e| anyhow::anyhow!("connections.{name}.{e}"))?;
-        }
-        if !file.tokens.is_empty() {
-            // Not enforced yet (ARCHITECTURE.md, "What is not built yet"); said rather than
-            // silently ignored. The server listens only on loopback whatever the file says.
-            tracing::warn!(
-                tokens = file.tokens.len(),
-                "[[tokens]] is not enforced yet: every request to this server's API is served without a token; it listens only on loopback"
-            );
         }
         let http_allow = match file.http_targets.map(|t| t.allow) {
             None => None,
@@ -284,6 +299,7 @@ impl ServerConfig {
             rate_limits,
             clock_offset_ms: args.clock_offset_ms.unwrap_or(0),
             http_allow,
+            tokens: (!tokens.is_empty()).then(|| Arc::new(Tokens(tokens))),
         })
     }
 

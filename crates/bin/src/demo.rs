@@ -97,6 +97,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         max_in_flight: 1024,
         clock_offset_ms: 0,
         http_allow: None,
+        tokens: None,
     };
     let running = crate::server::start(&config).await?;
     let api_addr = running.addr;

@@ -196,6 +196,7 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
             .map(|(n, c)| (n.clone(), c.kind.clone()))
             .collect(),
         http_allow: config.http_allow.clone(),
+        tokens: config.tokens.clone(),
         node: config.node_id.clone(),
         roles: config.roles.clone(),
         metrics: prometheus(),

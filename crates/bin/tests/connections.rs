@@ -87,3 +87,26 @@ fn a_bad_http_targets_allow_pattern_is_refused_by_index() {
     assert!(!ok);
     assert!(stderr.contains("http_targets.allow: missing"), "{stderr}");
 }
+
+#[test]
+fn a_bad_token_entry_is_refused_by_index_and_field() {
+    let sha = "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b";
+    let (ok, stderr) = server_with(
+        &format!(
+            "[[tokens]]\ntoken_sha256 = \"{sha}\"\nrole = \"viewer\"\nnamespaces = [\"*\"]\n\n\
+             [[tokens]]\ntoken_sha256 = \"{sha}\"\nrole = \"root\"\nnamespaces = [\"*\"]\n"
+        ),
+        "api",
+    );
+    assert!(!ok);
+    assert!(
+        stderr.contains("tokens[1].role: 'root' is not one of admin, editor, viewer"),
+        "{stderr}"
+    );
+    let (ok, stderr) = server_with(
+        "[[tokens]]\ntoken_sha256 = \"secret\"\nrole = \"viewer\"\nnamespaces = [\"*\"]\n",
+        "api",
+    );
+    assert!(!ok);
+    assert!(stderr.contains("tokens[0].token_sha256:"), "{stderr}");
+}

@@ -548,3 +548,55 @@ async fn an_http_targets_allow_list_refuses_other_hosts_when_the_job_is_written(
         .await;
     assert!(proxy.deliveries().is_empty(), "{:?}", proxy.deliveries());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_tokens_configured_the_api_needs_one_and_the_cli_sends_it() {
+    let dir = tempfile::tempdir().unwrap().keep();
+    let config = dir.join("sundial.toml");
+    // printf %s secret | sha256sum
+    std::fs::write(
+        &config,
+        "[[tokens]]\ntoken_sha256 = \"2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b\"\nrole = \"editor\"\nnamespaces = [\"e2e\"]\n",
+    )
+    .unwrap();
+    let server = Server::start_with(
+        &dir,
+        common::ServerOpts {
+            args: vec!["--config".into(), config.display().to_string()],
+            ..Default::default()
+        },
+    )
+    .await;
+    let (status, _) = server
+        .request(reqwest::Method::GET, "/v1/namespaces/e2e/jobs", None)
+        .await;
+    assert_eq!(status, 401);
+    let job = dir.join("job.json");
+    std::fs::write(
+        &job,
+        json!({"name": "tokened", "schedule": {"every": "1h"}, "target": {"type": "http", "url": "http://127.0.0.1:9/"}}).to_string(),
+    )
+    .unwrap();
+    let cli = |token: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_sundial"))
+            .args(["job", "apply", "-n", "e2e", "-f"])
+            .arg(&job)
+            .args(["--server", &server.url(""), "--token", token])
+            .output()
+            .unwrap()
+    };
+    assert!(!cli("wrong").status.success());
+    let out = cli("secret");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed = reqwest::Client::new()
+        .get(server.url("/v1/namespaces/e2e/jobs/tokened"))
+        .bearer_auth("secret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.status(), 200);
+}

@@ -1,0 +1,241 @@
+//! Bearer-token authorization of the API (SPEC §4, `Authorization: Bearer <token>`, RFC 6750).
+//!
+//! Tokens come from the server's configuration (`[[tokens]]`, SPEC §6), each stored as the
+//! SHA-256 of the token, with a role and the namespaces it may touch.
+//!
+//! Invariants:
+//! - With tokens configured, a request to `/v1/…` runs only when it carries a configured
+//!   token; otherwise it is answered 401 with `WWW-Authenticate: Bearer` and nothing runs.
+//!   `/healthz`, `/readyz` and `/metrics` answer without a token (probes and scrapers).
+//! - A token acts only inside its namespaces: a request under `/v1/namespaces/{ns}/` for
+//!   another namespace is answered 403 and nothing runs. Routes outside a namespace
+//!   (`/v1/cluster`, `/v1/cron/next`) only read, and any token may call them.
+//! - `viewer` tokens read (`GET`, `HEAD`, and the cron preview); `editor` and `admin` tokens
+//!   also write. A write with a viewer token is answered 403 and nothing runs.
+//! - Presented tokens are compared by their SHA-256 digest, in constant time.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::error::ApiError;
+
+/// What a token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Reads only.
+    Viewer,
+    /// Reads and writes jobs and executions.
+    Editor,
+    /// Everything an editor may; the role routes for the whole cluster will ask for.
+    Admin,
+}
+
+impl Role {
+    /// `admin`, `editor` or `viewer`.
+    ///
+    /// # Errors
+    /// A message naming the three roles for anything else.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text {
+            "admin" => Ok(Role::Admin),
+            "editor" => Ok(Role::Editor),
+            "viewer" => Ok(Role::Viewer),
+            other => Err(format!("'{other}' is not one of admin, editor, viewer")),
+        }
+    }
+}
+
+/// The namespaces a token may touch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Namespaces {
+    /// `["*"]`: every namespace.
+    All,
+    /// These namespaces.
+    Only(BTreeSet<String>),
+}
+
+/// One configured token.
+#[derive(Debug, Clone)]
+pub struct ApiToken {
+    sha256: [u8; 32],
+    role: Role,
+    namespaces: Namespaces,
+}
+
+/// Why a token's configuration is refused: the field (`token_sha256`, `role`, `namespaces`)
+/// and the reason.
+pub type TokenError = (&'static str, String);
+
+impl ApiToken {
+    /// A token from its configuration: `token_sha256` as 64 hexadecimal digits (the SHA-256
+    /// of the token, e.g. `printf %s "$TOKEN" | sha256sum`), `role` as in [`Role::parse`],
+    /// `namespaces` as namespace names or `["*"]`.
+    ///
+    /// # Errors
+    /// The first field that is wrong, with why.
+    pub fn parse(
+        token_sha256: &str,
+        role: &str,
+        namespaces: &[String],
+    ) -> Result<Self, TokenError> {
+        let sha256 = parse_digest(token_sha256).ok_or((
+            "token_sha256",
+            "is not 64 hexadecimal digits (the SHA-256 of the token)".to_owned(),
+        ))?;
+        let role = Role::parse(role).map_err(|m| ("role", m))?;
+        let namespaces = match namespaces {
+            [] => return Err(("namespaces", "is empty; name namespaces or [\"*\"]".into())),
+            [all] if all == "*" => Namespaces::All,
+            names => {
+                for n in names {
+                    sundial_core::names::check_name(n)
+                        .map_err(|m| ("namespaces", format!("'{n}': the name {m}")))?;
+                }
+                Namespaces::Only(names.iter().cloned().collect())
+            }
+        };
+        Ok(ApiToken {
+            sha256,
+            role,
+            namespaces,
+        })
+    }
+}
+
+/// The configured tokens.
+#[derive(Debug, Clone, Default)]
+pub struct Tokens(pub Vec<ApiToken>);
+
+impl Tokens {
+    /// The token whose digest is `presented`'s, if any. Every configured digest is compared,
+    /// each in constant time.
+    fn find(&self, presented: &str) -> Option<&ApiToken> {
+        let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+        let mut found = None;
+        for t in &self.0 {
+            if bool::from(t.sha256.ct_eq(&digest)) {
+                found = Some(t);
+            }
+        }
+        found
+    }
+}
+
+fn parse_digest(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.as_bytes();
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in hex.chunks(2).enumerate() {
+        let text = std::str::from_utf8(pair).ok()?;
+        out[i] = u8::from_str_radix(text, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// The middleware that keeps the invariants of this module.
+pub async fn authorize(
+    State(tokens): State<Arc<Tokens>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let path = request.uri().path();
+    if !path.starts_with("/v1/") {
+        return next.run(request).await;
+    }
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim);
+    let Some(token) = presented.and_then(|p| tokens.find(p)) else {
+        let detail = if presented.is_some() {
+            "the bearer token is not one this server knows"
+        } else {
+            "this server needs an Authorization: Bearer <token> header"
+        };
+        let mut response =
+            ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", detail).into_response();
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return response;
+    };
+    let reads = matches!(*request.method(), Method::GET | Method::HEAD)
+        || (request.method() == Method::POST && path == "/v1/cron/next");
+    if !reads && token.role == Role::Viewer {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "a viewer token may only read",
+        )
+        .into_response();
+    }
+    if let Some(rest) = path.strip_prefix("/v1/namespaces/") {
+        let ns = rest.split('/').next().unwrap_or_default();
+        let allowed = match &token.namespaces {
+            Namespaces::All => true,
+            Namespaces::Only(names) => names.contains(ns),
+        };
+        if !allowed {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("this token may not act in namespace '{ns}'"),
+            )
+            .into_response();
+        }
+    }
+    next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET_SHA256: &str = "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b";
+
+    #[test]
+    fn a_token_is_found_by_its_digest_only() {
+        // printf %s secret | sha256sum
+        let t = ApiToken::parse(SECRET_SHA256, "viewer", &["billing".into()]).unwrap();
+        let tokens = Tokens(vec![t]);
+        assert!(tokens.find("secret").is_some());
+        assert!(tokens.find("secret ").is_none());
+        assert!(tokens.find(SECRET_SHA256).is_none());
+    }
+
+    #[test]
+    fn bad_token_configurations_name_their_field() {
+        let ns = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        for (sha, role, names, field) in [
+            ("abc", "viewer", ns(&["a"]), "token_sha256"),
+            (&"g".repeat(64)[..], "viewer", ns(&["a"]), "token_sha256"),
+            (SECRET_SHA256, "root", ns(&["a"]), "role"),
+            (SECRET_SHA256, "viewer", ns(&[]), "namespaces"),
+            (SECRET_SHA256, "viewer", ns(&["Bad Name"]), "namespaces"),
+            (SECRET_SHA256, "viewer", ns(&["a", "*"]), "namespaces"),
+        ] {
+            let (f, reason) = ApiToken::parse(sha, role, &names).unwrap_err();
+            assert_eq!(f, field, "{sha} {role} {names:?}: {reason}");
+        }
+        assert_eq!(
+            ApiToken::parse(SECRET_SHA256, "admin", &ns(&["*"]))
+                .unwrap()
+                .namespaces,
+            Namespaces::All
+        );
+    }
+}
