@@ -488,25 +488,30 @@ async fn concurrency_policies_govern_runs_longer_than_the_interval() {
     assert!(dropped >= 4, "replace dropped {dropped} requests");
 }
 
+/// A server reading `config` (TOML) with `--config`, with `env` added; and its directory.
+async fn server_configured(
+    config: &str,
+    env: Vec<(String, String)>,
+) -> (Server, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap().keep();
+    let path = dir.join("sundial.toml");
+    std::fs::write(&path, config).unwrap();
+    let opts = common::ServerOpts {
+        args: vec!["--config".into(), path.display().to_string()],
+        env,
+        ..Default::default()
+    };
+    (Server::start_with(&dir, opts).await, dir)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_targets_allow_list_refuses_other_hosts_when_the_job_is_written() {
     let receiver = Receiver::start().await;
-    let dir = tempfile::tempdir().unwrap().keep();
-    let config = dir.join("sundial.toml");
-    std::fs::write(
-        &config,
-        "[http_targets]\nallow = [\"*.internal\", \"127.0.0.1\"]\n",
-    )
-    .unwrap();
     // A proxy in the environment would reach hosts itself, past the list: it goes unused.
     let proxy = Receiver::start().await;
-    let server = Server::start_with(
-        &dir,
-        common::ServerOpts {
-            args: vec!["--config".into(), config.display().to_string()],
-            env: vec![("HTTP_PROXY".into(), proxy.url(""))],
-            ..Default::default()
-        },
+    let (server, _) = server_configured(
+        "[http_targets]\nallow = [\"*.internal\", \"127.0.0.1\"]\n",
+        vec![("HTTP_PROXY".into(), proxy.url(""))],
     )
     .await;
     // 127.0.0.2 is loopback too, but not in the list: refused, and nothing is written.
@@ -551,20 +556,10 @@ async fn an_http_targets_allow_list_refuses_other_hosts_when_the_job_is_written(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_tokens_configured_the_api_needs_one_and_the_cli_sends_it() {
-    let dir = tempfile::tempdir().unwrap().keep();
-    let config = dir.join("sundial.toml");
     // printf %s secret | sha256sum
-    std::fs::write(
-        &config,
+    let (server, dir) = server_configured(
         "[[tokens]]\ntoken_sha256 = \"2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b\"\nrole = \"editor\"\nnamespaces = [\"e2e\"]\n",
-    )
-    .unwrap();
-    let server = Server::start_with(
-        &dir,
-        common::ServerOpts {
-            args: vec!["--config".into(), config.display().to_string()],
-            ..Default::default()
-        },
+        Vec::new(),
     )
     .await;
     let (status, _) = server
