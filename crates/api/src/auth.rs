@@ -12,7 +12,9 @@
 //!   (`/v1/cluster`, `/v1/cron/next`) only read, and any token may call them.
 //! - `viewer` tokens read (`GET`, `HEAD`, and the cron preview); `editor` and `admin` tokens
 //!   also write. A write with a viewer token is answered 403 and nothing runs.
-//! - Presented tokens are compared by their SHA-256 digest, in constant time.
+//! - Presented tokens are compared by their SHA-256 digest, in constant time. A request with
+//!   more than one `Authorization` header is refused (400), so no two grants combine.
+//! - Two entries with one digest are refused when the configuration is read.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -130,7 +132,8 @@ impl Tokens {
 
 fn parse_digest(hex: &str) -> Option<[u8; 32]> {
     let hex = hex.as_bytes();
-    if hex.len() != 64 {
+    // `from_str_radix` alone would take a sign (`+a`).
+    if hex.len() != 64 || !hex.iter().all(u8::is_ascii_hexdigit) {
         return None;
     }
     let mut out = [0u8; 32];
@@ -151,15 +154,21 @@ pub async fn authorize(
     if !path.starts_with("/v1/") {
         return next.run(request).await;
     }
-    let presented = request
-        .headers()
-        .get(header::AUTHORIZATION)
+    let mut values = request.headers().get_all(header::AUTHORIZATION).iter();
+    let (first, second) = (values.next(), values.next());
+    if second.is_some() {
+        return ApiError::bad_request(
+            "Authorization",
+            "send one Authorization header, not several",
+        )
+        .into_response();
+    }
+    // The scheme is case-insensitive (RFC 9110 §11.1).
+    let presented = first
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim);
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
     let Some(token) = presented.and_then(|p| tokens.find(p)) else {
         let detail = if presented.is_some() {
             "the bearer token is not one this server knows"
@@ -211,6 +220,9 @@ mod tests {
     fn a_token_is_found_by_its_digest_only() {
         // printf %s secret | sha256sum
         let t = ApiToken::parse(SECRET_SHA256, "viewer", &["billing".into()]).unwrap();
+        // Signs parse as numbers in `from_str_radix`; a digest has none.
+        let signed = format!("+{}", &SECRET_SHA256[1..]);
+        assert!(ApiToken::parse(&signed, "viewer", &["billing".into()]).is_err());
         let tokens = Tokens(vec![t]);
         assert!(tokens.find("secret").is_some());
         assert!(tokens.find("secret ").is_none());

@@ -117,6 +117,27 @@ async fn without_a_known_token_nothing_runs_and_the_answer_is_401() {
         assert_eq!(status, StatusCode::UNAUTHORIZED);
     }
     assert_eq!(app.jobs("a").await, 0);
+    // The scheme is case-insensitive; two Authorization headers are refused, whatever they hold.
+    let with_headers = |values: &[&str]| {
+        let mut req = Request::get("/v1/namespaces/a/jobs");
+        for v in values {
+            req = req.header(header::AUTHORIZATION, *v);
+        }
+        app.router.clone().oneshot(req.body(Body::empty()).unwrap())
+    };
+    let status = |r: Result<axum::response::Response, _>| -> StatusCode { r.unwrap().status() };
+    assert_eq!(
+        status(with_headers(&["BEARER view-a"]).await),
+        StatusCode::OK
+    );
+    assert_eq!(
+        status(with_headers(&["Bearer view-a", "Bearer admin"]).await),
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(
+        status(with_headers(&["Basic view-a"]).await),
+        StatusCode::UNAUTHORIZED
+    );
     // Probes answer without a token.
     assert_eq!(app.send("GET", "/healthz", None).await.0, StatusCode::OK);
 }

@@ -123,6 +123,24 @@ enum ExecCommand {
     },
 }
 
+/// Refuses a namespace that is not a name, and a job name or execution id that would change
+/// the request's path (`..`, `/`, `%`): URL parsing resolves `a/../../b` to another
+/// namespace's route, so a name taken from a script's input could act elsewhere.
+fn check_path(namespace: &str, path: &str) -> anyhow::Result<()> {
+    sundial_core::names::check_name(namespace)
+        .map_err(|m| anyhow::anyhow!("-n/--namespace: '{namespace}': the name {m}"))?;
+    let route = path.split('?').next().unwrap_or_default();
+    for segment in route.split('/').skip(1) {
+        let plain = segment
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'));
+        if !plain || segment.is_empty() || segment.chars().all(|c| c == '.') {
+            bail!("'{segment}' is not a job name or execution id");
+        }
+    }
+    Ok(())
+}
+
 /// A thin API client.
 pub struct Api {
     http: reqwest::Client,
@@ -156,10 +174,12 @@ impl Api {
         path: &str,
         body: Option<&Value>,
     ) -> anyhow::Result<(u16, Value)> {
+        check_path(&self.opts.namespace, path)?;
         let url = self.url(path);
         let mut req = self.http.request(method, &url);
         if let Some(token) = &self.opts.token {
-            req = req.bearer_auth(token);
+            // A token read from a file or a variable often ends in a newline.
+            req = req.bearer_auth(token.trim());
         }
         if let Some(body) = body {
             req = req
@@ -289,6 +309,16 @@ pub async fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
     let format = args.opts.output;
     let api = Api::new(args.opts.clone());
     use reqwest::Method;
+    if let JobCommand::Get { name }
+    | JobCommand::Pause { name }
+    | JobCommand::Resume { name }
+    | JobCommand::Trigger { name }
+    | JobCommand::Delete { name }
+    | JobCommand::History { name, .. } = &args.command
+    {
+        sundial_core::names::check_name(name)
+            .map_err(|m| anyhow::anyhow!("job name '{name}': the name {m}"))?;
+    }
     match args.command {
         JobCommand::Apply { file } => {
             let text = if file.as_os_str() == "-" {

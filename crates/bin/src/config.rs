@@ -228,6 +228,15 @@ impl ServerConfig {
         })?;
         let mut tokens = Vec::with_capacity(file.tokens.len());
         for (i, t) in file.tokens.iter().enumerate() {
+            // One token, two grants: the later entry would widen or narrow the earlier.
+            if let Some(j) = file.tokens[..i]
+                .iter()
+                .position(|u| u.token_sha256.eq_ignore_ascii_case(&t.token_sha256))
+            {
+                bail!(
+                    "tokens[{i}].token_sha256: the same token as tokens[{j}]; give each token one entry"
+                );
+            }
             tokens.push(
                 ApiToken::parse(&t.token_sha256, &t.role, &t.namespaces)
                     .map_err(|(field, reason)| anyhow::anyhow!("tokens[{i}].{field}: {reason}"))?,

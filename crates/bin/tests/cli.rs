@@ -57,6 +57,28 @@ fn cron_next_rejects_an_invalid_expression_with_exit_2_and_one_line() {
 }
 
 #[test]
+fn names_and_ids_that_would_leave_the_namespace_are_refused_before_any_request() {
+    // Nothing listens on port 9: a request sent would fail with "cannot reach".
+    let server = ["--server", "http://127.0.0.1:9"];
+    for args in [
+        &["job", "pause", "../../b/jobs/tmp", "-n", "a"][..],
+        &["job", "get", "a/b", "-n", "a"][..],
+        &["job", "list", "-n", "a/../b"][..],
+        &["exec", "cancel", "../../b/executions/x", "-n", "a"][..],
+        &["exec", "get", "%2e%2e", "-n", "a"][..],
+    ] {
+        let o = sundial(&[args, &server[..]].concat());
+        assert!(!o.status.success(), "{args:?}");
+        let err = stderr(&o);
+        assert!(!err.contains("cannot reach"), "{args:?} was sent: {err}");
+        assert!(
+            err.contains("name") || err.contains("id"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
 fn cron_explain_describes_in_words() {
     let o = sundial(&["cron", "explain", "0 2 * * *"]);
     assert!(o.status.success());

@@ -91,10 +91,11 @@ fn a_bad_http_targets_allow_pattern_is_refused_by_index() {
 #[test]
 fn a_bad_token_entry_is_refused_by_index_and_field() {
     let sha = "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b";
+    let other = "d9298a10d1b0735837dc4bd85dac641b0f3cef27a47e5d53a54f2f3f5b2fcffa";
     let (ok, stderr) = server_with(
         &format!(
             "[[tokens]]\ntoken_sha256 = \"{sha}\"\nrole = \"viewer\"\nnamespaces = [\"*\"]\n\n\
-             [[tokens]]\ntoken_sha256 = \"{sha}\"\nrole = \"root\"\nnamespaces = [\"*\"]\n"
+             [[tokens]]\ntoken_sha256 = \"{other}\"\nrole = \"root\"\nnamespaces = [\"*\"]\n"
         ),
         "api",
     );
@@ -109,4 +110,15 @@ fn a_bad_token_entry_is_refused_by_index_and_field() {
     );
     assert!(!ok);
     assert!(stderr.contains("tokens[0].token_sha256:"), "{stderr}");
+    let entry =
+        format!("[[tokens]]\ntoken_sha256 = \"{sha}\"\nrole = \"viewer\"\nnamespaces = [\"a\"]\n");
+    let (ok, stderr) = server_with(
+        &format!("{entry}\n{}", entry.replace("viewer", "admin")),
+        "api",
+    );
+    assert!(!ok);
+    assert!(
+        stderr.contains("tokens[1].token_sha256: the same token as tokens[0]"),
+        "{stderr}"
+    );
 }
