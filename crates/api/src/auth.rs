@@ -144,7 +144,10 @@ fn parse_digest(hex: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
-/// The middleware that keeps the invariants of this module.
+/// The middleware that keeps the invariants of this module: passes a request on, or answers
+/// it as a problem document without running it — 400 for two `Authorization` headers, 401
+/// (with `WWW-Authenticate: Bearer`) for no known bearer token, 403 for a viewer's write or
+/// a namespace the token does not name.
 pub async fn authorize(
     State(tokens): State<Arc<Tokens>>,
     request: Request,
