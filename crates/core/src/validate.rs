@@ -446,10 +446,12 @@ impl Walker {
         let text = self.opt_str(obj, key, path)?;
         match text.parse::<Timestamp>() {
             Ok(t) => Some(crate::truncate_ms(t)),
-            Err(_) => {
+            Err(e) => {
                 self.err(
                     path,
-                    format!("'{text}' is not an RFC 3339 instant (e.g. 2026-11-30T10:00:00Z)"),
+                    format!(
+                        "'{text}' is not an RFC 3339 instant in the range Sundial keeps, up to 9999-12-30T22:00:00Z (e.g. 2026-11-30T10:00:00Z): {e}"
+                    ),
                 );
                 None
             }
@@ -1151,6 +1153,19 @@ mod tests {
                 errors[0].message
             );
         }
+    }
+
+    #[test]
+    fn an_instant_past_the_range_says_so() {
+        let mut body = valid();
+        body["schedule"]["start_at"] = json!("9999-12-31T23:59:59Z");
+        let errors = job_from_json(&body, &ctx()).unwrap_err();
+        assert_eq!(errors[0].field, "schedule.start_at");
+        assert!(
+            errors[0].message.contains("up to 9999-12-30T22:00:00Z"),
+            "{}",
+            errors[0].message
+        );
     }
 
     #[test]
