@@ -224,7 +224,7 @@ impl ServerConfig {
             .or(file.listen)
             .unwrap_or_else(|| "127.0.0.1:8080".into());
         let listen: SocketAddr = listen_text.parse().with_context(|| {
-            format!("--listen: '{listen_text}' is not an address like 127.0.0.1:8080")
+            format!("--listen (or SUNDIAL_LISTEN, or listen in the file): '{listen_text}' is not an address like 127.0.0.1:8080")
         })?;
         let mut tokens = Vec::with_capacity(file.tokens.len());
         for (i, t) in file.tokens.iter().enumerate() {
@@ -244,7 +244,7 @@ impl ServerConfig {
         }
         if tokens.is_empty() && !listen.ip().is_loopback() {
             bail!(
-                "--listen: {listen} is not a loopback address; without API tokens configured the server only listens on loopback (SPEC §4)"
+                "--listen (or SUNDIAL_LISTEN, or listen in the file): {listen} is not a loopback address; without API tokens configured the server only listens on loopback (SPEC §4)"
             );
         }
         for (name, c) in &file.connections {
