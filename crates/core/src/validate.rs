@@ -847,11 +847,7 @@ impl Walker {
         }
         let url = self.req_str(obj, "url", "target.url");
         if let Some(u) = &url {
-            let before = self.errors.len();
-            self.check_url(u);
-            if let (true, Some(allow)) = (self.errors.len() == before, &ctx.http_allow) {
-                self.check_allowed(u, allow);
-            }
+            self.check_url(u, ctx.http_allow.as_deref());
         }
         let headers = self.string_map(obj.get("headers"), "target.headers");
         for (k, v) in &headers {
@@ -915,34 +911,10 @@ impl Walker {
         })
     }
 
-    /// The URL's host against the `[http_targets] allow` list. A name that only an address
-    /// pattern could allow passes here; the HTTP target connects only to its resolved
-    /// addresses that the list holds.
-    fn check_allowed(&mut self, url: &str, allow: &HostAllowList) {
-        // The host as the HTTP client sees it: lower-case, IDNA-mapped (UTS #46).
-        let host = match url::Url::parse(url) {
-            Ok(u) => u.host_str().map(str::to_owned),
-            Err(e) => {
-                self.err("target.url", format!("is not a valid URL: {e}"));
-                return;
-            }
-        };
-        let Some(host) = host else {
-            self.err("target.url", "has no host");
-            return;
-        };
-        if allow.judge(&host) == Verdict::Refused {
-            self.err(
-                "target.url",
-                format!(
-                    "host '{host}' is not in the server's [http_targets] allow list ({})",
-                    allow.describe()
-                ),
-            );
-        }
-    }
-
-    fn check_url(&mut self, url: &str) {
+    /// `target.url`: an absolute http(s) URL of at most [`MAX_URL_LEN`] bytes with a host, a
+    /// valid port, and a host name a resolver can look up; with `allow`, a host the
+    /// `[http_targets] allow` list can allow. Errors go to `target.url`, one at the most.
+    fn check_url(&mut self, url: &str, allow: Option<&HostAllowList>) {
         if url.len() > MAX_URL_LEN {
             self.err(
                 "target.url",
@@ -979,11 +951,24 @@ impl Walker {
             && port.parse::<u16>().is_err()
         {
             self.err("target.url", format!("'{port}' is not a port number"));
-        } else if let Ok(parsed) = url::Url::parse(url)
-            && let Some(url::Host::Domain(name)) = parsed.host()
-        {
-            // RFC 1035 §2.3.4: no resolver can look up a longer name, so every attempt
-            // would fail.
+        } else {
+            // The host as the HTTP client sees it: lower-case, IDNA-mapped (UTS #46).
+            match url::Url::parse(url) {
+                Ok(parsed) => self.check_host(&parsed, allow),
+                Err(e) if allow.is_some() => {
+                    self.err("target.url", format!("is not a valid URL: {e}"));
+                }
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// The parsed URL's host: a name a resolver can look up (RFC 1035 §2.3.4: no resolver
+    /// looks up a longer one, so every attempt would fail), and one the `[http_targets]
+    /// allow` list can allow. A name that only an address pattern could allow passes here;
+    /// the HTTP target connects only to its resolved addresses that the list holds.
+    fn check_host(&mut self, parsed: &url::Url, allow: Option<&HostAllowList>) {
+        if let Some(url::Host::Domain(name)) = parsed.host() {
             let name = name.strip_suffix('.').unwrap_or(name);
             if name.len() > 253 {
                 self.err(
@@ -993,12 +978,28 @@ impl Walker {
                         name.len()
                     ),
                 );
+                return;
             } else if name.split('.').any(|label| label.len() > 63) {
                 self.err(
                     "target.url",
                     "the host has a label longer than 63 bytes (RFC 1035)",
                 );
+                return;
             }
+        }
+        let Some(allow) = allow else { return };
+        let Some(host) = parsed.host_str() else {
+            self.err("target.url", "has no host");
+            return;
+        };
+        if allow.judge(host) == Verdict::Refused {
+            self.err(
+                "target.url",
+                format!(
+                    "host '{host}' is not in the server's [http_targets] allow list ({})",
+                    allow.describe()
+                ),
+            );
         }
     }
 }
