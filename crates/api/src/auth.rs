@@ -14,7 +14,7 @@
 //!   also write. A write with a viewer token is answered 403 and nothing runs.
 //! - Presented tokens are compared by their SHA-256 digest, in constant time. A request with
 //!   more than one `Authorization` header is refused (400), so no two grants combine.
-//! - Two entries with one digest are refused when the configuration is read.
+//! - Two entries with one digest are refused ([`Tokens::new`]).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -111,11 +111,30 @@ impl ApiToken {
     }
 }
 
-/// The configured tokens.
+/// The configured tokens, one entry per token.
 #[derive(Debug, Clone, Default)]
-pub struct Tokens(pub Vec<ApiToken>);
+pub struct Tokens(Vec<ApiToken>);
 
 impl Tokens {
+    /// The tokens of `entries`, in configuration order.
+    ///
+    /// # Errors
+    /// `(i, j)` when entry `i` is the same token (the same digest) as the earlier entry `j`:
+    /// one token with two grants would take one of them silently.
+    pub fn new(entries: Vec<ApiToken>) -> Result<Self, (usize, usize)> {
+        for (i, t) in entries.iter().enumerate() {
+            if let Some(j) = entries[..i].iter().position(|u| u.sha256 == t.sha256) {
+                return Err((i, j));
+            }
+        }
+        Ok(Tokens(entries))
+    }
+
+    /// True when no token is configured (the server then needs none).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// The token whose digest is `presented`'s, if any. Every configured digest is compared,
     /// each in constant time.
     fn find(&self, presented: &str) -> Option<&ApiToken> {
@@ -226,7 +245,8 @@ mod tests {
         // Signs parse as numbers in `from_str_radix`; a digest has none.
         let signed = format!("+{}", &SECRET_SHA256[1..]);
         assert!(ApiToken::parse(&signed, "viewer", &["billing".into()]).is_err());
-        let tokens = Tokens(vec![t]);
+        let tokens = Tokens::new(vec![t.clone()]).unwrap();
+        assert_eq!(Tokens::new(vec![t.clone(), t]).unwrap_err(), (1, 0));
         assert!(tokens.find("secret").is_some());
         assert!(tokens.find("secret ").is_none());
         assert!(tokens.find(SECRET_SHA256).is_none());

@@ -43,11 +43,12 @@ impl App {
         let token = |t: &str, role: &str, ns: &str| {
             ApiToken::parse(&sha256_hex(t), role, &[ns.to_owned()]).unwrap()
         };
-        let tokens = Tokens(vec![
+        let tokens = Tokens::new(vec![
             token("view-a", "viewer", "a"),
             token("edit-a", "editor", "a"),
             token("admin", "admin", "*"),
-        ]);
+        ])
+        .unwrap();
         let state = AppState {
             store: store.clone(),
             scheduler_wake: Arc::new(Notify::new()),

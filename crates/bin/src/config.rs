@@ -228,20 +228,16 @@ impl ServerConfig {
         })?;
         let mut tokens = Vec::with_capacity(file.tokens.len());
         for (i, t) in file.tokens.iter().enumerate() {
-            // One token, two grants: the later entry would widen or narrow the earlier.
-            if let Some(j) = file.tokens[..i]
-                .iter()
-                .position(|u| u.token_sha256.eq_ignore_ascii_case(&t.token_sha256))
-            {
-                bail!(
-                    "tokens[{i}].token_sha256: the same token as tokens[{j}]; give each token one entry"
-                );
-            }
             tokens.push(
                 ApiToken::parse(&t.token_sha256, &t.role, &t.namespaces)
                     .map_err(|(field, reason)| anyhow::anyhow!("tokens[{i}].{field}: {reason}"))?,
             );
         }
+        let tokens = Tokens::new(tokens).map_err(|(i, j)| {
+            anyhow::anyhow!(
+                "tokens[{i}].token_sha256: the same token as tokens[{j}]; give each token one entry"
+            )
+        })?;
         if tokens.is_empty() && !listen.ip().is_loopback() {
             bail!(
                 "--listen (or SUNDIAL_LISTEN, or listen in the file): {listen} is not a loopback address; without API tokens configured the server only listens on loopback (SPEC §4)"
@@ -308,7 +304,7 @@ impl ServerConfig {
             rate_limits,
             clock_offset_ms: args.clock_offset_ms.unwrap_or(0),
             http_allow,
-            tokens: (!tokens.is_empty()).then(|| Arc::new(Tokens(tokens))),
+            tokens: (!tokens.is_empty()).then(|| Arc::new(tokens)),
         })
     }
 
