@@ -1,6 +1,6 @@
-//! Bearer-token authorization of the API (SPEC §4, `Authorization: Bearer <token>`, RFC 6750).
+//! Bearer-token authorization of the API (README.md "The API", `Authorization: Bearer <token>`, RFC 6750).
 //!
-//! Tokens come from the server's configuration (`[[tokens]]`, SPEC §6), each stored as the
+//! Tokens come from the server's configuration (`[[tokens]]`, docs/configuration.md), each stored as the
 //! SHA-256 of the token, with a role and the namespaces it may touch.
 //!
 //! Invariants:

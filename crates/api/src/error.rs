@@ -80,12 +80,39 @@ impl From<StoreError> for ApiError {
             StoreError::InUse(m) => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store in use", m)
             }
+            // The database's own text (SQL, constraint names) goes to the log, never into a
+            // problem's detail.
             StoreError::Unavailable(source) => {
                 tracing::error!(error = %source, "store unavailable");
                 ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "store unavailable",
                     "the store is unavailable; retry later",
+                )
+            }
+            StoreError::Contended(source) => {
+                tracing::warn!(error = %source, "store contended");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "store busy",
+                    "a concurrent change got there first and nothing was written; retry",
+                )
+            }
+            StoreError::CommitUnknown(source) => {
+                tracing::error!(error = %source, "commit outcome unknown");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "outcome unknown",
+                    "the store lost the connection while committing: the change may or may not \
+                     have been applied; read the resource before retrying",
+                )
+            }
+            StoreError::Defect(source) => {
+                tracing::error!(error = %source, "the store refused a statement");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal error",
+                    "the store refused the request; this is a defect of Sundial",
                 )
             }
             StoreError::Corrupt(m) => {
@@ -117,5 +144,31 @@ impl IntoResponse for ApiError {
             HeaderValue::from_static("application/problem+json"),
         );
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Database failures keep the driver's text (SQL, constraint names) out of the problem.
+    #[test]
+    fn no_database_text_reaches_a_problem_detail() {
+        let sql = "duplicate key value violates unique constraint \"executions_slot\"";
+        for (error, status) in [
+            (StoreError::Contended(sql.into()), 503),
+            (StoreError::Unavailable(sql.into()), 503),
+            (StoreError::CommitUnknown(sql.into()), 503),
+            (StoreError::Defect(sql.into()), 500),
+        ] {
+            let problem = ApiError::from(error);
+            assert_eq!(problem.status.as_u16(), status);
+            assert!(
+                !problem.detail.contains("executions_slot")
+                    && !problem.detail.contains("duplicate"),
+                "{}",
+                problem.detail
+            );
+        }
     }
 }

@@ -71,7 +71,7 @@ pub(crate) fn next_record(
     now: Timestamp,
 ) -> (JobRecord, PendingExecutions) {
     // `every` slots sit on a grid anchored at start_at, which defaults to the creation time
-    // (SPEC §2); keep the anchor across writes that leave the interval alone.
+    // (docs/policies.md); keep the anchor across writes that leave the interval alone.
     if let ScheduleKind::Every { every } = spec.schedule.kind
         && spec.schedule.start_at.is_none()
     {

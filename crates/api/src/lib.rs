@@ -1,8 +1,8 @@
-//! Sundial's HTTP API (SPEC §4): jobs, executions, cron previews and the ops endpoints.
+//! Sundial's HTTP API (README.md "The API"): jobs, executions, cron previews and the ops endpoints.
 //!
 //! Invariants:
 //! - A rejected request writes nothing: every body is validated in full before the store is
-//!   touched, and each write is one store call (SPEC G7).
+//!   touched, and each write is one store call (docs/guarantees.md#g7-bad-input).
 //! - Every error is an RFC 9457 problem document naming every offending field ([`error`]).
 //! - Writes are conditional on the version read (`If-Match` when given, the version just read
 //!   otherwise), so concurrent writers never lose each other's updates silently.
@@ -78,7 +78,7 @@ pub fn health_router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// The API router with every route of SPEC §4 that this server implements, behind
+/// The API router with every route of README.md "The API" that this server implements, behind
 /// [`auth::authorize`] when the state has tokens.
 pub fn router(state: AppState) -> Router {
     let tokens = state.tokens.clone();

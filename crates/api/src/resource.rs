@@ -1,4 +1,4 @@
-//! The JSON shapes of the job and execution resources (SPEC §2, §3).
+//! The JSON shapes of the job and execution resources (README.md "A job", ARCHITECTURE.md "Execution states").
 
 use jiff::Timestamp;
 use serde_json::{Value, json};

@@ -1,4 +1,4 @@
-//! Bearer tokens (SPEC §4), in process: no token or an unknown one is 401, a token outside
+//! Bearer tokens (README.md "The API"), in process: no token or an unknown one is 401, a token outside
 //! its namespaces or a viewer's write is 403, and none of them writes anything.
 
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! A change of schedule or time zone, through the API with an injected clock: `next_fire_at`
 //! is recomputed from the time of the change, and the executions already created for the old
-//! schedule that have not started are cancelled (SPEC §2 "Policies"). Pause and resume, and a
+//! schedule that have not started are cancelled (docs/policies.md). Pause and resume, and a
 //! change that leaves the schedule alone, are checked alongside.
 
 use std::sync::Arc;
@@ -123,9 +123,11 @@ async fn a_schedule_change_recomputes_the_next_fire_time_and_cancels_the_old_sch
         "first slot after the change"
     );
     let states = rig.states().await;
-    assert!(
-        states.iter().all(|(_, s)| s == "cancelled"),
-        "the old schedule's executions are cancelled: {states:?}"
+    assert_eq!(
+        states.iter().map(|(_, s)| s.as_str()).collect::<Vec<_>>(),
+        ["cancelled"; 3],
+        "the old schedule's executions already due (slots 0, 1, 2 s) are cancelled, those \
+         written ahead of their slot (3, 4, 5 s) are removed: {states:?}"
     );
 
     rig.clock.advance(SignedDuration::from_secs(4));
@@ -161,9 +163,46 @@ async fn a_schedule_change_recomputes_the_next_fire_time_and_cancels_the_old_sch
         .into_iter()
         .filter(|(_, s)| s != "cancelled")
         .collect();
-    assert!(
-        live.is_empty(),
-        "the cancelled slot is not triggered again under the same instant: {live:?}"
+    assert_eq!(
+        live,
+        [("2026-01-01T00:00:10Z".to_owned(), "scheduled".to_owned())],
+        "the slot the new zone yields at the same instant fires: the old one, written ahead, \
+         was removed rather than left to hold the slot"
+    );
+}
+
+#[tokio::test]
+async fn resume_fires_the_first_slot_after_now_even_when_it_was_written_ahead_before_the_pause() {
+    let mut rig = rig().await;
+    rig.call("PUT", "/v1/namespaces/t/jobs/j", Some(json!({"schedule": {"every": "1s"}, "target": {"type": "http", "url": "http://127.0.0.1:9/"}})))
+        .await;
+    rig.scheduler.pass().await.unwrap();
+    assert_eq!(rig.states().await.len(), 6, "slots 0..5 s triggered ahead");
+    rig.clock.advance(SignedDuration::from_millis(1200));
+    rig.call("POST", "/v1/namespaces/t/jobs/j/pause", None)
+        .await;
+    rig.clock.advance(SignedDuration::from_secs(1));
+    let (_, job) = rig
+        .call("POST", "/v1/namespaces/t/jobs/j/resume", None)
+        .await;
+    assert_eq!(
+        ts(&job["next_fire_at"]),
+        "2026-01-01T00:00:03Z".parse().unwrap(),
+        "resume continues with the first slot after now (00:00:02.2)"
+    );
+    rig.scheduler.pass().await.unwrap();
+    let mut live: Vec<_> = rig
+        .states()
+        .await
+        .into_iter()
+        .filter(|(_, s)| s == "scheduled")
+        .map(|(at, _)| at)
+        .collect();
+    live.sort();
+    assert_eq!(
+        live.first().map(String::as_str),
+        Some("2026-01-01T00:00:03Z"),
+        "the first slot after the resume is triggered: {live:?}"
     );
 }
 
@@ -200,10 +239,9 @@ async fn other_changes_keep_the_schedule_position_and_pause_resume_skips_what_pa
         (job["state"].clone(), job["next_fire_at"].clone()),
         (json!("paused"), Value::Null)
     );
-    assert_eq!(
-        rig.states().await[0].1,
-        "cancelled",
-        "pause cancels what has not started"
+    assert!(
+        rig.states().await.is_empty(),
+        "pause removes what was written ahead of its slot and has not started"
     );
     rig.clock.set("2026-01-01T00:10:30Z".parse().unwrap());
     rig.scheduler.pass().await.unwrap();

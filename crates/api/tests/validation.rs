@@ -1,4 +1,4 @@
-//! The API's error contract (SPEC §4, G7), in process: every kind of bad input gets the
+//! The API's error contract (README.md "The API", docs/guarantees.md#g7-bad-input), in process: every kind of bad input gets the
 //! right status and an `application/problem+json` document naming every offending field, and
 //! nothing is written; plus the happy paths of the job routes and the cron preview.
 
@@ -303,6 +303,12 @@ fn rows() -> Vec<Row> {
             .expect(422, &["name"]),
         Row::new("name with space in body", "POST", JOBS)
             .json(set("/name", json!("a b")))
+            .expect(422, &["name"]),
+        Row::new("name empty in body", "POST", JOBS)
+            .json(set("/name", json!("")))
+            .expect(422, &["name"]),
+        Row::new("name empty in body of a PUT", "PUT", JOB)
+            .json(set("/name", json!("")))
             .expect(422, &["name"]),
         Row::new("name missing on POST", "POST", JOBS)
             .json(job())
@@ -1172,7 +1178,7 @@ async fn cron_next_gives_instants_with_offsets_across_dst() {
         .await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
     // 2026-03-29 has no 02:00 in Berlin (02:00 CET → 03:00 CEST): a fixed-time job fires at
-    // the first instant after the gap (cronie's rule, SPEC §5).
+    // the first instant after the gap (cronie's rule, docs/cron.md).
     assert_eq!(
         reply.body,
         json!({"fire_times": [

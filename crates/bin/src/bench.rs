@@ -1,4 +1,4 @@
-//! `sundial bench`: the built-in load generator (SPEC §8). It creates jobs, starts server
+//! `sundial bench`: the built-in load generator (README.md "Sizing with sundial bench"). It creates jobs, starts server
 //! processes and a loopback HTTP sink, waits for the slots, and reports drain time,
 //! triggers/s, lag (sink receive time − fire time) percentiles, lost and duplicate deliveries,
 //! and the servers' peak RSS — as a table, then as one JSON line on stdout.

@@ -1,4 +1,4 @@
-//! Client commands: `job ...` and `exec ...` over the HTTP API (SPEC §6).
+//! Client commands: `job ...` and `exec ...` over the HTTP API (docs/configuration.md).
 
 use std::path::PathBuf;
 use std::process::ExitCode;

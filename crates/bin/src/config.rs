@@ -1,5 +1,5 @@
 //! Server configuration: flags, then `SUNDIAL_*` environment variables, then the TOML file
-//! given with `--config` (SPEC §6), then defaults.
+//! given with `--config` (docs/configuration.md), then defaults.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -11,6 +11,7 @@ use clap::Args;
 use serde::Deserialize;
 use sundial_api::auth::{ApiToken, Tokens};
 use sundial_core::allow::HostAllowList;
+use sundial_store::maintenance::MaintenanceConfig;
 use sundial_target::{ConnectionKind, Endpoint};
 
 /// Every role a process can run.
@@ -58,7 +59,7 @@ pub struct MigrateArgs {
     pub database_url: Option<String>,
 }
 
-/// The configuration file's shape (SPEC §6).
+/// The configuration file's shape (docs/configuration.md).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
@@ -76,9 +77,54 @@ struct FileConfig {
     tokens: Vec<TokenConfig>,
     #[serde(default)]
     http_targets: Option<HttpTargetsConfig>,
+    #[serde(default)]
+    maintenance: MaintenanceFile,
 }
 
-/// One `[[tokens]]` entry (SPEC §4, §6), checked by [`ApiToken::parse`].
+/// `[maintenance]` (docs/configuration.md, "`[maintenance]`"): the periods of the maintenance
+/// services, as duration strings; each left out keeps its default.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MaintenanceFile {
+    reaper_every: Option<String>,
+    queue_vacuum_every: Option<String>,
+    checkpoint_every: Option<String>,
+    node_heartbeat_every: Option<String>,
+}
+
+impl MaintenanceFile {
+    /// The periods, over the defaults of `sundial_store::maintenance`.
+    ///
+    /// # Errors
+    /// `maintenance.KEY: ...` for a value that is not a duration or is zero.
+    fn resolve(&self) -> anyhow::Result<MaintenanceConfig> {
+        let parse =
+            |key: &str, text: &Option<String>| -> anyhow::Result<Option<sundial_core::Dur>> {
+                text.as_deref()
+                    .map(|t| {
+                        t.parse::<sundial_core::Dur>()
+                            .map_err(|e| anyhow::anyhow!("maintenance.{key}: {e}"))
+                    })
+                    .transpose()
+            };
+        let defaults = MaintenanceConfig::default();
+        let config = MaintenanceConfig {
+            reaper_every: parse("reaper_every", &self.reaper_every)?
+                .unwrap_or(defaults.reaper_every),
+            queue_vacuum_every: parse("queue_vacuum_every", &self.queue_vacuum_every)?
+                .unwrap_or(defaults.queue_vacuum_every),
+            checkpoint_every: parse("checkpoint_every", &self.checkpoint_every)?
+                .unwrap_or(defaults.checkpoint_every),
+            node_heartbeat_every: parse("node_heartbeat_every", &self.node_heartbeat_every)?,
+        };
+        config
+            .validate()
+            .map_err(|(key, reason)| anyhow::anyhow!("maintenance.{key}: {reason}"))?;
+        Ok(config)
+    }
+}
+
+/// One `[[tokens]]` entry (README.md "The API", docs/configuration.md), checked by [`ApiToken::parse`].
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TokenConfig {
@@ -90,7 +136,7 @@ struct TokenConfig {
     namespaces: Vec<String>,
 }
 
-/// `[http_targets]` (SPEC §6): which hosts HTTP targets may reach.
+/// `[http_targets]` (docs/configuration.md): which hosts HTTP targets may reach.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct HttpTargetsConfig {
@@ -100,7 +146,7 @@ struct HttpTargetsConfig {
 }
 
 /// A named connection: a broker or container engine jobs may use (`[connections.NAME]`,
-/// SPEC §6). Its type and URL scheme are checked when the configuration is resolved; a
+/// docs/configuration.md). Its type and URL scheme are checked when the configuration is resolved; a
 /// process running the worker role also connects to it at start and refuses to start when
 /// it cannot ([`sundial_target::Targets::connect`]).
 #[derive(Debug, Clone, Deserialize)]
@@ -184,6 +230,8 @@ pub struct ServerConfig {
     /// `[[tokens]]`: the API's bearer tokens; `None`: requests need none, and the server
     /// listens only on loopback.
     pub tokens: Option<Arc<Tokens>>,
+    /// `[maintenance]`: the periods of the maintenance services.
+    pub maintenance: MaintenanceConfig,
 }
 
 /// The default store URL.
@@ -240,7 +288,7 @@ impl ServerConfig {
         })?;
         if tokens.is_empty() && !listen.ip().is_loopback() {
             bail!(
-                "--listen (or SUNDIAL_LISTEN, or listen in the file): {listen} is not a loopback address; without API tokens configured the server only listens on loopback (SPEC §4)"
+                "--listen (or SUNDIAL_LISTEN, or listen in the file): {listen} is not a loopback address; without API tokens configured the server only listens on loopback (docs/configuration.md, tokens)"
             );
         }
         for (name, c) in &file.connections {
@@ -281,6 +329,7 @@ impl ServerConfig {
         if lease_ttl.as_millis() < 1000 {
             bail!("--lease-ttl: {lease_ttl} is shorter than the minimum of 1s");
         }
+        let maintenance = file.maintenance.resolve()?;
         let max_in_flight = args.max_in_flight.or(file.max_in_flight).unwrap_or(1024);
         if !(1..=100_000).contains(&max_in_flight) {
             bail!(
@@ -305,6 +354,7 @@ impl ServerConfig {
             clock_offset_ms: args.clock_offset_ms.unwrap_or(0),
             http_allow,
             tokens: (!tokens.is_empty()).then(|| Arc::new(tokens)),
+            maintenance,
         })
     }
 

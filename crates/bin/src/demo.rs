@@ -81,11 +81,14 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .with_state(receiver.clone());
     tokio::spawn(async move { axum::serve(listener, app).await });
 
-    let temp_db = std::env::temp_dir().join(format!("sundial-demo-{}.db", std::process::id()));
+    // The demo's own database files go when the demo does, on an error or Ctrl-C too.
+    let temp_db =
+        TempDb(std::env::temp_dir().join(format!("sundial-demo-{}.db", std::process::id())));
     let database_url = args
         .database_url
         .clone()
-        .unwrap_or_else(|| format!("sqlite://{}", temp_db.display()));
+        .unwrap_or_else(|| format!("sqlite://{}", temp_db.0.display()));
+    let _temp_db = args.database_url.is_none().then_some(temp_db);
     let config = ServerConfig {
         roles: ROLES.map(String::from).to_vec(),
         database_url: database_url.clone(),
@@ -98,6 +101,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         clock_offset_ms: 0,
         http_allow: None,
         tokens: None,
+        maintenance: Default::default(),
     };
     let running = crate::server::start(&config).await?;
     let api_addr = running.addr;
@@ -144,8 +148,16 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let deadline = tokio::time::Instant::now() + duration.as_std();
     let mut printed = HashSet::new();
     let mut finished = 0;
+    let interrupted = tokio::signal::ctrl_c();
+    tokio::pin!(interrupted);
     while tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+            _ = &mut interrupted => {
+                outln!("\ninterrupted; stopping");
+                break;
+            }
+        }
         let list = api
             .call(reqwest::Method::GET, "/executions?limit=200", None)
             .await?;
@@ -188,10 +200,17 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .values()
         .sum();
     outln!("\n{finished} executions finished; the receiver saw {deliveries} deliveries.");
-    if args.database_url.is_none() {
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The demo's SQLite database in the temp directory: its files (the database, its log and
+/// shared memory, the scheduler lock) are removed when this is dropped.
+struct TempDb(PathBuf);
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
         for suffix in ["", "-wal", "-shm", ".scheduler.lock"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", temp_db.display()));
+            let _ = std::fs::remove_file(format!("{}{suffix}", self.0.display()));
         }
     }
-    Ok(ExitCode::SUCCESS)
 }

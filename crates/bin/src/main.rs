@@ -1,5 +1,5 @@
 //! `sundial`: the one binary. Server roles (`server`, `migrate`), client commands (`job`,
-//! `exec`), tools (`cron`, `demo`). See SPEC §6 for the command line contract.
+//! `exec`), tools (`cron`, `demo`). See docs/configuration.md for the command line contract.
 //!
 //! Exit codes: 0 success; 1 a failure (server error, rejected request, unreachable server);
 //! 2 bad usage or an invalid cron expression.

@@ -8,10 +8,11 @@ use sundial_api::{AppState, health_router, router};
 use sundial_clock::{Clock, OffsetClock, SystemClock};
 use sundial_scheduler::{Scheduler, SchedulerConfig};
 use sundial_store::Store;
+use sundial_store::maintenance::{NodeHeartbeat, Runner, Service};
 use sundial_store_postgres::PgStore;
 use sundial_store_sqlite::SqliteStore;
 use sundial_target::{Targets, redact};
-use sundial_worker::{Worker, WorkerConfig};
+use sundial_worker::{Reaper, Worker, WorkerConfig};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 
@@ -134,6 +135,17 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
         let rx = rx.clone();
         tasks.spawn(async move { scheduler.run(rx).await.context("scheduler stopped") });
     }
+    // The maintenance services of this process (docs/configuration.md, "`[maintenance]`"):
+    // the store's own, the node heartbeat every process writes, and the reaper of a worker.
+    let mut maintenance = Runner::new(clock.clone());
+    maintenance.add(store.maintenance(&config.maintenance));
+    maintenance.add([Arc::new(NodeHeartbeat::new(
+        store.clone(),
+        config.node_id.clone(),
+        config.roles.clone(),
+        config.lease_ttl,
+        config.maintenance.node_heartbeat_every,
+    )) as Arc<dyn Service>]);
     if config.has("worker") {
         // Every named connection is established now; one that cannot be is a startup error
         // naming `connections.NAME` (README, "Targets and connections").
@@ -154,31 +166,24 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
             },
             worker_wake.clone(),
         );
+        maintenance.add([
+            Arc::new(Reaper::new(worker.clone(), config.maintenance.reaper_every))
+                as Arc<dyn Service>,
+        ]);
         let rx = rx.clone();
         tasks.spawn(async move {
             worker.run(rx).await;
             Ok(())
         });
     }
-    // Every process reports itself alive with its roles, every third of the lease TTL.
     {
-        let (store, node, roles, ttl, mut rx) = (
-            store.clone(),
-            config.node_id.clone(),
-            config.roles.clone(),
-            config.lease_ttl,
-            rx.clone(),
-        );
+        tracing::debug!(services = ?maintenance.names(), "maintenance services");
+        let mut rx = rx.clone();
+        let running = maintenance.start();
         tasks.spawn(async move {
-            loop {
-                if let Err(e) = store.node_heartbeat(&node, &roles, ttl).await {
-                    tracing::warn!(error = %e, "node heartbeat failed");
-                }
-                tokio::select! {
-                    _ = tokio::time::sleep(ttl.as_std() / 3) => {}
-                    _ = rx.wait_for(|stop| *stop) => return Ok(()),
-                }
-            }
+            let _ = rx.wait_for(|stop| *stop).await;
+            running.stop().await;
+            Ok(())
         });
     }
     // Every process listens: the api role serves the whole API, others the probes alone.

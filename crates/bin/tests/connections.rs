@@ -1,4 +1,4 @@
-//! Named connections at server start (SPEC §6): a bad type or URL, and a connection that
+//! Named connections at server start (docs/configuration.md): a bad type or URL, and a connection that
 //! cannot be established by a worker, each stop `sundial server` with a message naming
 //! `connections.NAME`; a bad `[http_targets] allow` pattern stops it naming its index.
 
@@ -120,5 +120,24 @@ fn a_bad_token_entry_is_refused_by_index_and_field() {
     assert!(
         stderr.contains("tokens[1].token_sha256: the same token as tokens[0]"),
         "{stderr}"
+    );
+}
+
+#[test]
+fn a_bad_maintenance_period_is_refused_naming_its_key() {
+    let (ok, stderr) = server_with("[maintenance]\nreaper_every = \"soon\"\n", "api");
+    assert!(!ok);
+    assert!(stderr.contains("maintenance.reaper_every:"), "{stderr}");
+    let (ok, stderr) = server_with("[maintenance]\ncheckpoint_every = \"0s\"\n", "api");
+    assert!(!ok);
+    assert!(
+        stderr.contains("maintenance.checkpoint_every: must be more than 0s"),
+        "{stderr}"
+    );
+    let (ok, stderr) = server_with("[maintenance]\nvacuum = \"1s\"\n", "api");
+    assert!(!ok);
+    assert!(
+        stderr.contains("vacuum"),
+        "an unknown key is named: {stderr}"
     );
 }

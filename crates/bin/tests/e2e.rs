@@ -488,20 +488,21 @@ async fn concurrency_policies_govern_runs_longer_than_the_interval() {
     assert!(dropped >= 4, "replace dropped {dropped} requests");
 }
 
-/// A server reading `config` (TOML) with `--config`, with `env` added; and its directory.
+/// A server reading `config` (TOML) with `--config`, with `env` added; and its directory,
+/// removed when dropped.
 async fn server_configured(
     config: &str,
     env: Vec<(String, String)>,
-) -> (Server, std::path::PathBuf) {
-    let dir = tempfile::tempdir().unwrap().keep();
-    let path = dir.join("sundial.toml");
+) -> (Server, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sundial.toml");
     std::fs::write(&path, config).unwrap();
     let opts = common::ServerOpts {
         args: vec!["--config".into(), path.display().to_string()],
         env,
         ..Default::default()
     };
-    (Server::start_with(&dir, opts).await, dir)
+    (Server::start_with(dir.path(), opts).await, dir)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -566,7 +567,7 @@ async fn with_tokens_configured_the_api_needs_one_and_the_cli_sends_it() {
         .request(reqwest::Method::GET, "/v1/namespaces/e2e/jobs", None)
         .await;
     assert_eq!(status, 401);
-    let job = dir.join("job.json");
+    let job = dir.path().join("job.json");
     std::fs::write(
         &job,
         json!({"name": "tokened", "schedule": {"every": "1h"}, "target": {"type": "http", "url": "http://127.0.0.1:9/"}}).to_string(),

@@ -1,6 +1,6 @@
 //! The failure suite: real `sundial` processes on one PostgreSQL, a real loopback HTTP receiver
 //! recording every delivery, real SIGKILL/SIGSTOP, a real database restart, a node cut off
-//! through a TCP proxy, a node with a skewed clock. Each scenario checks SPEC G1–G6
+//! through a TCP proxy, a node with a skewed clock. Each scenario checks docs/guarantees.md
 //! mechanically from the records and prints a summary.
 //!
 //! Scenarios run one at a time (one restarts the shared PostgreSQL). Each uses its own freshly
@@ -10,7 +10,6 @@
 mod common;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -18,7 +17,8 @@ use std::time::Duration;
 use common::{Receiver, Server, ServerOpts, ts, whole_second_after};
 use jiff::{SignedDuration, Timestamp};
 use serde_json::json;
-use sqlx::{Connection, PgPool, Row};
+use sqlx::{PgPool, Row};
+use sundial_store_postgres::testing::{TestDatabase, admin_url, with_database};
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -28,60 +28,23 @@ const TTL_S: i64 = 10;
 const ENGINE_CONFIG: &str =
     "[connections.engine]\ntype = \"container\"\nurl = \"unix:///tmp/podman.sock\"\n";
 
-fn admin_url() -> String {
-    std::env::var("SUNDIAL_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://root@127.0.0.1:5432/postgres".into())
-}
+/// The cluster's database: created fresh for a scenario, dropped when the scenario ends
+/// (a failed one too, as the value is dropped while unwinding).
+type TestDb = TestDatabase;
 
-fn with_db(url: &str, db: &str) -> String {
-    let base = url.rsplit_once('/').map_or(url, |(b, _)| b).to_owned();
-    format!("{base}/{db}")
-}
-
-async fn admin(sql: &str) {
-    let mut conn = sqlx::PgConnection::connect(&admin_url())
+async fn pool(db: &TestDb) -> PgPool {
+    PgPool::connect(db.url())
         .await
-        .expect("connect to PostgreSQL");
-    sqlx::query(sql).execute(&mut conn).await.expect(sql);
+        .expect("connect to the test database")
 }
 
-/// A freshly created database, dropped at the end of the scenario.
-struct TestDb {
-    name: String,
-    url: String,
-}
-
-impl TestDb {
-    async fn create() -> TestDb {
-        let name = format!("sundial_f_{}", uuid::Uuid::now_v7().simple());
-        admin(&format!("CREATE DATABASE {name}")).await;
-        TestDb {
-            url: with_db(&admin_url(), &name),
-            name,
-        }
-    }
-
-    async fn pool(&self) -> PgPool {
-        PgPool::connect(&self.url)
-            .await
-            .expect("connect to the test database")
-    }
-
-    async fn drop_db(self) {
-        admin(&format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            self.name
-        ))
-        .await;
-    }
-}
-
-/// A cluster of server processes on one database, plus the receiver.
+/// A cluster of server processes on one database, plus the receiver. Fields drop in order:
+/// the processes are killed before their directory and their database go.
 struct Cluster {
-    db: TestDb,
-    dir: PathBuf,
     nodes: Vec<Server>,
     receiver: Receiver,
+    _dir: tempfile::TempDir,
+    db: TestDb,
 }
 
 impl Cluster {
@@ -100,12 +63,12 @@ impl Cluster {
         env_for: Option<(usize, (String, String))>,
         config: Option<&str>,
     ) -> Cluster {
-        let db = TestDb::create().await;
-        let dir = tempfile::tempdir().unwrap().keep();
+        let db = TestDatabase::create("sundial_f").await;
+        let dir = tempfile::tempdir().unwrap();
         let receiver = Receiver::start().await;
         let mut common_args = vec!["--lease-ttl".to_owned(), format!("{TTL_S}s")];
         if let Some(text) = config {
-            let path = dir.join("sundial.toml");
+            let path = dir.path().join("sundial.toml");
             std::fs::write(&path, text).unwrap();
             common_args.extend(["--config".to_owned(), path.display().to_string()]);
         }
@@ -113,7 +76,7 @@ impl Cluster {
         for (i, r) in roles.iter().enumerate() {
             let url = match &proxy_for {
                 Some((k, proxied)) if *k == i => proxied.clone(),
-                _ => db.url.clone(),
+                _ => db.url().to_owned(),
             };
             let env = match &env_for {
                 Some((k, kv)) if *k == i => vec![kv.clone()],
@@ -129,11 +92,11 @@ impl Cluster {
                 .concat(),
                 env,
             };
-            nodes.push(Server::start_with(&dir, opts).await);
+            nodes.push(Server::start_with(dir.path(), opts).await);
         }
         Cluster {
             db,
-            dir,
+            _dir: dir,
             nodes,
             receiver,
         }
@@ -163,8 +126,6 @@ impl Cluster {
         for n in &mut self.nodes {
             n.kill9();
         }
-        self.db.drop_db().await;
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -246,7 +207,7 @@ async fn judge(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let pool = c.db.pool().await;
+    let pool = pool(&c.db).await;
     let rows = sqlx::query(
         "SELECT job, scheduled_at, count(*) AS n FROM executions WHERE namespace = 'f' AND scheduled_at BETWEEN $1 AND $2 GROUP BY job, scheduled_at",
     )
@@ -392,7 +353,7 @@ async fn a_sigstopped_scheduler_triggers_nothing_for_the_shards_it_lost() {
     let v = judge(&c, &jobs, start, end, Duration::from_secs(30)).await;
 
     // After SIGCONT, n1 created executions only for shards it holds (again) by then.
-    let pool = c.db.pool().await;
+    let pool = pool(&c.db).await;
     let stale: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM executions e WHERE e.triggered_by = 'n1' AND e.created_at >= $1 \
          AND NOT EXISTS (SELECT 1 FROM shard_leases s WHERE s.shard = e.shard AND s.owner = 'n1')",
@@ -494,7 +455,7 @@ async fn a_worker_killed_mid_call_is_replaced_and_its_stale_completion_refused()
     );
 
     // The dead worker's completion of attempt 1, as it would have sent it: refused, no change.
-    let store = sundial_store_postgres::PgStore::open(&c.db.url, None)
+    let store = sundial_store_postgres::PgStore::open(c.db.url(), None)
         .await
         .unwrap();
     use sundial_store::Store;
@@ -622,25 +583,25 @@ impl Proxy {
 async fn a_node_cut_off_from_the_database_is_replaced_and_fires_nothing_stale_on_return() {
     let _serial = SERIAL.lock().await;
     let proxy = Proxy::start("127.0.0.1:5432".parse().unwrap()).await;
-    let db_probe = TestDb::create().await;
-    let proxied = with_db(&admin_url(), &db_probe.name)
+    let db_probe = TestDatabase::create("sundial_f").await;
+    let proxied = with_database(&admin_url(), db_probe.name())
         .replace("127.0.0.1:5432", &format!("127.0.0.1:{}", proxy.port));
     // The cluster's database is the probe's: the proxied node reaches it through the proxy.
-    let dir = tempfile::tempdir().unwrap().keep();
+    let dir = tempfile::tempdir().unwrap();
     let receiver = Receiver::start().await;
     let mut nodes = Vec::new();
-    for (i, url) in [db_probe.url.clone(), proxied].into_iter().enumerate() {
+    for (i, url) in [db_probe.url().to_owned(), proxied].into_iter().enumerate() {
         let opts = ServerOpts {
             database_url: Some(url),
             node_id: Some(format!("n{i}")),
             args: vec!["--lease-ttl".into(), format!("{TTL_S}s")],
             env: Vec::new(),
         };
-        nodes.push(Server::start_with(&dir, opts).await);
+        nodes.push(Server::start_with(dir.path(), opts).await);
     }
     let c = Cluster {
         db: db_probe,
-        dir,
+        _dir: dir,
         nodes,
         receiver,
     };
@@ -654,7 +615,7 @@ async fn a_node_cut_off_from_the_database_is_replaced_and_fires_nothing_stale_on
     tokio::time::sleep(Duration::from_secs(10)).await;
     let end = Timestamp::now() - SignedDuration::from_secs(3);
     let v = judge(&c, &jobs, start, end, Duration::from_secs(30)).await;
-    let pool = c.db.pool().await;
+    let pool = pool(&c.db).await;
     let stale: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM executions e WHERE e.triggered_by = 'n1' AND e.created_at >= $1 \
          AND NOT EXISTS (SELECT 1 FROM shard_leases s WHERE s.shard = e.shard AND s.owner = 'n1')",
@@ -698,7 +659,7 @@ async fn a_node_with_a_skewed_clock_fires_nothing_early_and_nothing_late() {
     let end = Timestamp::now() - SignedDuration::from_secs(3);
     let v = judge(&c, &jobs, start, end, Duration::from_secs(30)).await;
     let by_worker: BTreeMap<String, usize> = {
-        let pool = c.db.pool().await;
+        let pool = pool(&c.db).await;
         let rows = sqlx::query("SELECT worker, count(*) AS n FROM executions WHERE namespace = 'f' AND worker IS NOT NULL GROUP BY worker")
             .fetch_all(&pool)
             .await

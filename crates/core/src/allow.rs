@@ -1,5 +1,5 @@
-//! The `[http_targets] allow` list of the server configuration (SPEC §6): the hosts HTTP
-//! targets may reach.
+//! The `[http_targets] allow` list of the server configuration (docs/configuration.md,
+//! `[http_targets]`): the hosts HTTP targets may reach.
 //!
 //! A pattern is one of:
 //! - a host name, `billing.internal`: that name exactly;

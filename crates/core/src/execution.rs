@@ -1,4 +1,5 @@
-//! Execution states, triggers and attempt outcomes (SPEC §3).
+//! Execution states, triggers and attempt outcomes (ARCHITECTURE.md, "Execution states";
+//! docs/failure-classes.md).
 //!
 //! ```text
 //!  scheduled ──(fire_at passes)──▶ queued ──claim──▶ running ──▶ succeeded
@@ -48,7 +49,7 @@ pub enum ExecutionState {
 }
 
 impl ExecutionState {
-    /// Every state, in the order of SPEC §3.
+    /// Every state, the ones that are not terminal first.
     pub const ALL: [ExecutionState; 11] = [
         Self::Scheduled,
         Self::Queued,

@@ -40,8 +40,8 @@ pub fn jitter_offset(job_uid: &str, slot: Timestamp, jitter: Dur) -> Dur {
     Dur::from_millis(fnv1a(&key) % jitter.as_millis())
 }
 
-/// The fire time of a slot (SPEC §1): the slot plus its [`jitter_offset`]. Every scheduler
-/// and reader computes the same instant for the same job incarnation and slot.
+/// The fire time of a slot (docs/policies.md, "jitter"): the slot plus its [`jitter_offset`].
+/// Every scheduler and reader computes the same instant for the same job incarnation and slot.
 pub fn fire_time(job_uid: &str, slot: Timestamp, jitter: Dur) -> Timestamp {
     slot + jitter_offset(job_uid, slot, jitter).as_signed()
 }

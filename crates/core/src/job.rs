@@ -1,9 +1,9 @@
-//! The job resource of SPEC §2: what a user writes, after validation.
+//! The job resource (docs/policies.md): what a user writes, after validation.
 //!
 //! A [`JobSpec`] is only built by [`crate::validate::job_from_json`] (untrusted input) or by
-//! deserializing what a store wrote (trusted). Its JSON form is the writable half of the SPEC
-//! resource; the read-only half (`state`, `version`, timestamps, `next_fire_at`) lives with the
-//! store's record of the job.
+//! deserializing what a store wrote (trusted). Its JSON form is the writable half of the API's
+//! job resource; the read-only half (`state`, `version`, timestamps, `next_fire_at`) lives with
+//! the store's record of the job.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::duration::Dur;
 use crate::retry::RetryPolicy;
 
-/// A validated job definition. Field meanings and defaults are those of SPEC §2.
+/// A validated job definition. Field meanings and defaults are those of docs/policies.md.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobSpec {
     /// Tenant; a name matching [`crate::names::check_name`].
@@ -68,7 +68,7 @@ pub struct ScheduleSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum ScheduleKind {
-    /// A cron expression (SPEC §5) in an IANA time zone.
+    /// A cron expression (docs/cron.md) in an IANA time zone.
     Cron {
         /// The expression text.
         cron: String,
@@ -87,7 +87,7 @@ pub enum ScheduleKind {
     },
 }
 
-/// What a run of the job does (SPEC §2 "Targets"). JSON is internally tagged by `type`.
+/// What a run of the job does (docs/failure-classes.md). JSON is internally tagged by `type`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum TargetSpec {
@@ -222,7 +222,7 @@ pub enum ConcurrencyPolicy {
     Replace,
 }
 
-/// What happens to the slots of a misfire episode (SPEC §2 "Policies").
+/// What happens to the slots of a misfire episode (docs/policies.md, "misfire_policy").
 ///
 /// Timeline for an every-minute job whose scheduler was down from 10:00:30 to 10:03:30 with a
 /// `60s` threshold — the episode is the slots 10:01, 10:02 and 10:03:

@@ -1,9 +1,11 @@
 //! Sundial's domain model, free of I/O and async.
 //!
-//! - [`job`]: the job resource (SPEC §2) as a validated [`job::JobSpec`].
-//! - [`validate`]: turns untrusted JSON into a `JobSpec`, naming every bad field (SPEC G7).
+//! - [`job`]: the job resource (docs/policies.md) as a validated [`job::JobSpec`].
+//! - [`validate`]: turns untrusted JSON into a `JobSpec`, naming every bad field
+//!   (docs/guarantees.md#g7-bad-input).
 //! - [`schedule`]: the slots a schedule yields, bounded by `start_at`/`end_at`.
-//! - [`execution`]: execution states, triggers and attempt outcomes (SPEC §3).
+//! - [`execution`]: execution states, triggers and attempt outcomes (ARCHITECTURE.md,
+//!   "Execution states"; docs/failure-classes.md).
 //! - [`retry`]: backoff between attempts.
 //! - [`plan`]: which executions a due job gets, misfire policies included.
 //! - [`hash`]: the stable hashes behind shard placement and per-slot jitter.

@@ -1,4 +1,5 @@
-//! Names of namespaces and jobs: `[a-z0-9]([a-z0-9._-]{0,126}[a-z0-9])?` (SPEC §2).
+//! Names of namespaces and jobs: `[a-z0-9]([a-z0-9._-]{0,126}[a-z0-9])?` (docs/README.md,
+//! "Conventions").
 
 /// Maximum length of a namespace or job name, in bytes.
 pub const MAX_NAME_LEN: usize = 128;

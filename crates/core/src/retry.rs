@@ -1,4 +1,4 @@
-//! Retry policy and backoff (SPEC §2).
+//! Retry policy and backoff (docs/policies.md, "retry").
 //!
 //! Delay before attempt `n + 1` after attempt `n` failed:
 //! `min(max_interval, initial_interval · multiplier^(n-1))`; with `jitter`, "full jitter" —

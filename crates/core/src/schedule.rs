@@ -1,4 +1,4 @@
-//! The slots a schedule yields (SPEC §2 "Schedules").
+//! The slots a schedule yields (docs/cron.md; docs/policies.md, "start_at and end_at").
 //!
 //! Invariants:
 //! - [`Schedule::next_slot_after`] returns a slot strictly later than its argument, so a
@@ -39,7 +39,8 @@ pub struct ScheduleError {
 
 impl Schedule {
     /// Compiles a schedule spec. An `every` schedule without `start_at` is anchored at the
-    /// Unix epoch; writers fill `start_at` with the creation time before storing (SPEC §2).
+    /// Unix epoch; writers fill `start_at` with the creation time before storing
+    /// (docs/policies.md, "start_at and end_at").
     ///
     /// # Errors
     /// [`ScheduleError`] for an invalid cron expression, an unknown time zone, or an `every`

@@ -1,4 +1,5 @@
-//! Turning untrusted JSON into a [`JobSpec`], naming every bad field (SPEC §4, G7).
+//! Turning untrusted JSON into a [`JobSpec`], naming every bad field
+//! (docs/guarantees.md#g7-bad-input).
 //!
 //! Validation walks the JSON value itself instead of deserializing into the spec types, so
 //! that one request gets one error per bad field — all of them, not just the first — each with
@@ -61,9 +62,10 @@ pub struct Context {
 /// is written rather than failing every attempt.
 pub const MAX_URL_LEN: usize = 8_000;
 
-/// Headers Sundial sets on every HTTP delivery (SPEC §2), in this order: `Idempotency-Key`,
-/// `Sundial-Execution-Id`, `Sundial-Attempt`, `Sundial-Scheduled-At`; the HTTP target sets
-/// them under these names, and a job may not set them itself.
+/// Headers Sundial sets on every HTTP delivery (docs/failure-classes.md, "http"), in this
+/// order: `Idempotency-Key`, `Sundial-Execution-Id`, `Sundial-Attempt`,
+/// `Sundial-Scheduled-At`; the HTTP target sets them under these names, and a job may not set
+/// them itself.
 pub const SUNDIAL_HEADERS: [&str; 4] = [
     "idempotency-key",
     "sundial-execution-id",
@@ -142,23 +144,28 @@ pub fn job_from_json(body: &Value, ctx: &Context) -> Result<JobSpec, Vec<FieldEr
     if let Err(m) = check_name(&namespace) {
         v.err("namespace", m);
     }
+    // The name from the body or the path; an empty one is as bad as any other outside the
+    // pattern, and one of the wrong type has been reported by `opt_str` already.
     let name = match (v.opt_str(obj, "name", "name"), &ctx.name) {
         (Some(n), Some(p)) if &n != p => {
             v.err("name", format!("'{n}' differs from '{p}' in the path"));
-            n
+            Some(n)
         }
-        (Some(n), _) => n,
-        (None, Some(p)) => p.clone(),
+        (Some(n), _) => Some(n),
+        (None, Some(p)) => Some(p.clone()),
         (None, None) => {
-            v.err("name", "is required");
-            String::new()
+            if obj.get("name").is_none_or(|n| n.is_null()) {
+                v.err("name", "is required");
+            }
+            None
         }
     };
-    if !name.is_empty()
-        && let Err(m) = check_name(&name)
+    if let Some(n) = &name
+        && let Err(m) = check_name(n)
     {
         v.err("name", m);
     }
+    let name = name.unwrap_or_default();
 
     let description = v
         .opt_str(obj, "description", "description")
@@ -860,7 +867,7 @@ impl Walker {
             } else if SUNDIAL_HEADERS.contains(&lower.as_str()) {
                 self.err(
                     format!("target.headers.{k}"),
-                    "is set by Sundial on every request (SPEC §2)",
+                    "is set by Sundial on every request",
                 );
             } else if MESSAGE_HEADERS.contains(&lower.as_str()) {
                 self.err(

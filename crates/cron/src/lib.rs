@@ -3,7 +3,8 @@
 //!
 //! # Dialect
 //!
-//! The contract is `shared/conformance/cron/README.md` (SPEC.md §5); in short:
+//! The contract is docs/cron.md, checked against the conformance corpus in `tests/corpus/`;
+//! in short:
 //!
 //! - **Fields.** 5 fields `minute hour day-of-month month day-of-week` (second 0), 6 with a
 //!   leading `second`, 7 with a trailing `year`; separated by spaces or tabs, ends trimmed.
@@ -29,7 +30,7 @@
 //! A job is *wildcard* when its second (if given), minute or hour text starts with `*`, else
 //! *fixed-time*. The convention is cronie's (man page `cron(8)`, "Daylight Saving Time and
 //! other time changes", implemented in cronie's `src/cron.c` and inherited from ISC/Vixie
-//! cron), as stated by `shared/conformance/cron/README.md`:
+//! cron), as stated by docs/cron.md and `tests/corpus/README.md`:
 //!
 //! - fixed-time: each matching wall time of a matching local date fires once — a repeated wall
 //!   time at its first instant, a skipped one at the transition (the first instant after the

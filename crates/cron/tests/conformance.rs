@@ -1,4 +1,5 @@
-//! Runs the shared cron conformance corpus (`shared/conformance/cron/`), read at test time.
+//! Runs the cron conformance corpus kept in `tests/corpus/` (a copy of the project's shared
+//! corpus, see `tests/corpus/SOURCE.md`), read at test time.
 //!
 //! Every case of `cases.jsonl` must produce exactly its expected instants (RFC 3339 with the
 //! zone's offset) and every expression of `invalid.jsonl` must be rejected. Pass counts are
@@ -11,10 +12,7 @@ use jiff::tz::TimeZone;
 use serde::Deserialize;
 use sundial_cron::Cron;
 
-const CORPUS: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/conformance/cron"
-);
+const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/corpus");
 
 #[derive(Deserialize)]
 struct Case {

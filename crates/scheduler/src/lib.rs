@@ -181,7 +181,7 @@ impl Scheduler {
     }
 
     /// Renews the leases; `now` is the store's time the renewal is recorded at (the node's
-    /// own clock may be skewed, SPEC G3).
+    /// own clock may be skewed, docs/guarantees.md#g3-fencing).
     async fn renew_leases(&mut self, now: Timestamp) -> Result<(), StoreError> {
         let request = ShardLeaseRequest {
             node: self.config.node.clone(),

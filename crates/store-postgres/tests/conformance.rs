@@ -1,6 +1,7 @@
-//! The store conformance suite (`sundial_store::testkit`) on PostgreSQL: each check in its own
-//! freshly created database, dropped afterwards. The server is `SUNDIAL_TEST_DATABASE_URL`
-//! (default `postgres://root@127.0.0.1:5432/postgres`, the machine's local PostgreSQL).
+//! The store conformance suite (`sundial_store::testkit`) on PostgreSQL: each store a check
+//! opens in its own freshly created database ([`TestDatabase`]), dropped when the check ends
+//! (a failed one too). The server is `SUNDIAL_TEST_DATABASE_URL` (default
+//! `postgres://root@127.0.0.1:5432/postgres`, the machine's local PostgreSQL).
 
 use std::sync::{Arc, Mutex};
 
@@ -9,70 +10,61 @@ use sundial_clock::{Clock, ManualClock};
 use sundial_store::Store;
 use sundial_store::testkit::{self, Harness};
 use sundial_store_postgres::PgStore;
+use sundial_store_postgres::testing::TestDatabase;
 
-fn admin_url() -> String {
-    std::env::var("SUNDIAL_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://root@127.0.0.1:5432/postgres".into())
+async fn open(url: &str, clock: Arc<ManualClock>) -> Arc<dyn Store> {
+    let clock: Arc<dyn Clock> = clock;
+    Arc::new(PgStore::open(url, Some(clock)).await.expect("open store"))
 }
 
-fn db_url(name: &str) -> String {
-    let admin = admin_url();
-    let base = admin
-        .rsplit_once('/')
-        .map_or(admin.as_str(), |(b, _)| b)
-        .to_owned();
-    format!("{base}/{name}")
-}
-
-async fn admin(sql: &str) {
-    let mut conn = sqlx::PgConnection::connect(&admin_url())
-        .await
-        .expect("connect to PostgreSQL");
-    sqlx::query(sql).execute(&mut conn).await.expect(sql);
-}
-
-/// A harness creating one database per store; `created` collects the names for dropping.
-fn harness(created: Arc<Mutex<Vec<String>>>) -> Harness {
-    Arc::new(move |clock: Arc<ManualClock>| {
-        let created = created.clone();
-        Box::pin(async move {
-            let name = format!("sundial_t_{}", uuid::Uuid::now_v7().simple());
-            admin(&format!("CREATE DATABASE {name}")).await;
-            created.lock().unwrap().push(name.clone());
-            let clock: Arc<dyn Clock> = clock;
-            let store: Arc<dyn Store> = Arc::new(
-                PgStore::open(&db_url(&name), Some(clock))
-                    .await
-                    .expect("open store"),
-            );
-            store
-        })
-    })
-}
-
-async fn drop_all(created: Arc<Mutex<Vec<String>>>) {
-    let names = std::mem::take(&mut *created.lock().unwrap());
-    for name in names {
-        admin(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
-    }
+/// A harness creating one database per store it opens; `created` holds them, to be checked
+/// and dropped.
+fn harness(created: Arc<Mutex<Vec<TestDatabase>>>) -> Harness {
+    let fresh = created.clone();
+    Harness::new(
+        Arc::new(move |clock: Arc<ManualClock>| {
+            let created = fresh.clone();
+            Box::pin(async move {
+                let db = TestDatabase::create("sundial_t").await;
+                let url = db.url().to_owned();
+                created.lock().expect("databases").push(db);
+                open(&url, clock).await
+            })
+        }),
+        Arc::new(move |clock: Arc<ManualClock>| {
+            let created = created.clone();
+            Box::pin(async move {
+                let url = created
+                    .lock()
+                    .expect("databases")
+                    .last()
+                    .map(|db| db.url().to_owned());
+                open(&url.expect("a store opened first"), clock).await
+            })
+        }),
+    )
 }
 
 /// Runs one conformance check on freshly created databases, checks the queue invariant of
-/// migration 0004 on each, and drops them.
+/// migration 0004 on each, and drops them (when `created` is dropped, after a failure too).
 async fn run<F: std::future::Future<Output = ()>>(check: impl FnOnce(Harness) -> F) {
     let created = Arc::new(Mutex::new(Vec::new()));
     check(harness(created.clone())).await;
-    let names = created.lock().unwrap().clone();
-    for name in names {
-        assert_queue_mirrors_executions(&name).await;
+    let urls: Vec<String> = created
+        .lock()
+        .expect("databases")
+        .iter()
+        .map(|db| db.url().to_owned())
+        .collect();
+    for url in urls {
+        assert_queue_mirrors_executions(&url).await;
     }
-    drop_all(created).await;
 }
 
 /// `execution_queue` holds a row exactly for each unfinished execution, with the execution's
 /// due time, and its lease while an attempt runs (migration 0004).
 async fn assert_queue_mirrors_executions(db: &str) {
-    let mut conn = sqlx::PgConnection::connect(&db_url(db))
+    let mut conn = sqlx::PgConnection::connect(db)
         .await
         .expect("connect to the test database");
     let wrong: Vec<(Option<String>, Option<String>, Option<String>)> = sqlx::query_as(
@@ -102,7 +94,7 @@ async fn live_scheduler_nodes_share_the_shards_and_a_takeover_bumps_the_epoch() 
     let created = Arc::new(Mutex::new(Vec::new()));
     let clock = Arc::new(ManualClock::new(testkit::t0()));
     let h = harness(created.clone());
-    let store = h(clock.clone()).await;
+    let store = h.open(clock.clone()).await;
     let req = |node: &str| ShardLeaseRequest {
         node: node.into(),
         ttl: Dur::from_secs(10),
@@ -131,5 +123,4 @@ async fn live_scheduler_nodes_share_the_shards_and_a_takeover_bumps_the_epoch() 
             l.shard
         );
     }
-    drop_all(created).await;
 }

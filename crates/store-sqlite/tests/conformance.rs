@@ -1,29 +1,58 @@
 //! The store conformance suite (`sundial_store::testkit`) on the embedded SQLite store, one
-//! fresh database file per check.
+//! fresh database file per store a check opens, in a temporary directory removed when the
+//! check ends (a failed one too).
 
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use sundial_clock::{Clock, ManualClock};
 use sundial_store::Store;
 use sundial_store::testkit::{self, Harness};
 use sundial_store_sqlite::SqliteStore;
 
-fn harness() -> Harness {
-    Arc::new(|clock: Arc<ManualClock>| {
-        Box::pin(async move {
-            let dir = tempfile::tempdir().expect("temp dir").keep();
-            let url = format!("sqlite://{}", dir.join("sundial.db").display());
-            let clock: Arc<dyn Clock> = clock;
-            let store: Arc<dyn Store> =
-                Arc::new(SqliteStore::open(&url, clock).await.expect("open store"));
-            store
-        })
-    })
+/// The temporary directories of one check and the database file it opened last.
+#[derive(Default)]
+struct Files {
+    dirs: Vec<tempfile::TempDir>,
+    last: Option<PathBuf>,
 }
 
-/// Runs one conformance check on a fresh database file.
+async fn open(path: &std::path::Path, clock: Arc<ManualClock>) -> Arc<dyn Store> {
+    let url = format!("sqlite://{}", path.display());
+    let clock: Arc<dyn Clock> = clock;
+    Arc::new(SqliteStore::open(&url, clock).await.expect("open store"))
+}
+
+fn harness(files: Arc<Mutex<Files>>) -> Harness {
+    let fresh = files.clone();
+    Harness::new(
+        Arc::new(move |clock: Arc<ManualClock>| {
+            let files = fresh.clone();
+            Box::pin(async move {
+                let dir = tempfile::tempdir().expect("temp dir");
+                let path = dir.path().join("sundial.db");
+                {
+                    let mut files = files.lock().expect("files");
+                    files.dirs.push(dir);
+                    files.last = Some(path.clone());
+                }
+                open(&path, clock).await
+            })
+        }),
+        Arc::new(move |clock: Arc<ManualClock>| {
+            let files = files.clone();
+            Box::pin(async move {
+                let path = files.lock().expect("files").last.clone();
+                open(&path.expect("a store opened first"), clock).await
+            })
+        }),
+    )
+}
+
+/// Runs one conformance check on fresh database files, removed afterwards.
 async fn run<F: std::future::Future<Output = ()>>(check: impl FnOnce(Harness) -> F) {
-    check(harness()).await;
+    let files = Arc::new(Mutex::new(Files::default()));
+    check(harness(files.clone())).await;
 }
 
 sundial_store::conformance_tests!(run);

@@ -1,4 +1,4 @@
-//! Policies decided where an execution is claimed (SPEC §2 "Policies"): concurrency
+//! Policies decided where an execution is claimed (docs/policies.md): concurrency
 //! policies, per-namespace dispatch buckets, and the misfire policy of executions created
 //! ahead of a slot that then passed while nothing could run them.
 //!
@@ -71,7 +71,7 @@ pub fn whole_tokens(tokens: f64) -> i64 {
 
 /// Whether a never-started execution of a scheduled slot, claimed `late_ms` after its fire
 /// time, still runs. Within `threshold` it runs late; beyond it, the job's misfire policy
-/// applies as to slots never triggered (SPEC §2): `run_all` runs it; `skip` records it
+/// applies as to slots never triggered (docs/policies.md): `run_all` runs it; `skip` records it
 /// `missed`; `run_once` runs only the latest late slot of the job — this one unless
 /// `later_due` says a later slot of the job is due too (a later execution waiting, or the
 /// job's next slot, not triggered yet, come due: the scheduler runs that one, as the run of
@@ -93,64 +93,6 @@ pub fn misfire_runs(
 
 /// How long a deferred catch-up execution waits before it is looked at again, in ms.
 pub const DEFER_MS: i64 = 1000;
-
-/// The bookkeeping of one claim batch: the executions chosen so far (in due order, with the
-/// job incarnation and run definition of each) and the ones this claim cancelled itself under
-/// `replace`. Both stores' claims go through it, so a row read before its cancel is never
-/// handed out, and a job's batch mates are found and cancelled the same way.
-#[derive(Debug, Default)]
-pub struct ClaimBatch {
-    chosen: Vec<(String, String, crate::RunSpec)>,
-    cancelled: std::collections::HashSet<String>,
-}
-
-impl ClaimBatch {
-    /// Whether this claim cancelled execution `id` (its row was read before the cancel).
-    pub fn cancelled_here(&self, id: &str) -> bool {
-        self.cancelled.contains(id)
-    }
-
-    /// Records that this claim cancelled execution `id`.
-    pub fn record_cancel(&mut self, id: &str) {
-        self.cancelled.insert(id.to_owned());
-    }
-
-    /// Whether an execution of job incarnation `uid` is already chosen (it makes the job
-    /// active for [`decide`]).
-    pub fn has_mate(&self, uid: &str) -> bool {
-        self.chosen.iter().any(|(_, u, _)| u == uid)
-    }
-
-    /// Removes the chosen executions of job incarnation `uid` and returns their ids, recorded
-    /// as cancelled by this claim (`replace`; the caller cancels them in the store).
-    pub fn take_mates(&mut self, uid: &str) -> Vec<String> {
-        let (mates, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.chosen)
-            .into_iter()
-            .partition(|(_, u, _)| u == uid);
-        self.chosen = keep;
-        let ids: Vec<String> = mates.into_iter().map(|(id, _, _)| id).collect();
-        self.cancelled.extend(ids.iter().cloned());
-        ids
-    }
-
-    /// Chooses execution `id` of job incarnation `uid` to hand out with `run`.
-    pub fn choose(&mut self, id: String, uid: String, run: crate::RunSpec) {
-        self.chosen.push((id, uid, run));
-    }
-
-    /// The ids chosen, in due order.
-    pub fn ids(&self) -> Vec<&str> {
-        self.chosen.iter().map(|(id, _, _)| id.as_str()).collect()
-    }
-
-    /// The run definition of each chosen execution, by id.
-    pub fn into_runs(self) -> std::collections::HashMap<String, crate::RunSpec> {
-        self.chosen
-            .into_iter()
-            .map(|(id, _, run)| (id, run))
-            .collect()
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -210,23 +152,5 @@ mod tests {
                 "{policy:?} {trigger:?} active={active}"
             );
         }
-    }
-
-    #[test]
-    fn a_claim_batch_takes_a_jobs_mates_and_remembers_them_cancelled() {
-        let run = crate::RunSpec::of(&crate::testkit::job_record("ns", "a").spec);
-        let mut batch = ClaimBatch::default();
-        batch.choose("e1".into(), "u1".into(), run.clone());
-        batch.choose("e2".into(), "u2".into(), run.clone());
-        assert!(batch.has_mate("u1") && !batch.has_mate("u3"));
-        assert_eq!(batch.take_mates("u1"), ["e1"]);
-        assert!(batch.cancelled_here("e1") && !batch.cancelled_here("e2"));
-        batch.record_cancel("e9");
-        assert!(batch.cancelled_here("e9"));
-        batch.choose("e3".into(), "u1".into(), run);
-        assert_eq!(batch.ids(), ["e2", "e3"]);
-        let runs = batch.into_runs();
-        assert_eq!(runs.len(), 2);
-        assert!(runs.contains_key("e2") && runs.contains_key("e3"));
     }
 }

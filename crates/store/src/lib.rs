@@ -2,24 +2,30 @@
 //!
 //! [`Store`] has one method per domain step. Scheduler, worker and API hold an
 //! `Arc<dyn Store>`; backends (embedded SQLite, shared PostgreSQL) implement it and run the same
-//! conformance suite ([`testkit`]).
+//! conformance suite (`testkit`, feature `testkit`).
 //!
 //! Invariants every backend keeps:
 //! - At most one execution per (job incarnation, slot): inserts for a slot that already has an
-//!   execution do nothing (SPEC G1).
+//!   execution do nothing (docs/guarantees.md#g1-one-trigger-per-slot).
 //! - A trigger commit whose shard lease is not held by the caller with the epoch it read
-//!   changes nothing and fails with [`Error::StaleFence`] (SPEC G3).
+//!   changes nothing and fails with [`Error::StaleFence`] (docs/guarantees.md#g3-fencing).
 //! - A heartbeat or completion for an attempt that is not the execution's current running
-//!   attempt changes nothing and fails with [`Error::StaleFence`] (SPEC G3).
+//!   attempt changes nothing and fails with [`Error::StaleFence`] (docs/guarantees.md#g3-fencing).
 //! - Time for every due check and lease comes from the store's own time authority
 //!   ([`Store::now`]): the database clock, or the injected clock of an embedded store.
 
 #![warn(missing_docs)]
 
+pub mod claim;
+pub mod completion;
 pub mod concurrency;
+pub mod errors;
+pub mod maintenance;
 pub mod records;
 mod row_decoders;
-/// The store conformance suite every backend runs from its own tests.
+/// The store conformance suite every backend runs from its own tests (feature `testkit`,
+/// never in the release binary).
+#[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 
 use async_trait::async_trait;
@@ -27,7 +33,20 @@ use jiff::Timestamp;
 
 pub use records::*;
 
-/// A store failure, classified so callers decide without downcasting (STYLE.md §3).
+/// A store failure, classified so callers decide without downcasting: the domain answers
+/// (`NotFound`, `Conflict`, `StaleVersion`, `StaleFence`, `InUse`) and the database failures by
+/// kind, from the driver's SQLSTATE (PostgreSQL) or result code (SQLite), with the driver
+/// error kept as the source:
+///
+/// | kind | PostgreSQL | SQLite | retry? |
+/// |---|---|---|---|
+/// | [`Error::Contended`] | 23505 unique violation, 40001 serialization failure, 40P01 deadlock, 55P03 lock not available | `SQLITE_BUSY`, `SQLITE_LOCKED`, unique and primary-key constraints | yes ([`Error::is_retryable`]) |
+/// | [`Error::Unavailable`] | class 08 (connection), 57P01–57P03 (shutdown), 53300 (too many connections); I/O, TLS, pool time-outs | I/O errors, `SQLITE_FULL`, `SQLITE_CANTOPEN` | yes |
+/// | [`Error::CommitUnknown`] | the connection lost while a commit was in flight | — | only what is idempotent ([`Error::outcome_unknown`]) |
+/// | [`Error::Defect`] | anything else (a statement Sundial should never send) | anything else | no |
+///
+/// The messages of database failures never carry SQL or constraint text; the source does,
+/// for logs.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The addressed job or execution does not exist.
@@ -52,18 +71,48 @@ pub enum Error {
     /// The store is held by another process (e.g. a second scheduler on one SQLite file).
     #[error("store is in use: {0}")]
     InUse(String),
-    /// The database could not be reached or timed out; the operation may be retried.
+    /// The transaction lost to a concurrent one (a unique violation of a racing insert, a
+    /// serialization failure, a deadlock, a busy database) and changed nothing; the same call
+    /// may succeed when retried.
+    #[error("the store was busy with a concurrent change")]
+    Contended(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The database could not be reached or timed out before anything was committed; the
+    /// operation may be retried.
     #[error("store unavailable")]
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The connection was lost while a commit was in flight: the change may or may not have
+    /// been applied. Retry only what is idempotent (fenced completions, conditional writes),
+    /// or read before retrying.
+    #[error("the store lost the connection during a commit; its outcome is unknown")]
+    CommitUnknown(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The database refused a statement for a reason that is a defect of Sundial (a syntax
+    /// error, an unexpected constraint); retrying does not help.
+    #[error("the store refused a statement")]
+    Defect(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// Stored data could not be decoded.
     #[error("corrupt record: {0}")]
     Corrupt(String),
 }
 
 impl Error {
-    /// True when retrying the same call later may succeed.
+    /// True when retrying the same call later may succeed and nothing of it was written:
+    /// [`Error::Contended`] and [`Error::Unavailable`].
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Unavailable(_))
+        matches!(self, Error::Contended(_) | Error::Unavailable(_))
+    }
+
+    /// True when the call may or may not have been applied ([`Error::CommitUnknown`]).
+    pub fn outcome_unknown(&self) -> bool {
+        matches!(self, Error::CommitUnknown(_))
+    }
+
+    /// The error a failed commit becomes: a lost connection or I/O failure while the commit
+    /// was in flight leaves its outcome unknown; any other kind is kept.
+    pub fn at_commit(self) -> Error {
+        match self {
+            Error::Unavailable(source) => Error::CommitUnknown(source),
+            other => other,
+        }
     }
 }
 
@@ -107,6 +156,17 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// become due, and executions cancelled while running — from this process or, for a
     /// shared store, any other.
     fn signals(&self) -> Signals;
+
+    /// The maintenance services this store needs run in every process that opens it
+    /// ([`maintenance::Runner`]): the PostgreSQL queue vacuum, the SQLite log checkpoint.
+    /// None by default.
+    fn maintenance(
+        &self,
+        config: &maintenance::MaintenanceConfig,
+    ) -> Vec<std::sync::Arc<dyn maintenance::Service>> {
+        let _ = config;
+        Vec::new()
+    }
 
     /// Nodes, their roles and shard ownership, and queue depth.
     async fn cluster_status(&self) -> Result<ClusterStatus>;

@@ -102,8 +102,20 @@ pub enum PendingExecutions {
     /// Give them the new definition's [`RunSpec`] and version, so every run that has not
     /// started runs what the job says now.
     Update,
-    /// Cancel them (the schedule or time zone changed, or the job was paused).
+    /// End them (the schedule or time zone changed, or the job was paused): those already
+    /// due are `cancelled`; those whose fire time has not come are removed ([`FutureSlots::Drop`]),
+    /// so that a slot the job yields again after the change (a resume before a slot written
+    /// ahead, a new zone with the same instants) fires (docs/policies.md, "Pause and resume").
     Cancel,
+}
+
+/// What ending a job's not-started executions does with those whose fire time is still ahead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FutureSlots {
+    /// Record them `cancelled`, like the due ones (a deleted job: its incarnation ends).
+    Cancel,
+    /// Remove them: they were written ahead and never became due (a pause, a schedule change).
+    Drop,
 }
 
 /// `shard_lease_renew` parameters.

@@ -1,14 +1,16 @@
 //! Row decoding shared by the SQL backends, as a macro so that this crate needs no SQL driver:
-//! each backend expands it for its own row type and database (`row_decoders!(PgRow, Postgres)`).
+//! each backend expands it for its own row type, database and error codes
+//! (`row_decoders!(PgRow, Postgres, errors::classify_postgres)`).
 //! Both stores keep the same schema (instants as BIGINT milliseconds since the Unix epoch, UTC;
 //! specs as JSON text), so one decoder serves both.
 
 /// Expands, in the calling module, the decoders from rows of `$row` (a `sqlx` row of database
-/// `$db`) into the records of this crate, and the conversions every query shares (`ms`, `ts`,
-/// `db_err`, `parse`). The caller depends on `sqlx`, `jiff`, `serde` and `serde_json`.
+/// `$db`, whose error codes `$classify` sorts by kind, [`crate::errors`]) into the records of
+/// this crate, and the conversions every query shares (`ms`, `ts`, `db_err`, `commit`,
+/// `parse`). The caller depends on `sqlx`, `jiff`, `serde` and `serde_json`.
 #[macro_export]
 macro_rules! row_decoders {
-    ($row:ty, $db:ty) => {
+    ($row:ty, $db:ty, $classify:path) => {
         use std::str::FromStr;
 
         use jiff::Timestamp;
@@ -29,18 +31,32 @@ macro_rules! row_decoders {
                 .map_err(|e| Error::Corrupt(format!("instant {ms}: {e}")))
         }
 
-        /// Classifies a driver error: unique violations are conflicts, everything else is the
-        /// database being unavailable (busy, I/O, closed pool).
+        /// Classifies a driver error by kind (see [`Error`]): the database's SQLSTATE
+        /// (PostgreSQL) or primary and extended result code (SQLite), then the driver's own
+        /// error kinds.
         pub(crate) fn db_err(e: sqlx::Error) -> Error {
-            match &e {
-                sqlx::Error::Database(d) if d.is_unique_violation() => {
-                    Error::Conflict(d.message().to_owned())
-                }
+            let kind = match &e {
+                sqlx::Error::Database(d) => $classify(d.code().as_deref().unwrap_or("")),
                 sqlx::Error::ColumnDecode { .. }
                 | sqlx::Error::Decode(_)
-                | sqlx::Error::ColumnNotFound(_) => Error::Corrupt(e.to_string()),
-                _ => Error::Unavailable(Box::new(e)),
-            }
+                | sqlx::Error::ColumnNotFound(_)
+                | sqlx::Error::ColumnIndexOutOfBounds { .. }
+                | sqlx::Error::TypeNotFound { .. } => return Error::Corrupt(e.to_string()),
+                sqlx::Error::Io(_)
+                | sqlx::Error::Tls(_)
+                | sqlx::Error::Protocol(_)
+                | sqlx::Error::PoolTimedOut
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::WorkerCrashed => $crate::errors::Kind::Unavailable,
+                _ => $crate::errors::Kind::Defect,
+            };
+            kind.error(Box::new(e))
+        }
+
+        /// Commits `tx`; a commit whose connection is lost on the way is
+        /// [`Error::CommitUnknown`].
+        pub(crate) async fn commit(tx: sqlx::Transaction<'_, $db>) -> Result<()> {
+            tx.commit().await.map_err(|e| db_err(e).at_commit())
         }
 
         pub(crate) fn parse<T: FromStr<Err = String>>(text: String) -> Result<T> {
@@ -204,16 +220,20 @@ macro_rules! row_decoders {
             })
         }
 
-        /// A due execution as the claim sees it: id, job incarnation, trigger, run spec.
-        pub(crate) fn due_execution(
-            row: &$row,
-        ) -> Result<(String, String, sundial_core::execution::Trigger, RunSpec)> {
-            Ok((
-                get(row, "id")?,
-                get(row, "job_uid")?,
-                parse(get(row, "trigger")?)?,
-                json(row, "run")?,
-            ))
+        /// A due execution as a claim reads it: columns `id`, `namespace`, `job_uid`,
+        /// `trigger`, `run`, `scheduled_at`, `fire_at`, `attempt`.
+        pub(crate) fn due_execution(row: &$row) -> Result<$crate::claim::DueExecution> {
+            Ok($crate::claim::DueExecution {
+                id: get(row, "id")?,
+                namespace: get(row, "namespace")?,
+                job_uid: get(row, "job_uid")?,
+                trigger: parse(get(row, "trigger")?)?,
+                run: json(row, "run")?,
+                scheduled_at: get(row, "scheduled_at")?,
+                fire_at: get(row, "fire_at")?,
+                attempt: u32::try_from(get::<i64>(row, "attempt")?)
+                    .map_err(|e| Error::Corrupt(format!("attempt: {e}")))?,
+            })
         }
     };
 }

@@ -1,6 +1,6 @@
-//! The AMQP target (SPEC §2): one publish per attempt on a fresh channel in confirm mode,
-//! `mandatory` set, `message_id` = the execution id, persistent delivery mode; successful
-//! when the broker confirms a message it routed.
+//! The AMQP target (docs/failure-classes.md, "amqp"): one publish per attempt on a fresh
+//! channel in confirm mode, `mandatory` set, `message_id` = the execution id, persistent
+//! delivery mode; successful when the broker confirms a message it routed.
 //!
 //! ```text
 //!   open channel ─▶ confirm.select ─▶ basic.publish (mandatory) ─▶ ack            → success

@@ -1,5 +1,6 @@
-//! The container target (SPEC §2): one container per attempt through the Docker Engine API
-//! (Docker, or Podman's compatible service), run to its end and removed.
+//! The container target (docs/failure-classes.md, "container"): one container per attempt
+//! through the Docker Engine API (Docker, or Podman's compatible service), run to its end and
+//! removed.
 //!
 //! ```text
 //!   create sundial-<execution id>-<attempt> ─▶ start ─▶ wait ─▶ logs (last 4 KiB) ─▶ remove

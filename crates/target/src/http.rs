@@ -1,4 +1,5 @@
-//! The HTTP target (SPEC §2): one request per attempt, idempotency headers, classified status.
+//! The HTTP target (docs/failure-classes.md, "http"): one request per attempt, idempotency
+//! headers, classified status.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -52,9 +53,9 @@ pub const PARSED_URL_MAX_LEN: usize = 512;
 /// The HTTP target: a shared connection pool; redirects are not followed (a 3xx is the
 /// receiver's answer, and following it could leave the configured host). A POST, PUT or
 /// PATCH without a body says `Content-Length: 0`; a successful response's body is read off
-/// the attempt's path so that its connection is reused ([`DRAINED_BODY_MAX`]).
+/// the attempt's path so that its connection is reused (`DRAINED_BODY_MAX`).
 ///
-/// Target URLs are parsed once and kept (up to [`PARSED_URLS`]): a job's every attempt goes to
+/// Target URLs are parsed once and kept (up to `PARSED_URLS`): a job's every attempt goes to
 /// the same URL, and parsing it (with the host's IDNA processing, UTS #46) was a sixth of
 /// the client's CPU per request in a profile of `sundial bench steady` (BENCHMARKS.md).
 ///

@@ -7,12 +7,14 @@
 //! Invariants:
 //! - Targets never touch the store; they only deliver.
 //! - Every delivery carries the execution id as its idempotency key, so a retried or
-//!   re-delivered attempt can be recognised by the receiver (SPEC §2): the HTTP
-//!   `Idempotency-Key` header, the NATS `Nats-Msg-Id` header, the AMQP `message_id`
-//!   property, the Redis stream field `execution_id`, the container's `SUNDIAL_EXECUTION_ID`.
-//! - Brokers and engines are *named connections* from the server's config (SPEC §6), one
-//!   shared client per name per worker process, built by [`Targets::connect`]; jobs carry
-//!   only the name, never a host or a credential.
+//!   re-delivered attempt can be recognised by the receiver
+//!   (docs/guarantees.md#g2-at-least-once): the HTTP `Idempotency-Key` header, the NATS
+//!   `Nats-Msg-Id` header, the AMQP `message_id` property, the Redis stream field
+//!   `execution_id`, the container's `SUNDIAL_EXECUTION_ID`.
+//! - Brokers and engines are *named connections* from the server's config
+//!   (docs/configuration.md, `[connections.NAME]`), one shared client per name per worker
+//!   process, built by [`Targets::connect`]; jobs carry only the name, never a host or a
+//!   credential.
 //! - Dropping a `dispatch` future cancels the delivery (the HTTP request is dropped, a
 //!   container being run is removed in the background): per-attempt timeouts and
 //!   cancellation are the caller's `select!`, not the target's.
@@ -162,7 +164,7 @@ pub trait Target: Send + Sync {
     async fn dispatch(&self, delivery: &Delivery<'_>) -> Result<Outcome, Error>;
 }
 
-/// The type of a named connection (`type` in `[connections.NAME]`, SPEC §6).
+/// The type of a named connection (`type` in `[connections.NAME]`, docs/configuration.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ConnectionKind {
     /// NATS with JetStream: `nats://` or `tls://` URL.

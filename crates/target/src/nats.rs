@@ -1,5 +1,5 @@
-//! The NATS target (SPEC §2): one JetStream publish per attempt with `Nats-Msg-Id` = the
-//! execution id, successful on the stream's ack.
+//! The NATS target (docs/failure-classes.md, "nats"): one JetStream publish per attempt with
+//! `Nats-Msg-Id` = the execution id, successful on the stream's ack.
 //!
 //! The broker drops a second message with the same `Nats-Msg-Id` inside the stream's
 //! duplicate window (`duplicate_window`, two minutes by default) and answers it with an ack

@@ -1,5 +1,6 @@
-//! The Redis target (SPEC §2): one `XADD <stream> * <fields...> execution_id <id>` per
-//! attempt, successful when Redis returns the new entry's id.
+//! The Redis target (docs/failure-classes.md, "redis"): one
+//! `XADD <stream> * <fields...> execution_id <id>` per attempt, successful when Redis returns
+//! the new entry's id.
 //!
 //! Redis streams do not de-duplicate: a re-delivered attempt adds a second entry with the
 //! same `execution_id`, by which consumers recognise it.

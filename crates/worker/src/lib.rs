@@ -11,12 +11,15 @@
 //!  reaper: running attempts whose lease lapsed ──▶ complete(n, only if lapsed): retry_wait | dead
 //! ```
 //!
+//! The reaper is a maintenance service ([`Reaper`], `sundial_store::maintenance`), run by the
+//! process's maintenance runner beside [`Worker::run`], every `maintenance.reaper_every`.
+//!
 //! Invariants:
 //! - Every completion and heartbeat carries the attempt number it was claimed with (the
 //!   fencing token); the store refuses stale ones, so a worker that lost its lease can never
-//!   overwrite the outcome of the attempt that replaced it (SPEC G3).
+//!   overwrite the outcome of the attempt that replaced it (docs/guarantees.md#g3-fencing).
 //! - An attempt never starts before its execution's fire time: the store only hands out due
-//!   executions, by its own clock (SPEC G5).
+//!   executions, by its own clock (docs/guarantees.md#g5-never-early).
 //! - At most `max_in_flight` deliveries run at once in one worker, and at most
 //!   [`UNWRITTEN_PER_SLOT`] × `max_in_flight` claimed attempts wait for their completion to be
 //!   written. A delivery frees its slot as soon as the target answers, so a store that is slow
@@ -31,6 +34,10 @@
 //!   (dropping the delivery), and writes nothing.
 
 #![warn(missing_docs)]
+
+mod reaper;
+
+pub use reaper::Reaper;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,8 +56,37 @@ use tokio::sync::{Notify, Semaphore, watch};
 /// A completion waiting to be written, with where to send whether it applied.
 type Completion = (
     AttemptComplete,
-    tokio::sync::oneshot::Sender<Result<bool, StoreError>>,
+    tokio::sync::oneshot::Sender<Result<bool, CompletionError>>,
 );
+
+/// Why a completion was not written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CompletionError {
+    /// The store failed the batch the completion was in. `retry` is true when writing it
+    /// again may succeed: a retryable failure ([`StoreError::is_retryable`]), or a commit of
+    /// unknown outcome ([`StoreError::outcome_unknown`]) — completions are fenced by attempt
+    /// number, so one written twice changes nothing the second time.
+    #[error("the store failed the completion: {message}")]
+    Store {
+        /// Whether writing it again may succeed.
+        retry: bool,
+        /// The store's error, for the log.
+        message: String,
+    },
+    /// The worker's completion writer has stopped (the worker is shutting down); the
+    /// attempt's lease lapses and the reaper retries it.
+    #[error("the completion writer has stopped")]
+    WriterStopped,
+}
+
+impl From<&StoreError> for CompletionError {
+    fn from(e: &StoreError) -> Self {
+        CompletionError::Store {
+            retry: e.is_retryable() || e.outcome_unknown(),
+            message: e.to_string(),
+        }
+    }
+}
 
 /// Claimed attempts whose completion is not yet written, per delivery slot (4): the bound on
 /// the work a worker holds while the store catches up with its completions.
@@ -111,8 +147,6 @@ pub struct WorkerConfig {
     pub claim_batch: u32,
     /// Longest idle wait before looking for due executions again. Default `1s`.
     pub poll: Dur,
-    /// How often the reaper looks for lapsed leases. Default `1s`.
-    pub reap_every: Dur,
     /// Per-namespace dispatch limits (executions per second), enforced cluster-wide by the store.
     pub rate_limits: std::collections::BTreeMap<String, f64>,
 }
@@ -125,7 +159,6 @@ impl WorkerConfig {
             max_in_flight: 1024,
             claim_batch: 512,
             poll: Dur::from_secs(1),
-            reap_every: Dur::from_secs(1),
             rate_limits: Default::default(),
         }
     }
@@ -188,7 +221,6 @@ impl Worker {
     /// Claims and runs executions until `shutdown` turns true; then waits for the attempts in
     /// flight to finish (at most their timeout).
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
-        let reaper = tokio::spawn(self.clone().reap_loop(shutdown.clone()));
         let signals = self.store.signals();
         let due_signal = signals.due.clone();
         let canceller = tokio::spawn(self.clone().cancel_loop(signals.cancelled.subscribe()));
@@ -226,7 +258,6 @@ impl Worker {
                 permit = self.unwritten.clone().acquire_owned(), if unwritten_full => drop(permit),
             }
         }
-        reaper.abort();
         canceller.abort();
         // Every attempt holds an `unwritten` permit until it has ended (its delivery slot only
         // until the target answers), so having them all back means no attempt is left.
@@ -405,7 +436,7 @@ impl Worker {
         }
     }
 
-    /// Decides where the execution goes after an attempt (SPEC §2 failure classes and backoff).
+    /// Decides where the execution goes after an attempt (docs/failure-classes.md).
     fn completion(
         &self,
         e: &ClaimedExecution,
@@ -478,7 +509,7 @@ impl Worker {
     }
 
     /// Writes a completion, retrying while the store is unavailable (if it never lands, the
-    /// lease lapses and the reaper re-runs the attempt: at least once, SPEC G2). Completions
+    /// lease lapses and the reaper re-runs the attempt: at least once, docs/guarantees.md#g2-at-least-once). Completions
     /// of concurrent attempts are written together, one transaction per batch (group commit,
     /// see [`Worker::completion_batcher`]).
     async fn complete(&self, completion: AttemptComplete) {
@@ -486,15 +517,14 @@ impl Worker {
         for _ in 0..8 {
             let (reply, answer) = tokio::sync::oneshot::channel();
             let result = match self.batcher.send((completion.clone(), reply)) {
-                Ok(()) => answer.await.unwrap_or_else(|_| {
-                    Err(StoreError::Corrupt("completion batcher stopped".into()))
-                }),
+                Ok(()) => answer.await.unwrap_or(Err(CompletionError::WriterStopped)),
                 // No batcher running (the worker is driven by hand): write it alone.
                 Err(_) => self
                     .store
                     .attempt_complete_batch(std::slice::from_ref(&completion))
                     .await
-                    .map(|v| v.first().copied().unwrap_or(false)),
+                    .map(|v| v.first().copied().unwrap_or(false))
+                    .map_err(|e| CompletionError::from(&e)),
             };
             match result {
                 Ok(true) => return,
@@ -503,10 +533,20 @@ impl Worker {
                         "completion refused: the attempt is no longer current");
                     return;
                 }
-                Err(e) => {
-                    tracing::warn!(error = %e, execution = %completion.attempt.id, "completion failed; retrying");
+                Err(CompletionError::Store {
+                    retry: true,
+                    message,
+                }) => {
+                    tracing::warn!(error = %message, execution = %completion.attempt.id, "completion failed; retrying");
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+                Err(e) => {
+                    // Not retryable (a defect, or the writer stopped): the lease lapses and the
+                    // reaper retries the attempt.
+                    tracing::error!(error = %e, execution = %completion.attempt.id,
+                        "completion not written; the reaper will retry the attempt");
+                    return;
                 }
             }
         }
@@ -528,24 +568,11 @@ impl Worker {
                     }
                 }
                 Err(e) => {
-                    let message = e.to_string();
+                    let error = CompletionError::from(&e);
                     for (_, reply) in batch.drain(..) {
-                        let _ = reply.send(Err(StoreError::Unavailable(message.clone().into())));
+                        let _ = reply.send(Err(error.clone()));
                     }
                 }
-            }
-        }
-    }
-
-    async fn reap_loop(self, mut shutdown: watch::Receiver<bool>) {
-        while !*shutdown.borrow() {
-            if let Err(e) = self.reap_once().await {
-                tracing::warn!(error = %e, "reaping lapsed attempts failed");
-            }
-            let deadline = self.clock.now() + self.config.reap_every.as_signed();
-            tokio::select! {
-                _ = self.clock.sleep_until(deadline) => {}
-                _ = shutdown.changed() => {}
             }
         }
     }
@@ -556,7 +583,7 @@ impl Worker {
     /// # Errors
     /// The store's, when listing fails.
     pub async fn reap_once(&self) -> Result<usize, StoreError> {
-        let lapsed = self.store.attempt_list_lapsed(100).await?;
+        let lapsed = self.store.attempt_list_lapsed(reaper::REAP_BATCH).await?;
         let mut reaped = 0;
         for e in &lapsed {
             let attempt = AttemptRef {

@@ -153,6 +153,9 @@ pub struct Server {
     pub opts: ServerOpts,
     child: Option<Child>,
     http: reqwest::Client,
+    /// The temporary directory this server made for itself ([`Server::start`]), removed
+    /// with it.
+    temp: Option<tempfile::TempDir>,
 }
 
 fn free_port() -> SocketAddr {
@@ -163,8 +166,10 @@ fn free_port() -> SocketAddr {
 impl Server {
     /// Starts a server on a fresh SQLite file in a new temp directory.
     pub async fn start() -> Server {
-        let dir = tempfile::tempdir().unwrap().keep();
-        Server::start_in(&dir).await
+        let temp = tempfile::tempdir().unwrap();
+        let mut server = Server::start_in(temp.path()).await;
+        server.temp = Some(temp);
+        server
     }
 
     /// Starts a server on the SQLite file in `dir` (made by an earlier server, or new).
@@ -181,6 +186,7 @@ impl Server {
             opts,
             child: None,
             http: reqwest::Client::new(),
+            temp: None,
         };
         s.spawn();
         s.wait_ready().await;
@@ -363,6 +369,8 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.kill9();
+        // The directory (`temp`) goes after the process that wrote in it.
+        self.temp.take();
     }
 }
 

@@ -1,0 +1,270 @@
+//! The claim: due executions locked `FOR UPDATE SKIP LOCKED` (execution row, then queue row),
+//! the facts of their jobs read under per-job advisory locks, the decision of
+//! `sundial_store::claim::plan`, and its application in a few statements whatever the batch.
+
+use super::*;
+
+/// [`CLAIMED_COLUMNS`] but the run definition, which the claim already read.
+pub(crate) const CLAIM_RETURNING: &str = "id, namespace, job, attempt, max_attempts, scheduled_at, fire_at, \
+    started_at, lease_expires_at";
+
+/// Reads, under a per-job advisory lock, the [`JobFacts`] of the jobs of `due` that need them
+/// ([`DueExecution::needs_facts`]), in two statements whatever their number. The locks are
+/// taken in one order (by key), so two claims cannot deadlock on them, and before the facts
+/// are read, so a claim that chose an execution of a job has committed before another reads
+/// the job as idle.
+pub(crate) async fn job_facts(
+    tx: &mut Tx<'_>,
+    due: &[DueExecution],
+    now: i64,
+) -> Result<std::collections::HashMap<String, JobFacts>> {
+    let mut uids: Vec<&str> = due
+        .iter()
+        .filter(|e| e.needs_facts(now))
+        .map(|e| e.job_uid.as_str())
+        .collect();
+    uids.sort_unstable();
+    uids.dedup();
+    if uids.is_empty() {
+        return Ok(Default::default());
+    }
+    let mut locked: Vec<&str> = due
+        .iter()
+        .filter(|e| e.run.concurrency_policy != ConcurrencyPolicy::Allow)
+        .map(|e| e.job_uid.as_str())
+        .collect();
+    locked.sort_unstable();
+    locked.dedup();
+    if !locked.is_empty() {
+        // A function scan of the array yields its elements in order: the locks are taken in
+        // the order of the sorted uids.
+        sqlx::query(
+            "SELECT pg_advisory_xact_lock(hashtextextended(u, 0)) FROM UNNEST($1::text[]) AS u",
+        )
+        .bind(&locked)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_err)?;
+    }
+    let read: Vec<&str> = due.iter().map(|e| e.id.as_str()).collect();
+    let rows = sqlx::query(
+        "SELECT u.uid, j.next_fire_at, \
+           (SELECT array_agg(e.id || '|' || e.state) FROM execution_queue q JOIN executions e ON e.id = q.id \
+            WHERE q.job_uid = u.uid AND e.state IN ('running', 'retry_wait')) AS active, \
+           (SELECT max(e.fire_at) FROM execution_queue q JOIN executions e ON e.id = q.id \
+            WHERE q.job_uid = u.uid AND q.due_at <= $2 AND e.attempt = 0) AS latest_due_fire_at, \
+           (SELECT min(e.scheduled_at) FROM execution_queue q JOIN executions e ON e.id = q.id \
+            WHERE q.job_uid = u.uid AND q.due_at IS NOT NULL AND e.attempt = 0 \
+              AND e.trigger = 'misfire' AND e.id <> ALL($3)) AS earliest_waiting_catchup \
+         FROM UNNEST($1::text[]) AS u(uid) LEFT JOIN jobs j ON j.uid = u.uid",
+    )
+    .bind(&uids)
+    .bind(now)
+    .bind(&read)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    let mut facts = std::collections::HashMap::with_capacity(rows.len());
+    for r in &rows {
+        let uid: String = r.try_get("uid").map_err(db_err)?;
+        let active: Option<Vec<String>> = r.try_get("active").map_err(db_err)?;
+        facts.insert(
+            uid,
+            JobFacts {
+                active: active
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|a| {
+                        a.rsplit_once('|').map(|(id, state)| ActiveExecution {
+                            id: id.to_owned(),
+                            running: state == "running",
+                        })
+                    })
+                    .collect(),
+                next_fire_at: r.try_get("next_fire_at").map_err(db_err)?,
+                latest_due_fire_at: r.try_get("latest_due_fire_at").map_err(db_err)?,
+                earliest_waiting_catchup: r.try_get("earliest_waiting_catchup").map_err(db_err)?,
+            },
+        );
+    }
+    Ok(facts)
+}
+
+/// Applies what a claim decided except the hand-out itself, one statement a kind.
+pub(crate) async fn apply_claim_plan(tx: &mut Tx<'_>, plan: &ClaimPlan, now: i64) -> Result<()> {
+    if !plan.misfire.is_empty() {
+        sqlx::query("UPDATE executions SET trigger = 'misfire' WHERE id = ANY($1)")
+            .bind(&plan.misfire)
+            .execute(&mut **tx)
+            .await
+            .map_err(db_err)?;
+    }
+    for (ids, state, trigger) in [
+        (&plan.missed, "missed", "'misfire'"),
+        (&plan.skipped, "skipped", "trigger"),
+    ] {
+        if ids.is_empty() {
+            continue;
+        }
+        sqlx::query(&format!(
+            "WITH q AS (DELETE FROM execution_queue WHERE id = ANY($1)) \
+             UPDATE executions SET state = '{state}', trigger = {trigger}, due_at = NULL, \
+               finished_at = $2 WHERE id = ANY($1)"
+        ))
+        .bind(ids)
+        .bind(now)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_err)?;
+    }
+    if !plan.deferred.is_empty() {
+        sqlx::query(
+            "WITH q AS (UPDATE execution_queue SET due_at = $2 WHERE id = ANY($1)) \
+             UPDATE executions SET due_at = $2 WHERE id = ANY($1)",
+        )
+        .bind(&plan.deferred)
+        .bind(ClaimPlan::deferred_until(now))
+        .execute(&mut **tx)
+        .await
+        .map_err(db_err)?;
+    }
+    if !plan.cancelled.is_empty() {
+        let ids: Vec<&str> = plan.cancelled.iter().map(|a| a.id.as_str()).collect();
+        cancel_all_in_tx(tx, &ids, now).await?;
+        for a in plan.cancelled.iter().filter(|a| a.running) {
+            notify_cancelled(tx, &a.id).await?;
+        }
+    }
+    Ok(())
+}
+
+pub(crate) async fn execution_claim(
+    store: &PgStore,
+    claim: &ExecutionClaim,
+) -> Result<Vec<ClaimedExecution>> {
+    let mut tx = store.begin().await?;
+    let now = store.now_ms(&mut *tx).await?;
+    // Token buckets of the rate-limited namespaces, locked and refilled to now: one claimer
+    // at a time spends a namespace's tokens, whichever process it is in.
+    let mut buckets = Vec::with_capacity(claim.rate_limits.len());
+    for (ns, rate) in &claim.rate_limits {
+        sqlx::query(
+            "INSERT INTO namespace_rates (namespace, tokens, updated_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+        )
+        .bind(ns)
+        .bind(*rate)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        let row: Option<(f64, i64)> = sqlx::query_as(
+            "SELECT tokens, updated_at FROM namespace_rates WHERE namespace = $1 FOR UPDATE",
+        )
+        .bind(ns)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        buckets.push((ns.clone(), refill(row, *rate, now)));
+    }
+    let limited: Vec<String> = claim.rate_limits.keys().cloned().collect();
+    let due_sql = |filter: &str| {
+        format!(
+            "SELECT e.id, e.namespace, e.job_uid, e.trigger, e.run, e.scheduled_at, e.fire_at, \
+               e.attempt, q.due_at \
+             FROM executions e JOIN execution_queue q ON q.id = e.id \
+             WHERE q.due_at <= $1 AND {filter} \
+             ORDER BY q.due_at LIMIT $2 FOR UPDATE OF e, q SKIP LOCKED"
+        )
+    };
+    let mut rows = sqlx::query(&due_sql("q.namespace <> ALL($3)"))
+        .bind(now)
+        .bind(i64::from(claim.limit))
+        .bind(&limited)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    for (ns, tokens) in &buckets {
+        let allowance = sundial_store::claim::allowance(*tokens, claim.limit);
+        if allowance > 0 {
+            rows.extend(
+                sqlx::query(&due_sql("q.namespace = $3"))
+                    .bind(now)
+                    .bind(allowance)
+                    .bind(ns)
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(db_err)?,
+            );
+        }
+    }
+    if !buckets.is_empty() {
+        rows.sort_by_key(|r| r.try_get::<i64, _>("due_at").unwrap_or(i64::MAX));
+        rows.truncate(usize::try_from(claim.limit).unwrap_or(usize::MAX));
+    }
+    let due: Vec<DueExecution> = rows
+        .iter()
+        .map(rows::due_execution)
+        .collect::<Result<_>>()?;
+    let facts = job_facts(&mut tx, &due, now).await?;
+    let plan = sundial_store::claim::plan(&due, &facts, &buckets, now);
+    apply_claim_plan(&mut tx, &plan, now).await?;
+    let mut runs: std::collections::HashMap<String, RunSpec> = due
+        .into_iter()
+        .filter(|e| plan.run.contains(&e.id))
+        .map(|e| (e.id, e.run))
+        .collect();
+    // The queue rows are found by `id = ANY(ARRAY(SELECT … FROM claimed))`, an index
+    // condition on the primary key, never by joining the CTE: the planner estimates a CTE
+    // at one row and, on a queue it last analysed empty, walked the whole queue index once
+    // against it (BENCHMARKS.md, "The claim's queue lookup").
+    let sql = format!(
+        "WITH claimed AS (UPDATE executions e SET state = 'running', attempt = e.attempt + 1, worker = $1, \
+             started_at = coalesce(e.started_at, $2), attempt_started_at = $2, \
+             lease_expires_at = $2 + e.lease_ms, due_at = NULL \
+             WHERE e.id = ANY($3) AND e.state IN ('scheduled', 'queued', 'retry_wait') \
+             RETURNING {CLAIM_RETURNING}), \
+         queue AS (UPDATE execution_queue q SET due_at = NULL, lease_expires_at = $2 + x.lease_ms \
+             FROM executions x WHERE q.id = ANY(ARRAY(SELECT id FROM claimed)) AND x.id = q.id) \
+         SELECT * FROM claimed ORDER BY fire_at"
+    );
+    let claimed = sqlx::query(&sql)
+        .bind(&claim.worker)
+        .bind(now)
+        .bind(&plan.run)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    for (ns, tokens) in &plan.buckets {
+        sqlx::query("UPDATE namespace_rates SET tokens = $2, updated_at = $3 WHERE namespace = $1")
+            .bind(ns)
+            .bind(*tokens)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+    }
+    commit(tx).await?;
+    let started = ts(now)?;
+    claimed
+        .iter()
+        .map(|r| {
+            let id: String = r.try_get("id").map_err(db_err)?;
+            let run = runs.remove(&id).ok_or_else(|| {
+                Error::Corrupt(format!("claimed execution {id} was not among those read"))
+            })?;
+            rows::claimed_with(r, run).map(|c| ClaimedExecution {
+                started_at: started,
+                ..c
+            })
+        })
+        .collect()
+}
+
+pub(crate) async fn execution_next_due(store: &PgStore) -> Result<Option<Timestamp>> {
+    let due: Option<i64> =
+        sqlx::query_scalar("SELECT min(due_at) FROM execution_queue WHERE due_at IS NOT NULL")
+            .fetch_one(&store.pool)
+            .await
+            .map_err(db_err)?;
+    due.map(ts).transpose()
+}

@@ -1,0 +1,139 @@
+//! Attempts and completion: the heartbeat that extends a running attempt's lease, and the
+//! batch of completions written in one statement, each fenced by its attempt number (and, for
+//! the reaper, by its lapsed lease), with its attempt row and its queue row.
+
+use super::*;
+
+pub(crate) const CLAIMED_COLUMNS: &str = "id, namespace, job, attempt, max_attempts, scheduled_at, fire_at, \
+    started_at, lease_expires_at, run";
+
+pub(crate) fn stale_attempt(a: &AttemptRef) -> Error {
+    Error::StaleFence(format!(
+        "attempt {} of execution {} is not the current running attempt or its lease lapsed",
+        a.attempt, a.id
+    ))
+}
+
+pub(crate) async fn attempt_heartbeat(store: &PgStore, a: &AttemptRef) -> Result<Timestamp> {
+    let now = store.now_ms(&store.pool).await?;
+    let expiry: Option<i64> = sqlx::query_scalar(
+        "WITH e AS (UPDATE executions SET lease_expires_at = $3 + lease_ms \
+           WHERE id = $1 AND attempt = $2 AND state = 'running' AND lease_expires_at >= $3 \
+           RETURNING id, lease_expires_at), \
+         q AS (UPDATE execution_queue q SET lease_expires_at = e.lease_expires_at FROM e \
+           WHERE q.id = $1 AND q.id = e.id) \
+         SELECT lease_expires_at FROM e",
+    )
+    .bind(&a.id)
+    .bind(i64::from(a.attempt))
+    .bind(now)
+    .fetch_optional(&store.pool)
+    .await
+    .map_err(db_err)?;
+    match expiry {
+        Some(e) => ts(e),
+        None => Err(stale_attempt(a)),
+    }
+}
+
+pub(crate) async fn attempt_complete_batch(
+    store: &PgStore,
+    completions: &[AttemptComplete],
+) -> Result<Vec<bool>> {
+    // One statement for the whole batch: each completion is still fenced on its own
+    // attempt number (and, for the reaper, on its lapsed lease). The queue rows are found
+    // by primary key from an array of the applied ids, never by joining the CTE (see the
+    // claim).
+    if completions.is_empty() {
+        return Ok(Vec::new());
+    }
+    let test_now = store.clock.as_ref().map(|c| ms(c.now()));
+    let n = completions.len();
+    let mut ids = Vec::with_capacity(n);
+    let mut attempts = Vec::with_capacity(n);
+    let mut states = Vec::with_capacity(n);
+    let mut retry_ats = Vec::with_capacity(n);
+    let mut lapsed_only = Vec::with_capacity(n);
+    let mut outcomes = Vec::with_capacity(n);
+    let mut codes = Vec::with_capacity(n);
+    let mut errors = Vec::with_capacity(n);
+    let mut details = Vec::with_capacity(n);
+    // The transition is `sundial_store::completion`'s: a write with no due time finishes
+    // (`finished_at` = now, the queue row deleted), one with a due time waits for its retry.
+    for w in sundial_store::completion::plan(completions) {
+        let c = w.completion;
+        ids.push(c.attempt.id.as_str());
+        attempts.push(i64::from(c.attempt.attempt));
+        states.push(w.state.as_str());
+        retry_ats.push(w.due_at);
+        lapsed_only.push(c.only_if_lapsed);
+        outcomes.push(c.outcome.as_str());
+        codes.push(c.status_code);
+        errors.push(c.error.as_deref());
+        details.push(c.detail.as_deref());
+    }
+    let sql = format!(
+        "WITH now AS (SELECT coalesce($1::bigint, {DB_NOW}) AS t), \
+         c AS (SELECT * FROM UNNEST($2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::bool[], \
+                 $7::text[], $8::bigint[], $9::text[], $10::text[]) \
+               AS c(id, attempt, state, retry_at, lapsed_only, outcome, status_code, error, detail)), \
+         e AS (UPDATE executions x SET state = c.state, due_at = c.retry_at, \
+                 finished_at = CASE WHEN c.retry_at IS NULL THEN (SELECT t FROM now) END, \
+                 lease_expires_at = NULL \
+               FROM c WHERE x.id = c.id AND x.attempt = c.attempt AND x.state = 'running' \
+                 AND (NOT c.lapsed_only OR x.lease_expires_at < (SELECT t FROM now)) \
+               RETURNING x.id, x.attempt, x.worker, x.attempt_started_at, x.due_at), \
+         done AS (DELETE FROM execution_queue q \
+               WHERE q.id = ANY(ARRAY(SELECT id FROM e WHERE due_at IS NULL))), \
+         retry AS (UPDATE execution_queue q SET due_at = e.due_at, lease_expires_at = NULL \
+               FROM e WHERE q.id = ANY(ARRAY(SELECT id FROM e WHERE due_at IS NOT NULL)) AND q.id = e.id), \
+         a AS (INSERT INTO attempts (execution_id, attempt, worker, started_at, finished_at, outcome, \
+                 status_code, error, detail) \
+               SELECT e.id, e.attempt, coalesce(e.worker, ''), \
+                 coalesce(e.attempt_started_at, (SELECT t FROM now)), (SELECT t FROM now), c.outcome, \
+                 c.status_code, c.error, c.detail \
+               FROM e JOIN c ON c.id = e.id AND c.attempt = e.attempt \
+               ON CONFLICT (execution_id, attempt) DO UPDATE SET finished_at = excluded.finished_at, \
+                 outcome = excluded.outcome, status_code = excluded.status_code, \
+                 error = excluded.error, detail = excluded.detail) \
+         SELECT id, attempt FROM e"
+    );
+    let done: Vec<(String, i64)> = sqlx::query_as(&sql)
+        .bind(test_now)
+        .bind(&ids)
+        .bind(&attempts)
+        .bind(&states)
+        .bind(&retry_ats)
+        .bind(&lapsed_only)
+        .bind(&outcomes)
+        .bind(&codes)
+        .bind(&errors)
+        .bind(&details)
+        .fetch_all(&store.pool)
+        .await
+        .map_err(db_err)?;
+    let done: std::collections::HashSet<(String, i64)> = done.into_iter().collect();
+    Ok(completions
+        .iter()
+        .map(|c| done.contains(&(c.attempt.id.clone(), i64::from(c.attempt.attempt))))
+        .collect())
+}
+
+pub(crate) async fn attempt_list_lapsed(
+    store: &PgStore,
+    limit: u32,
+) -> Result<Vec<ClaimedExecution>> {
+    let now = store.now_ms(&store.pool).await?;
+    let sql = format!(
+        "SELECT {CLAIMED_COLUMNS} FROM executions WHERE id = ANY(ARRAY( \
+           SELECT id FROM execution_queue WHERE lease_expires_at < $1 ORDER BY lease_expires_at LIMIT $2)) \
+         AND state = 'running' ORDER BY lease_expires_at"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(now)
+        .bind(i64::from(limit))
+        .fetch_all(&store.pool)
+        .await
+        .map_err(db_err)?;
+    rows.iter().map(rows::claimed).collect()
+}

@@ -1,0 +1,198 @@
+//! The trigger: due jobs by fire time, and the fenced commit that advances each job's next
+//! slot (conditional on the version and slot read) and inserts its executions, one per slot
+//! (`ON CONFLICT DO NOTHING`), with their queue rows.
+
+use super::*;
+
+/// Inserts executions in one statement (UNNEST of column arrays); returns how many were new.
+#[expect(
+    clippy::type_complexity,
+    reason = "one tuple of column arrays per UNNEST group keeps the binds in statement order"
+)]
+pub(crate) async fn insert_executions(
+    tx: &mut Tx<'_>,
+    es: &[NewExecution],
+    now: i64,
+    node: Option<&str>,
+) -> Result<u32> {
+    if es.is_empty() {
+        return Ok(0);
+    }
+    let mut cols: (
+        Vec<&str>,
+        Vec<&str>,
+        Vec<&str>,
+        Vec<&str>,
+        Vec<i64>,
+        Vec<i64>,
+        Vec<&str>,
+    ) = Default::default();
+    let mut times: (Vec<i64>, Vec<i64>, Vec<Option<i64>>, Vec<Option<i64>>) = Default::default();
+    let mut rest: (Vec<&str>, Vec<i64>, Vec<i64>, Vec<String>) = Default::default();
+    for e in es {
+        cols.0.push(&e.id);
+        cols.1.push(&e.namespace);
+        cols.2.push(&e.job);
+        cols.3.push(&e.job_uid);
+        cols.4.push(e.job_version);
+        cols.5.push(i64::from(e.shard));
+        cols.6.push(e.trigger.as_str());
+        let waiting = !e.state.is_terminal();
+        times.0.push(ms(e.scheduled_at));
+        times.1.push(ms(e.fire_at));
+        times.2.push(waiting.then(|| ms(e.fire_at)));
+        times.3.push((!waiting).then_some(now));
+        rest.0.push(e.state.as_str());
+        rest.1.push(i64::from(e.run.retry.max_attempts));
+        rest.2.push(e.run.heartbeat_timeout.as_millis_i64());
+        rest.3
+            .push(serde_json::to_string(&e.run).map_err(|err| Error::Corrupt(err.to_string()))?);
+    }
+    // The waiting ones (due_at set) also get their queue row; a slot that already has its
+    // execution (ON CONFLICT) gets neither.
+    let inserted: i64 = sqlx::query_scalar(
+        "WITH e AS (INSERT INTO executions (id, namespace, job, job_uid, job_version, shard, trigger, scheduled_at, \
+           fire_at, queued_at, due_at, finished_at, state, max_attempts, lease_ms, run, triggered_by, created_at) \
+         SELECT id, ns, job, uid, ver, shard, trig, sched, fire, fire, due, fin, st, maxa, lease, run, $16, $17 \
+         FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::text[], \
+           $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::text[], $13::bigint[], $14::bigint[], $15::text[]) \
+           AS t(id, ns, job, uid, ver, shard, trig, sched, fire, due, fin, st, maxa, lease, run) \
+         ON CONFLICT DO NOTHING RETURNING id, namespace, job_uid, due_at), \
+         q AS (INSERT INTO execution_queue (id, namespace, job_uid, due_at) \
+           SELECT id, namespace, job_uid, due_at FROM e WHERE due_at IS NOT NULL) \
+         SELECT count(*) FROM e",
+    )
+    .bind(&cols.0)
+    .bind(&cols.1)
+    .bind(&cols.2)
+    .bind(&cols.3)
+    .bind(&cols.4)
+    .bind(&cols.5)
+    .bind(&cols.6)
+    .bind(&times.0)
+    .bind(&times.1)
+    .bind(&times.2)
+    .bind(&times.3)
+    .bind(&rest.0)
+    .bind(&rest.1)
+    .bind(&rest.2)
+    .bind(&rest.3)
+    .bind(node)
+    .bind(now)
+    .fetch_one(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    Ok(u32::try_from(inserted).unwrap_or(u32::MAX))
+}
+
+pub(crate) async fn trigger_list_due(store: &PgStore, q: &TriggerListDue) -> Result<Vec<DueJob>> {
+    if q.shards.is_empty() {
+        return Ok(Vec::new());
+    }
+    let shards: Vec<i64> = q.shards.iter().map(|s| i64::from(*s)).collect();
+    let rows = sqlx::query(
+        "SELECT uid, shard, version, spec::text AS spec, next_slot_at FROM jobs \
+         WHERE shard = ANY($1) AND next_fire_at <= $2 ORDER BY next_fire_at LIMIT $3",
+    )
+    .bind(&shards)
+    .bind(ms(q.horizon))
+    .bind(i64::from(q.limit))
+    .fetch_all(&store.pool)
+    .await
+    .map_err(db_err)?;
+    rows.iter().map(rows::due_job).collect()
+}
+
+#[expect(
+    clippy::type_complexity,
+    reason = "one tuple of column arrays for the UNNEST keeps the binds in statement order"
+)]
+pub(crate) async fn trigger_commit(store: &PgStore, c: &TriggerCommit) -> Result<TriggerCommitted> {
+    let mut tx = store.begin().await?;
+    let now = store.now_ms(&mut *tx).await?;
+    let mut shards: Vec<i64> = c.jobs.iter().map(|j| i64::from(j.shard)).collect();
+    shards.sort_unstable();
+    shards.dedup();
+    // Fencing: lock the lease rows against a concurrent takeover, then check them.
+    let held = sqlx::query(
+        "SELECT shard, epoch, expires_at FROM shard_leases \
+         WHERE shard = ANY($1) AND owner = $2 AND expires_at > $3 ORDER BY shard FOR SHARE",
+    )
+    .bind(&shards)
+    .bind(&c.node)
+    .bind(now)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    let held: Vec<ShardLease> = held.iter().map(rows::shard_lease).collect::<Result<_>>()?;
+    for shard in &shards {
+        let current = held.iter().find(|l| i64::from(l.shard) == *shard);
+        let read = c.leases.iter().find(|l| i64::from(l.shard) == *shard);
+        if !matches!((read, current), (Some(r), Some(h)) if r.epoch == h.epoch) {
+            return Err(Error::StaleFence(format!(
+                "shard {shard} is no longer leased to {} with the epoch read",
+                c.node
+            )));
+        }
+    }
+    // Advance every job of the batch in one statement; a job that changed since it was
+    // read (version or next slot) is left out, and so are its executions.
+    let mut cols: (
+        Vec<&str>,
+        Vec<i64>,
+        Vec<i64>,
+        Vec<Option<i64>>,
+        Vec<Option<i64>>,
+    ) = Default::default();
+    for job in &c.jobs {
+        cols.0.push(&job.uid);
+        cols.1.push(job.version);
+        cols.2.push(ms(job.expected_next_slot));
+        cols.3.push(job.next_slot_at.map(ms));
+        cols.4.push(job.next_fire_at.map(ms));
+    }
+    let advanced: Vec<String> = sqlx::query_scalar(
+        "UPDATE jobs j SET next_slot_at = t.next_slot, next_fire_at = t.next_fire \
+         FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) \
+           AS t(uid, version, expected, next_slot, next_fire) \
+         WHERE j.uid = t.uid AND j.version = t.version AND j.next_slot_at = t.expected RETURNING j.uid",
+    )
+    .bind(&cols.0)
+    .bind(&cols.1)
+    .bind(&cols.2)
+    .bind(&cols.3)
+    .bind(&cols.4)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    let advanced: std::collections::HashSet<String> = advanced.into_iter().collect();
+    let executions: Vec<NewExecution> = c
+        .jobs
+        .iter()
+        .filter(|j| advanced.contains(&j.uid))
+        .flat_map(|j| j.executions.iter().cloned())
+        .collect();
+    let mut done = TriggerCommitted {
+        jobs_advanced: u32::try_from(advanced.len()).unwrap_or(u32::MAX),
+        jobs_changed: u32::try_from(c.jobs.len() - advanced.len()).unwrap_or(u32::MAX),
+        executions_inserted: 0,
+    };
+    done.executions_inserted = insert_executions(&mut tx, &executions, now, Some(&c.node)).await?;
+    if done.executions_inserted > 0 {
+        notify_due(&mut tx).await?;
+    }
+    commit(tx).await?;
+    Ok(done)
+}
+
+pub(crate) async fn execution_insert(store: &PgStore, e: &NewExecution) -> Result<ExecutionRecord> {
+    let mut tx = store.begin().await?;
+    let now = store.now_ms(&mut *tx).await?;
+    insert_executions(&mut tx, std::slice::from_ref(e), now, None).await?;
+    notify_due(&mut tx).await?;
+    commit(tx).await?;
+    store
+        .execution_get(&e.namespace, &e.id)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("execution {}", e.id)))
+}

@@ -1,0 +1,254 @@
+//! The claim: due executions read oldest due first on the single writer (which is the per-job
+//! lock), the facts of their jobs, the decision of `sundial_store::claim::plan`, and its
+//! application in a few statements whatever the batch.
+
+use super::*;
+
+/// [`CLAIMED_COLUMNS`] but the run definition, which the claim already read.
+pub(crate) const CLAIM_RETURNING: &str = "id, namespace, job, attempt, max_attempts, scheduled_at, fire_at, \
+    started_at, lease_expires_at";
+
+/// Reads the [`JobFacts`] of the jobs of `due` that need them ([`DueExecution::needs_facts`]),
+/// in three statements whatever their number. The embedded store's single writer is the
+/// per-job lock: no other claim runs between these reads and the plan's writes.
+pub(crate) async fn job_facts(
+    tx: &mut Tx<'_>,
+    due: &[DueExecution],
+    now: i64,
+) -> Result<std::collections::HashMap<String, JobFacts>> {
+    let mut uids: Vec<&str> = due
+        .iter()
+        .filter(|e| e.needs_facts(now))
+        .map(|e| e.job_uid.as_str())
+        .collect();
+    uids.sort_unstable();
+    uids.dedup();
+    let mut facts: std::collections::HashMap<String, JobFacts> = uids
+        .iter()
+        .map(|u| ((*u).to_owned(), JobFacts::default()))
+        .collect();
+    if uids.is_empty() {
+        return Ok(facts);
+    }
+    let uids = serde_json::to_string(&uids).map_err(|e| Error::Corrupt(e.to_string()))?;
+    let read: Vec<&str> = due.iter().map(|e| e.id.as_str()).collect();
+    let read = serde_json::to_string(&read).map_err(|e| Error::Corrupt(e.to_string()))?;
+    let active: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT job_uid, id, state FROM executions WHERE state = 'running' \
+           AND job_uid IN (SELECT value FROM json_each(?1)) \
+         UNION ALL \
+         SELECT job_uid, id, state FROM executions WHERE due_at IS NOT NULL AND state = 'retry_wait' \
+           AND job_uid IN (SELECT value FROM json_each(?1))",
+    )
+    .bind(&uids)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    for (uid, id, state) in active {
+        if let Some(f) = facts.get_mut(&uid) {
+            f.active.push(ActiveExecution {
+                id,
+                running: state == "running",
+            });
+        }
+    }
+    let waiting: Vec<(String, Option<i64>, Option<i64>)> = sqlx::query_as(
+        "SELECT job_uid, max(CASE WHEN due_at <= ?2 AND attempt = 0 THEN fire_at END), \
+           min(CASE WHEN attempt = 0 AND trigger = 'misfire' \
+             AND id NOT IN (SELECT value FROM json_each(?3)) THEN scheduled_at END) \
+         FROM executions WHERE due_at IS NOT NULL AND job_uid IN (SELECT value FROM json_each(?1)) \
+         GROUP BY job_uid",
+    )
+    .bind(&uids)
+    .bind(now)
+    .bind(&read)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    for (uid, latest, catchup) in waiting {
+        if let Some(f) = facts.get_mut(&uid) {
+            f.latest_due_fire_at = latest;
+            f.earliest_waiting_catchup = catchup;
+        }
+    }
+    let jobs: Vec<(String, Option<i64>)> = sqlx::query_as(
+        "SELECT uid, next_fire_at FROM jobs WHERE uid IN (SELECT value FROM json_each(?1))",
+    )
+    .bind(&uids)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    for (uid, next) in jobs {
+        if let Some(f) = facts.get_mut(&uid) {
+            f.next_fire_at = next;
+        }
+    }
+    Ok(facts)
+}
+
+/// Applies what a claim decided except the hand-out itself, one statement a kind.
+pub(crate) async fn apply_claim_plan(tx: &mut Tx<'_>, plan: &ClaimPlan, now: i64) -> Result<()> {
+    let list =
+        |ids: &[String]| serde_json::to_string(ids).map_err(|e| Error::Corrupt(e.to_string()));
+    if !plan.misfire.is_empty() {
+        sqlx::query(
+            "UPDATE executions SET trigger = 'misfire' WHERE id IN (SELECT value FROM json_each(?1))",
+        )
+        .bind(list(&plan.misfire)?)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_err)?;
+    }
+    for (ids, state, trigger) in [
+        (&plan.missed, "missed", "'misfire'"),
+        (&plan.skipped, "skipped", "trigger"),
+    ] {
+        if ids.is_empty() {
+            continue;
+        }
+        sqlx::query(&format!(
+            "UPDATE executions SET state = '{state}', trigger = {trigger}, due_at = NULL, \
+               finished_at = ?2 WHERE id IN (SELECT value FROM json_each(?1))"
+        ))
+        .bind(list(ids)?)
+        .bind(now)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_err)?;
+    }
+    if !plan.deferred.is_empty() {
+        sqlx::query(
+            "UPDATE executions SET due_at = ?2 WHERE id IN (SELECT value FROM json_each(?1))",
+        )
+        .bind(list(&plan.deferred)?)
+        .bind(ClaimPlan::deferred_until(now))
+        .execute(&mut **tx)
+        .await
+        .map_err(db_err)?;
+    }
+    if !plan.cancelled.is_empty() {
+        let ids: Vec<&str> = plan.cancelled.iter().map(|a| a.id.as_str()).collect();
+        cancel_all_in_tx(tx, &ids, now).await?;
+    }
+    Ok(())
+}
+
+pub(crate) async fn execution_claim(
+    store: &SqliteStore,
+    claim: &ExecutionClaim,
+) -> Result<Vec<ClaimedExecution>> {
+    let now = ms(store.clock.now());
+    let mut tx = store.begin().await?;
+    // Token buckets of the rate-limited namespaces, refilled to now.
+    let mut buckets = Vec::with_capacity(claim.rate_limits.len());
+    for (ns, rate) in &claim.rate_limits {
+        let row: Option<(f64, i64)> =
+            sqlx::query_as("SELECT tokens, updated_at FROM namespace_rates WHERE namespace = ?1")
+                .bind(ns)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db_err)?;
+        buckets.push((ns.clone(), refill(row, *rate, now)));
+    }
+    let limited: Vec<&str> = claim.rate_limits.keys().map(String::as_str).collect();
+    let limited = serde_json::to_string(&limited).map_err(|e| Error::Corrupt(e.to_string()))?;
+    const DUE_COLUMNS: &str =
+        "id, namespace, job_uid, trigger, run, scheduled_at, fire_at, attempt, due_at";
+    let mut rows = sqlx::query(&format!(
+        "SELECT {DUE_COLUMNS} FROM executions WHERE due_at <= ?1 \
+         AND namespace NOT IN (SELECT value FROM json_each(?3)) ORDER BY due_at LIMIT ?2"
+    ))
+    .bind(now)
+    .bind(i64::from(claim.limit))
+    .bind(limited)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    for (ns, tokens) in &buckets {
+        let allowance = sundial_store::claim::allowance(*tokens, claim.limit);
+        if allowance > 0 {
+            rows.extend(
+                sqlx::query(&format!(
+                    "SELECT {DUE_COLUMNS} FROM executions \
+                     WHERE namespace = ?1 AND due_at <= ?2 ORDER BY due_at LIMIT ?3"
+                ))
+                .bind(ns)
+                .bind(now)
+                .bind(allowance)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(db_err)?,
+            );
+        }
+    }
+    if !buckets.is_empty() {
+        rows.sort_by_key(|r| r.try_get::<i64, _>("due_at").unwrap_or(i64::MAX));
+        rows.truncate(usize::try_from(claim.limit).unwrap_or(usize::MAX));
+    }
+    let due: Vec<DueExecution> = rows
+        .iter()
+        .map(rows::due_execution)
+        .collect::<Result<_>>()?;
+    let facts = job_facts(&mut tx, &due, now).await?;
+    let plan = sundial_store::claim::plan(&due, &facts, &buckets, now);
+    apply_claim_plan(&mut tx, &plan, now).await?;
+    let mut runs: std::collections::HashMap<String, RunSpec> = due
+        .into_iter()
+        .filter(|e| plan.run.contains(&e.id))
+        .map(|e| (e.id, e.run))
+        .collect();
+    let ids = serde_json::to_string(&plan.run).map_err(|e| Error::Corrupt(e.to_string()))?;
+    let sql = format!(
+        "UPDATE executions SET state = 'running', attempt = attempt + 1, worker = ?1, \
+           started_at = coalesce(started_at, ?2), attempt_started_at = ?2, \
+           lease_expires_at = ?2 + lease_ms, due_at = NULL \
+         WHERE id IN (SELECT value FROM json_each(?3)) \
+           AND state IN ('scheduled', 'queued', 'retry_wait') \
+         RETURNING {CLAIM_RETURNING}"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(&claim.worker)
+        .bind(now)
+        .bind(ids)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    let started_at = ts(now)?;
+    let mut claimed: Vec<ClaimedExecution> = rows
+        .iter()
+        .map(|r| {
+            let id: String = r.try_get("id").map_err(db_err)?;
+            let run = runs.remove(&id).ok_or_else(|| {
+                Error::Corrupt(format!("claimed execution {id} was not among those read"))
+            })?;
+            rows::claimed_with(r, run).map(|c| ClaimedExecution { started_at, ..c })
+        })
+        .collect::<Result<_>>()?;
+    for (ns, tokens) in &plan.buckets {
+        sqlx::query(
+            "INSERT INTO namespace_rates (namespace, tokens, updated_at) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (namespace) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at",
+        )
+        .bind(ns)
+        .bind(*tokens)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    }
+    commit(tx).await?;
+    for a in plan.cancelled.iter().filter(|a| a.running) {
+        let _ = store.signals.cancelled.send(a.id.clone());
+    }
+    claimed.sort_by_key(|c| c.fire_at);
+    Ok(claimed)
+}
+
+pub(crate) async fn execution_next_due(store: &SqliteStore) -> Result<Option<Timestamp>> {
+    let row = sqlx::query("SELECT min(due_at) AS due FROM executions WHERE due_at IS NOT NULL")
+        .fetch_one(&store.reader)
+        .await
+        .map_err(db_err)?;
+    let due: Option<i64> = row.try_get("due").map_err(db_err)?;
+    due.map(ts).transpose()
+}

@@ -1,0 +1,143 @@
+//! Attempts and completion: the heartbeat that extends a running attempt's lease, and the
+//! batch of completions written in multi-row `VALUES` statements, each fenced by its attempt
+//! number (and, for the reaper, by its lapsed lease), with its attempt row.
+
+use super::*;
+
+pub(crate) const CLAIMED_COLUMNS: &str = "id, namespace, job, attempt, max_attempts, scheduled_at, fire_at, \
+    started_at, lease_expires_at, run";
+
+/// Applies fenced completions inside `tx`, two statements whatever their number; per
+/// completion, false when stale (nothing changed for it).
+pub(crate) async fn complete_all_in_tx(
+    tx: &mut Tx<'_>,
+    completions: &[AttemptComplete],
+    now: i64,
+) -> Result<Vec<bool>> {
+    if completions.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut updated: Vec<(String, i64, Option<String>, Option<i64>)> =
+        Vec::with_capacity(completions.len());
+    let writes = sundial_store::completion::plan(completions);
+    for part in values::chunks(&writes) {
+        let sql = format!(
+            "UPDATE executions SET state = c.column3, due_at = c.column4, \
+               finished_at = c.column5, lease_expires_at = NULL \
+             FROM (VALUES {}) AS c \
+             WHERE executions.id = c.column1 AND executions.attempt = c.column2 \
+               AND executions.state = 'running' \
+               AND (c.column6 = 0 OR executions.lease_expires_at < c.column7) \
+             RETURNING executions.id, executions.attempt, executions.worker, \
+               executions.attempt_started_at",
+            values::values_list(part.len(), 7)
+        );
+        let mut q = sqlx::query_as(&sql);
+        for w in part {
+            let c = w.completion;
+            q = q
+                .bind(&c.attempt.id)
+                .bind(i64::from(c.attempt.attempt))
+                .bind(w.state.as_str())
+                .bind(w.due_at)
+                .bind(w.finishes.then_some(now))
+                .bind(i64::from(c.only_if_lapsed))
+                .bind(now);
+        }
+        updated.extend(q.fetch_all(&mut **tx).await.map_err(db_err)?);
+    }
+    // The attempt's row is written now, once, with what the execution row held of it.
+    let updated: std::collections::HashMap<(String, i64), (Option<String>, Option<i64>)> = updated
+        .into_iter()
+        .map(|(id, attempt, worker, started)| ((id, attempt), (worker, started)))
+        .collect();
+    let mut applied = Vec::with_capacity(completions.len());
+    let mut attempts = Vec::with_capacity(updated.len());
+    for c in completions {
+        let key = (c.attempt.id.clone(), i64::from(c.attempt.attempt));
+        let ended = updated.get(&key);
+        applied.push(ended.is_some());
+        if let Some((worker, started)) = ended {
+            attempts.push((c, worker.as_deref().unwrap_or(""), started.unwrap_or(now)));
+        }
+    }
+    for part in values::chunks(&attempts) {
+        let sql = format!(
+            "INSERT INTO attempts (execution_id, attempt, worker, started_at, finished_at, outcome, \
+               status_code, error, detail) VALUES {} \
+             ON CONFLICT (execution_id, attempt) DO UPDATE SET finished_at = excluded.finished_at, \
+               outcome = excluded.outcome, status_code = excluded.status_code, \
+               error = excluded.error, detail = excluded.detail",
+            values::values_list(part.len(), 9)
+        );
+        let mut q = sqlx::query(&sql);
+        for (c, worker, started) in part {
+            q = q
+                .bind(&c.attempt.id)
+                .bind(i64::from(c.attempt.attempt))
+                .bind(*worker)
+                .bind(*started)
+                .bind(now)
+                .bind(c.outcome.as_str())
+                .bind(c.status_code)
+                .bind(c.error.as_deref())
+                .bind(c.detail.as_deref());
+        }
+        q.execute(&mut **tx).await.map_err(db_err)?;
+    }
+    Ok(applied)
+}
+
+pub(crate) fn stale_attempt(a: &AttemptRef) -> Error {
+    Error::StaleFence(format!(
+        "attempt {} of execution {} is not the current running attempt or its lease lapsed",
+        a.attempt, a.id
+    ))
+}
+
+pub(crate) async fn attempt_heartbeat(store: &SqliteStore, a: &AttemptRef) -> Result<Timestamp> {
+    let now = ms(store.clock.now());
+    let row = sqlx::query(
+        "UPDATE executions SET lease_expires_at = ?3 + lease_ms \
+         WHERE id = ?1 AND attempt = ?2 AND state = 'running' AND lease_expires_at >= ?3 \
+         RETURNING lease_expires_at",
+    )
+    .bind(&a.id)
+    .bind(i64::from(a.attempt))
+    .bind(now)
+    .fetch_optional(&store.writer)
+    .await
+    .map_err(db_err)?;
+    match row {
+        Some(r) => ts(r.try_get("lease_expires_at").map_err(db_err)?),
+        None => Err(stale_attempt(a)),
+    }
+}
+
+pub(crate) async fn attempt_complete_batch(
+    store: &SqliteStore,
+    completions: &[AttemptComplete],
+) -> Result<Vec<bool>> {
+    let now = ms(store.clock.now());
+    let mut tx = store.begin().await?;
+    let applied = complete_all_in_tx(&mut tx, completions, now).await?;
+    commit(tx).await?;
+    Ok(applied)
+}
+
+pub(crate) async fn attempt_list_lapsed(
+    store: &SqliteStore,
+    limit: u32,
+) -> Result<Vec<ClaimedExecution>> {
+    let sql = format!(
+        "SELECT {CLAIMED_COLUMNS} FROM executions WHERE state = 'running' AND lease_expires_at < ?1 \
+         ORDER BY lease_expires_at LIMIT ?2"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(ms(store.clock.now()))
+        .bind(i64::from(limit))
+        .fetch_all(&store.reader)
+        .await
+        .map_err(db_err)?;
+    rows.iter().map(rows::claimed).collect()
+}

@@ -1,0 +1,70 @@
+//! Nodes: the heartbeat every process writes, and the cluster status (live nodes, their
+//! shards, queue depth).
+
+use super::*;
+
+pub(crate) async fn node_heartbeat(
+    store: &SqliteStore,
+    node: &str,
+    roles: &[String],
+    ttl: sundial_core::Dur,
+) -> Result<()> {
+    let now = ms(store.clock.now());
+    let done = sqlx::query(
+        "INSERT INTO nodes (id, instance, roles, started_at, heartbeat_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?4, ?4 + ?5) \
+         ON CONFLICT (id) DO UPDATE SET instance = excluded.instance, roles = excluded.roles, \
+           heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at, \
+           started_at = CASE WHEN nodes.instance = excluded.instance THEN nodes.started_at ELSE excluded.started_at END \
+         WHERE nodes.instance = excluded.instance OR nodes.expires_at <= ?4",
+    )
+    .bind(node)
+    .bind(&store.instance)
+    .bind(roles.join(","))
+    .bind(now)
+    .bind(ttl.as_millis_i64())
+    .execute(&store.writer)
+    .await
+    .map_err(db_err)?;
+    if done.rows_affected() == 0 {
+        return Err(Error::Conflict(format!(
+            "node id '{node}' is held by another live process; give each process its own --node-id"
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) async fn cluster_status(store: &SqliteStore) -> Result<ClusterStatus> {
+    let now = ms(store.clock.now());
+    let nodes = sqlx::query(
+        "SELECT n.id, n.roles, n.started_at, n.heartbeat_at, n.expires_at, \
+           (SELECT count(*) FROM shard_leases s WHERE s.owner = n.id || '/' || n.instance AND s.expires_at > ?1) AS shards \
+         FROM nodes n WHERE n.expires_at > ?1 - 60000 ORDER BY n.id",
+    )
+    .bind(now)
+    .fetch_all(&store.reader)
+    .await
+    .map_err(db_err)?;
+    let nodes = nodes
+        .iter()
+        .map(|r| rows::node(r, now))
+        .collect::<Result<Vec<_>>>()?;
+    let row = sqlx::query(
+        "SELECT coalesce(sum(due_at <= ?1), 0) AS queued, coalesce(sum(due_at > ?1), 0) AS scheduled, \
+         (SELECT count(*) FROM executions WHERE state = 'running') AS running \
+         FROM executions WHERE due_at IS NOT NULL",
+    )
+    .bind(now)
+    .fetch_one(&store.reader)
+    .await
+    .map_err(db_err)?;
+    let n = |col: &str| -> Result<u64> {
+        Ok(u64::try_from(row.try_get::<i64, _>(col).map_err(db_err)?).unwrap_or(0))
+    };
+    Ok(ClusterStatus {
+        now: ts(now)?,
+        nodes,
+        queued: n("queued")?,
+        scheduled: n("scheduled")?,
+        running: n("running")?,
+    })
+}

@@ -1,0 +1,158 @@
+//! The trigger: due jobs by fire time, and the fenced commit that advances each job's next
+//! slot (conditional on the version and slot read) and inserts its executions, one per slot
+//! (`ON CONFLICT DO NOTHING`), in multi-row `VALUES` statements.
+
+use super::*;
+
+pub(crate) async fn insert_executions(
+    tx: &mut Tx<'_>,
+    executions: &[&NewExecution],
+    now: Timestamp,
+    node: Option<&str>,
+) -> Result<u32> {
+    let mut rows = Vec::with_capacity(executions.len());
+    for e in executions {
+        let run = serde_json::to_string(&e.run).map_err(|err| Error::Corrupt(err.to_string()))?;
+        rows.push((*e, run));
+    }
+    let mut inserted = 0;
+    for part in values::chunks(&rows) {
+        let sql = format!(
+            "INSERT INTO executions (id, namespace, job, job_uid, job_version, shard, trigger, \
+             scheduled_at, fire_at, queued_at, due_at, finished_at, state, max_attempts, lease_ms, \
+             run, triggered_by, created_at) VALUES {} ON CONFLICT DO NOTHING",
+            values::values_list(part.len(), 18)
+        );
+        let mut q = sqlx::query(&sql);
+        for (e, run) in part {
+            let waiting = !e.state.is_terminal();
+            q = q
+                .bind(&e.id)
+                .bind(&e.namespace)
+                .bind(&e.job)
+                .bind(&e.job_uid)
+                .bind(e.job_version)
+                .bind(i64::from(e.shard))
+                .bind(e.trigger.as_str())
+                .bind(ms(e.scheduled_at))
+                .bind(ms(e.fire_at))
+                .bind(ms(e.fire_at))
+                .bind(waiting.then(|| ms(e.fire_at)))
+                .bind((!waiting).then(|| ms(now)))
+                .bind(e.state.as_str())
+                .bind(i64::from(e.run.retry.max_attempts))
+                .bind(e.run.heartbeat_timeout.as_millis_i64())
+                .bind(run)
+                .bind(node)
+                .bind(ms(now));
+        }
+        let done = q.execute(&mut **tx).await.map_err(db_err)?;
+        inserted += done.rows_affected();
+    }
+    Ok(u32::try_from(inserted).unwrap_or(u32::MAX))
+}
+
+pub(crate) async fn trigger_list_due(
+    store: &SqliteStore,
+    q: &TriggerListDue,
+) -> Result<Vec<DueJob>> {
+    let shard_filter = if q.shards.len() >= usize::from(SHARD_COUNT) {
+        String::new()
+    } else if q.shards.is_empty() {
+        return Ok(Vec::new());
+    } else {
+        let list: Vec<String> = q.shards.iter().map(u16::to_string).collect();
+        format!(" AND shard IN ({})", list.join(","))
+    };
+    let sql = format!(
+        "SELECT uid, shard, version, spec, next_slot_at FROM jobs \
+         WHERE next_fire_at <= ?1{shard_filter} ORDER BY next_fire_at LIMIT ?2"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(ms(q.horizon))
+        .bind(i64::from(q.limit))
+        .fetch_all(&store.reader)
+        .await
+        .map_err(db_err)?;
+    rows.iter().map(rows::due_job).collect()
+}
+
+pub(crate) async fn trigger_commit(
+    store: &SqliteStore,
+    c: &TriggerCommit,
+) -> Result<TriggerCommitted> {
+    let now = store.clock.now();
+    let owner_prefix = format!("{}/{}", c.node, store.instance);
+    let mut tx = store.begin().await?;
+    // Fencing: every shard the batch touches must still be ours with the epoch we read.
+    let held = sqlx::query("SELECT shard, epoch, expires_at FROM shard_leases WHERE owner = ?1")
+        .bind(&owner_prefix)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    let held: Vec<ShardLease> = held.iter().map(rows::shard_lease).collect::<Result<_>>()?;
+    for job in &c.jobs {
+        let read = c.leases.iter().find(|l| l.shard == job.shard);
+        let current = held.iter().find(|l| l.shard == job.shard);
+        let valid = matches!((read, current), (Some(r), Some(h)) if r.epoch == h.epoch && h.expires_at > now);
+        if !valid {
+            return Err(Error::StaleFence(format!(
+                "shard {} is no longer leased to {} with the epoch read",
+                job.shard, c.node
+            )));
+        }
+    }
+    // Every job of the batch advances conditionally on the version and slot it read, a
+    // few statements whatever the batch's size; the jobs that advanced get their
+    // executions.
+    let mut advanced = Vec::with_capacity(c.jobs.len());
+    for part in values::chunks(&c.jobs) {
+        let sql = format!(
+            "UPDATE jobs SET next_slot_at = j.column4, next_fire_at = j.column5 \
+             FROM (VALUES {}) AS j \
+             WHERE jobs.uid = j.column1 AND jobs.version = j.column2 \
+               AND jobs.next_slot_at = j.column3 \
+             RETURNING jobs.uid",
+            values::values_list(part.len(), 5)
+        );
+        let mut q = sqlx::query_scalar::<_, String>(&sql);
+        for job in part {
+            q = q
+                .bind(&job.uid)
+                .bind(job.version)
+                .bind(ms(job.expected_next_slot))
+                .bind(job.next_slot_at.map(ms))
+                .bind(job.next_fire_at.map(ms));
+        }
+        advanced.extend(q.fetch_all(&mut *tx).await.map_err(db_err)?);
+    }
+    let advanced: std::collections::HashSet<String> = advanced.into_iter().collect();
+    let mut done = TriggerCommitted {
+        jobs_advanced: u32::try_from(advanced.len()).unwrap_or(u32::MAX),
+        jobs_changed: u32::try_from(c.jobs.len() - advanced.len()).unwrap_or(u32::MAX),
+        ..TriggerCommitted::default()
+    };
+    let executions: Vec<&NewExecution> = c
+        .jobs
+        .iter()
+        .filter(|job| advanced.contains(&job.uid))
+        .flat_map(|job| &job.executions)
+        .collect();
+    done.executions_inserted = insert_executions(&mut tx, &executions, now, Some(&c.node)).await?;
+    commit(tx).await?;
+    Ok(done)
+}
+
+pub(crate) async fn execution_insert(
+    store: &SqliteStore,
+    e: &NewExecution,
+) -> Result<ExecutionRecord> {
+    let now = store.clock.now();
+    let mut tx = store.begin().await?;
+    insert_executions(&mut tx, &[e], now, None).await?;
+    commit(tx).await?;
+    store
+        .execution_get(&e.namespace, &e.id)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("execution {}", e.id)))
+}

@@ -1,0 +1,96 @@
+//! The completion transition: what a completed attempt writes, decided once for every store
+//! (docs/guarantees.md, "G3 Fencing"). A store applies each [`CompletionWrite`] fenced by its
+//! attempt number, in one statement for the batch; a workflow's release (docs/workflows.md,
+//! planned) joins here, from the writes that applied.
+//!
+//! Rules (the state machine of ARCHITECTURE.md, "Execution states"):
+//! - `running` → `succeeded` | `failed` | `dead`: terminal; the execution leaves the queue and
+//!   its `finished_at` is the store's now.
+//! - `running` → `retry_wait`: due again at the retry instant, still in the queue, not
+//!   finished.
+//! - Either way the running attempt's row is written once, with its outcome, and the attempt
+//!   lease is cleared.
+//! - The write applies only while the execution is `running` with this attempt number, and,
+//!   for the reaper (`only_if_lapsed`), while its lease has lapsed by the store's clock.
+
+use sundial_core::execution::ExecutionState;
+
+use crate::AttemptComplete;
+
+/// What one completion writes.
+#[derive(Debug, Clone, Copy)]
+pub struct CompletionWrite<'a> {
+    /// The completion it comes from (its fencing token, outcome and attempt detail).
+    pub completion: &'a AttemptComplete,
+    /// The execution's next state.
+    pub state: ExecutionState,
+    /// When it is due again (UTC ms), for `retry_wait`; `None` when terminal.
+    pub due_at: Option<i64>,
+    /// Whether the execution ends: `finished_at` becomes the store's now and the execution
+    /// leaves the queue.
+    pub finishes: bool,
+}
+
+/// The writes of a batch of completions, in order.
+pub fn plan(completions: &[AttemptComplete]) -> Vec<CompletionWrite<'_>> {
+    completions
+        .iter()
+        .map(|c| {
+            let (state, retry_at) = c.next.state();
+            CompletionWrite {
+                completion: c,
+                state,
+                due_at: retry_at.map(|t| t.as_millisecond()),
+                finishes: state.is_terminal(),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{AttemptRef, NextStep};
+    use proptest::prelude::*;
+    use sundial_core::execution::AttemptOutcome;
+
+    fn completion(next: NextStep) -> AttemptComplete {
+        AttemptComplete {
+            attempt: AttemptRef {
+                id: "e".into(),
+                attempt: 1,
+            },
+            outcome: AttemptOutcome::Succeeded,
+            status_code: None,
+            error: None,
+            detail: None,
+            next,
+            only_if_lapsed: false,
+        }
+    }
+
+    fn next_step() -> impl Strategy<Value = NextStep> {
+        prop_oneof![
+            Just(NextStep::Succeeded),
+            Just(NextStep::Failed),
+            Just(NextStep::Dead),
+            (0i64..4_000_000_000_000).prop_map(|ms| NextStep::RetryAt(
+                jiff::Timestamp::from_millisecond(ms).expect("in range")
+            )),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn an_execution_either_finishes_or_is_due_again(next in next_step()) {
+            let c = completion(next);
+            let w = plan(std::slice::from_ref(&c))[0];
+            prop_assert_eq!(w.finishes, w.due_at.is_none());
+            prop_assert_eq!(w.finishes, w.state.is_terminal());
+            if let NextStep::RetryAt(at) = next {
+                prop_assert_eq!(w.state, ExecutionState::RetryWait);
+                prop_assert_eq!(w.due_at, Some(at.as_millisecond()));
+            }
+        }
+    }
+}

@@ -1,0 +1,416 @@
+//! Checks of the claim: due and never early, one claimer, concurrency policies, catch-up
+//! order, rate limits, late slots created ahead.
+
+use super::*;
+
+/// An execution is claimable only once due, by one claimer, and its attempt number grows.
+pub async fn executions_are_claimed_once_and_never_early(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let job = create(&*store, "ns", "a").await;
+    let slot = t0() + SignedDuration::from_secs(5);
+    let mut j = job.clone();
+    j.next_slot_at = Some(t0());
+    trigger(&*store, "n1", &j, &[slot]).await.expect("trigger");
+    assert!(
+        store
+            .execution_claim(&claim("w1", 10))
+            .await
+            .expect("claim")
+            .is_empty(),
+        "not due yet"
+    );
+    assert_eq!(store.execution_next_due().await.expect("next"), Some(slot));
+    clock.advance(SignedDuration::from_secs(5));
+    let first = store
+        .execution_claim(&claim("w1", 10))
+        .await
+        .expect("claim");
+    let second = store
+        .execution_claim(&claim("w2", 10))
+        .await
+        .expect("claim");
+    assert_eq!((first.len(), second.len()), (1, 0));
+    assert_eq!(first[0].attempt, 1);
+    assert_eq!(
+        first[0].lease_expires_at,
+        slot + SignedDuration::from_secs(30)
+    );
+    let read = store
+        .execution_get("ns", &first[0].id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(read.state, ExecutionState::Running);
+    assert_eq!(read.attempts.len(), 1);
+    let running = &read.attempts[0];
+    assert_eq!((running.attempt, running.outcome), (1, None));
+    assert_eq!(running.started_at, slot);
+    assert!(
+        !running.worker.is_empty(),
+        "the running attempt names its worker"
+    );
+}
+
+/// `skip`: a slot that comes due while the job runs is recorded `skipped`; the next one after
+/// it finished runs.
+pub async fn skip_records_a_slot_due_while_the_job_runs(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let job = create_with(&*store, "a", sundial_core::job::ConcurrencyPolicy::Skip).await;
+    let slots: Vec<Timestamp> = (0..3)
+        .map(|i| t0() + SignedDuration::from_secs(10 * i))
+        .collect();
+    trigger(&*store, "n1", &job, &slots).await.expect("trigger");
+    let first = store
+        .execution_claim(&claim("w", 10))
+        .await
+        .expect("claim")
+        .remove(0);
+    clock.advance(SignedDuration::from_secs(10));
+    assert!(
+        store
+            .execution_claim(&claim("w", 10))
+            .await
+            .expect("claim")
+            .is_empty(),
+        "the second slot is skipped"
+    );
+    store
+        .attempt_complete(&complete_ok(&first.id, 1))
+        .await
+        .expect("complete");
+    clock.advance(SignedDuration::from_secs(10));
+    let third = store.execution_claim(&claim("w", 10)).await.expect("claim");
+    assert_eq!(third.len(), 1, "the job is idle again");
+    let all = store
+        .execution_list(&ExecutionListQuery {
+            namespace: "ns".into(),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .expect("list");
+    let states: Vec<_> = all.iter().rev().map(|e| e.state).collect();
+    assert_eq!(
+        states,
+        [
+            ExecutionState::Succeeded,
+            ExecutionState::Skipped,
+            ExecutionState::Running
+        ]
+    );
+}
+
+/// `replace`: the running execution is cancelled — its worker is signalled — and the new one
+/// is handed out.
+pub async fn replace_cancels_the_running_execution(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let mut cancelled = store.signals().cancelled.subscribe();
+    let job = create_with(&*store, "a", sundial_core::job::ConcurrencyPolicy::Replace).await;
+    let slots = [t0(), t0() + SignedDuration::from_secs(10)];
+    trigger(&*store, "n1", &job, &slots).await.expect("trigger");
+    let first = store
+        .execution_claim(&claim("w", 10))
+        .await
+        .expect("claim")
+        .remove(0);
+    clock.advance(SignedDuration::from_secs(10));
+    let second = store.execution_claim(&claim("w", 10)).await.expect("claim");
+    assert_eq!(second.len(), 1);
+    let old = store
+        .execution_get("ns", &first.id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(old.state, ExecutionState::Cancelled);
+    assert_eq!(old.attempts[0].outcome, Some(AttemptOutcome::Cancelled));
+    let signalled = tokio::time::timeout(std::time::Duration::from_secs(5), cancelled.recv()).await;
+    assert_eq!(signalled.expect("a cancel signal").expect("open"), first.id);
+    assert!(matches!(
+        store.attempt_complete(&complete_ok(&first.id, 1)).await,
+        Err(Error::StaleFence(_))
+    ));
+}
+
+/// `replace` within one claim: a pending slot that comes due before the job's waiting retry
+/// cancels the retry, and the claim hands out the slot, never the retry it cancelled (which
+/// would then be running with nothing to reap it).
+pub async fn replace_never_runs_what_the_same_claim_cancelled(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let job = create_with(&*store, "a", sundial_core::job::ConcurrencyPolicy::Replace).await;
+    let slots = [t0(), t0() + SignedDuration::from_secs(2)];
+    trigger(&*store, "n1", &job, &slots).await.expect("trigger");
+    let retried = store
+        .execution_claim(&claim("w", 10))
+        .await
+        .expect("claim")
+        .remove(0);
+    store
+        .attempt_complete(&AttemptComplete {
+            outcome: AttemptOutcome::TransientFailure,
+            status_code: Some(503),
+            next: NextStep::RetryAt(t0() + SignedDuration::from_secs(5)),
+            ..complete_ok(&retried.id, 1)
+        })
+        .await
+        .expect("complete with a retry");
+    // Both are due now: the slot (due at t0 + 2 s) comes first, then the retry (t0 + 5 s).
+    clock.advance(SignedDuration::from_secs(10));
+    let claimed = store.execution_claim(&claim("w", 10)).await.expect("claim");
+    assert_eq!(claimed.len(), 1, "one execution of a replace job at a time");
+    assert_ne!(
+        claimed[0].id, retried.id,
+        "the slot replaces the retry, not the reverse"
+    );
+    let old = store
+        .execution_get("ns", &retried.id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(old.state, ExecutionState::Cancelled);
+    let running = store
+        .execution_get("ns", &claimed[0].id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(running.state, ExecutionState::Running);
+}
+
+/// `skip` with a catch-up (`misfire`) episode: the catch-up executions run one after another.
+pub async fn catch_up_under_skip_runs_one_after_another(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let job = create_with(&*store, "a", sundial_core::job::ConcurrencyPolicy::Skip).await;
+    let leases = renew_leases(&*store, "n1").await.expect("leases");
+    let mut catch_up: Vec<NewExecution> = (0..2)
+        .map(|i| execution(&job, t0() - SignedDuration::from_secs(600 - i)))
+        .collect();
+    for e in &mut catch_up {
+        e.trigger = Trigger::Misfire;
+    }
+    let commit = TriggerCommit {
+        node: "n1".into(),
+        leases,
+        jobs: vec![job_trigger(
+            &job,
+            t0(),
+            Some(t0() + SignedDuration::from_secs(60)),
+            catch_up,
+        )],
+    };
+    store.trigger_commit(&commit).await.expect("commit");
+    let first = store.execution_claim(&claim("w", 10)).await.expect("claim");
+    assert_eq!(first.len(), 1, "one catch-up at a time");
+    store
+        .attempt_complete(&complete_ok(&first[0].id, 1))
+        .await
+        .expect("complete");
+    clock.advance(SignedDuration::from_millis(crate::concurrency::DEFER_MS));
+    let second = store.execution_claim(&claim("w", 10)).await.expect("claim");
+    assert_eq!(
+        second.len(),
+        1,
+        "the next catch-up runs after the first, not skipped"
+    );
+    assert_ne!(second[0].id, first[0].id);
+}
+
+/// `skip` with a catch-up (`misfire`) episode (docs/policies.md, "misfire_policy"): the
+/// catch-up executions run one after another, oldest slot first, and a slot that comes due
+/// while older catch-ups still wait is `skipped` — even in the moment between two catch-ups
+/// when none of them runs.
+pub async fn catch_up_under_skip_skips_slots_that_come_due_meanwhile(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let job = create_with(&*store, "a", sundial_core::job::ConcurrencyPolicy::Skip).await;
+    let leases = renew_leases(&*store, "n1").await.expect("leases");
+    let mut executions: Vec<NewExecution> = (0..3)
+        .map(|i| {
+            let mut e = execution(&job, t0() - SignedDuration::from_secs(600 - i));
+            e.trigger = Trigger::Misfire;
+            e
+        })
+        .collect();
+    let catch_up: Vec<String> = executions.iter().map(|e| e.id.clone()).collect();
+    let on_time = execution(&job, t0() + SignedDuration::from_millis(700));
+    executions.push(on_time.clone());
+    let commit = TriggerCommit {
+        node: "n1".into(),
+        leases,
+        jobs: vec![job_trigger(
+            &job,
+            t0(),
+            Some(t0() + SignedDuration::from_secs(60)),
+            executions,
+        )],
+    };
+    store.trigger_commit(&commit).await.expect("commit");
+    let first = store.execution_claim(&claim("w", 10)).await.expect("claim");
+    let ids: Vec<&str> = first.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, [catch_up[0].as_str()], "the oldest catch-up first");
+    store
+        .attempt_complete(&complete_ok(&first[0].id, 1))
+        .await
+        .expect("complete");
+    // The on-time slot comes due while the two younger catch-ups wait (deferred).
+    clock.advance(SignedDuration::from_millis(700));
+    let meanwhile = store.execution_claim(&claim("w", 10)).await.expect("claim");
+    assert!(
+        meanwhile.is_empty(),
+        "nothing runs ahead of the waiting catch-ups: {meanwhile:?}"
+    );
+    let skipped = store
+        .execution_get("ns", &on_time.id)
+        .await
+        .expect("get")
+        .expect("on-time slot");
+    assert_eq!(skipped.state, ExecutionState::Skipped);
+    for (n, expected) in catch_up.iter().enumerate().skip(1) {
+        clock.advance(SignedDuration::from_millis(crate::concurrency::DEFER_MS));
+        let next = store.execution_claim(&claim("w", 10)).await.expect("claim");
+        let ids: Vec<&str> = next.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, [expected.as_str()], "catch-up {n} runs next, alone");
+        store
+            .attempt_complete(&complete_ok(&next[0].id, 1))
+            .await
+            .expect("complete");
+    }
+}
+
+/// A namespace limited to N per second gets a full bucket (a tenth of a second's worth) at
+/// once, then N per second, whichever claimer asks; other namespaces are not held back.
+pub async fn rate_limited_namespaces_dispatch_at_their_rate(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let slow = {
+        let record = job_record("limited", "a");
+        store
+            .job_write(&JobWrite {
+                record,
+                expected_version: None,
+                pending: PendingExecutions::Keep,
+            })
+            .await
+            .expect("create")
+    };
+    let fast = create(&*store, "ns", "b").await;
+    let slots: Vec<Timestamp> = (0..50)
+        .map(|i| t0() - SignedDuration::from_secs(i))
+        .collect();
+    trigger(&*store, "n1", &slow, &slots)
+        .await
+        .expect("trigger");
+    trigger(&*store, "n1", &fast, &[t0()])
+        .await
+        .expect("trigger");
+    let limited = |worker: &str| ExecutionClaim {
+        worker: worker.into(),
+        limit: 100,
+        rate_limits: [("limited".to_owned(), 100.0)].into_iter().collect(),
+    };
+    let first = store.execution_claim(&limited("w1")).await.expect("claim");
+    let per_ns =
+        |v: &[crate::ClaimedExecution], ns: &str| v.iter().filter(|c| c.namespace == ns).count();
+    assert_eq!(
+        (per_ns(&first, "limited"), per_ns(&first, "ns")),
+        (10, 1),
+        "a full bucket, and the other namespace unhindered"
+    );
+    assert!(
+        store
+            .execution_claim(&limited("w2"))
+            .await
+            .expect("claim")
+            .is_empty(),
+        "the bucket is shared by claimers"
+    );
+    clock.advance(SignedDuration::from_millis(50));
+    assert_eq!(
+        store
+            .execution_claim(&limited("w2"))
+            .await
+            .expect("claim")
+            .len(),
+        5,
+        "refilled at 100/s"
+    );
+    clock.advance(SignedDuration::from_secs(2));
+    assert_eq!(
+        store
+            .execution_claim(&limited("w1"))
+            .await
+            .expect("claim")
+            .len(),
+        10,
+        "never more than the bucket's depth"
+    );
+}
+
+/// Executions created ahead whose slots then passed while nothing could run them (a crash
+/// after triggering): beyond the misfire threshold, the job's misfire policy applies.
+pub async fn late_precreated_slots_follow_the_misfire_policy(h: Harness) {
+    use sundial_core::job::MisfirePolicy;
+    for (policy, expect_run, expect_missed) in [
+        (MisfirePolicy::RunOnce, 1, 2),
+        (MisfirePolicy::Skip, 0, 3),
+        (MisfirePolicy::RunAll, 3, 0),
+    ] {
+        let clock = Arc::new(ManualClock::new(t0()));
+        let store = h.open(clock.clone()).await;
+        let mut record = job_record("ns", "a");
+        record.spec.misfire_policy = policy;
+        let job = store
+            .job_write(&JobWrite {
+                record,
+                expected_version: None,
+                pending: PendingExecutions::Keep,
+            })
+            .await
+            .expect("create");
+        let slots: Vec<Timestamp> = (0..3)
+            .map(|i| t0() + SignedDuration::from_secs(10 * i))
+            .collect();
+        // The job's next slot is still ahead after the outage: these are its only late slots.
+        let commit = TriggerCommit {
+            node: "n1".into(),
+            leases: renew_leases(&*store, "n1").await.expect("leases"),
+            jobs: vec![job_trigger(
+                &job,
+                t0(),
+                Some(t0() + SignedDuration::from_secs(3600)),
+                slots.iter().map(|s| execution(&job, *s)).collect(),
+            )],
+        };
+        store.trigger_commit(&commit).await.expect("trigger");
+        clock.advance(SignedDuration::from_secs(600)); // every slot is far beyond the 60 s threshold
+        let ran = store.execution_claim(&claim("w", 10)).await.expect("claim");
+        assert_eq!(ran.len(), expect_run, "{policy:?}");
+        let missed = in_state(&*store, "ns", ExecutionState::Missed).await;
+        assert_eq!(missed.len(), expect_missed, "{policy:?}");
+        if policy == MisfirePolicy::RunOnce {
+            assert_eq!(ran[0].scheduled_at, slots[2], "the latest slot runs");
+        }
+    }
+}
+
+/// `run_once` after an outage that also passed the job's next slot, not yet triggered: the
+/// late executions created ahead are all recorded `missed`, because the scheduler triggers
+/// that next slot as the one run of the episode; running the latest of them too would run the
+/// job twice for one outage.
+pub async fn run_once_leaves_late_slots_to_a_later_slot_come_due(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let job = create(&*store, "ns", "a").await; // run_once is the default policy
+    let slots: Vec<Timestamp> = (0..3)
+        .map(|i| t0() + SignedDuration::from_secs(10 * i))
+        .collect();
+    trigger(&*store, "n1", &job, &slots).await.expect("trigger"); // next slot: t0 + 30 s
+    clock.advance(SignedDuration::from_secs(600));
+    let ran = store.execution_claim(&claim("w", 10)).await.expect("claim");
+    assert!(ran.is_empty(), "{ran:?}");
+    let missed = in_state(&*store, "ns", ExecutionState::Missed).await;
+    assert_eq!(missed.len(), 3);
+}

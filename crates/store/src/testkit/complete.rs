@@ -1,0 +1,134 @@
+//! Checks of attempts and completion: attempt-number fencing, heartbeats and lapsed leases.
+
+use super::*;
+
+/// A completion carrying a stale attempt number is refused and changes nothing (docs/guarantees.md#g3-fencing).
+pub async fn a_stale_completion_is_rejected(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let job = create(&*store, "ns", "a").await;
+    trigger(&*store, "n1", &job, &[t0()])
+        .await
+        .expect("trigger");
+    let first = store
+        .execution_claim(&claim("w1", 1))
+        .await
+        .expect("claim")
+        .remove(0);
+    // Worker 1 goes silent; its lease lapses; the reaper requeues the execution.
+    clock.advance(SignedDuration::from_secs(31));
+    let lapsed = store.attempt_list_lapsed(10).await.expect("lapsed");
+    assert_eq!(lapsed.len(), 1);
+    let reap = AttemptComplete {
+        attempt: AttemptRef {
+            id: first.id.clone(),
+            attempt: 1,
+        },
+        outcome: AttemptOutcome::LeaseLapsed,
+        status_code: None,
+        error: Some("lease lapsed".into()),
+        detail: None,
+        next: NextStep::RetryAt(clock.now()),
+        only_if_lapsed: true,
+    };
+    store.attempt_complete(&reap).await.expect("reap");
+    let second = store
+        .execution_claim(&claim("w2", 1))
+        .await
+        .expect("claim")
+        .remove(0);
+    assert_eq!(second.attempt, 2);
+    // Worker 1 wakes up and reports success for attempt 1: refused.
+    let stale = AttemptComplete {
+        attempt: AttemptRef {
+            id: first.id.clone(),
+            attempt: 1,
+        },
+        outcome: AttemptOutcome::Succeeded,
+        status_code: Some(200),
+        error: None,
+        detail: None,
+        next: NextStep::Succeeded,
+        only_if_lapsed: false,
+    };
+    assert!(matches!(
+        store.attempt_complete(&stale).await,
+        Err(Error::StaleFence(_))
+    ));
+    assert!(matches!(
+        store
+            .attempt_heartbeat(&AttemptRef {
+                id: first.id.clone(),
+                attempt: 1
+            })
+            .await,
+        Err(Error::StaleFence(_))
+    ));
+    let read = store
+        .execution_get("ns", &first.id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!((read.state, read.attempt), (ExecutionState::Running, 2));
+    assert_eq!(read.attempts[0].outcome, Some(AttemptOutcome::LeaseLapsed));
+    // Attempt 2 completes.
+    let current = AttemptComplete {
+        attempt: AttemptRef {
+            id: first.id.clone(),
+            attempt: 2,
+        },
+        ..stale
+    };
+    store.attempt_complete(&current).await.expect("complete");
+    let read = store
+        .execution_get("ns", &first.id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(read.state, ExecutionState::Succeeded);
+    assert_eq!(read.attempts.len(), 2);
+    assert_eq!(read.attempts[1].status_code, Some(200));
+}
+
+/// A heartbeat extends the lease; the reaper cannot complete an attempt whose lease is live.
+pub async fn heartbeats_keep_the_lease(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let job = create(&*store, "ns", "a").await;
+    trigger(&*store, "n1", &job, &[t0()])
+        .await
+        .expect("trigger");
+    let e = store
+        .execution_claim(&claim("w1", 1))
+        .await
+        .expect("claim")
+        .remove(0);
+    let attempt = AttemptRef {
+        id: e.id.clone(),
+        attempt: 1,
+    };
+    clock.advance(SignedDuration::from_secs(20));
+    let expiry = store.attempt_heartbeat(&attempt).await.expect("heartbeat");
+    assert_eq!(expiry, clock.now() + SignedDuration::from_secs(30));
+    clock.advance(SignedDuration::from_secs(20));
+    assert!(
+        store
+            .attempt_list_lapsed(10)
+            .await
+            .expect("lapsed")
+            .is_empty()
+    );
+    let reap = AttemptComplete {
+        attempt,
+        outcome: AttemptOutcome::LeaseLapsed,
+        status_code: None,
+        error: None,
+        detail: None,
+        next: NextStep::Dead,
+        only_if_lapsed: true,
+    };
+    assert!(matches!(
+        store.attempt_complete(&reap).await,
+        Err(Error::StaleFence(_))
+    ));
+}

@@ -1,0 +1,189 @@
+//! Checks of the trigger: one execution per slot, large batches, shard-epoch fencing, the due
+//! lookup.
+
+use super::*;
+
+/// Triggering a slot twice yields one execution (docs/guarantees.md#g1-one-trigger-per-slot).
+pub async fn a_slot_gets_one_execution_however_often_it_is_triggered(h: Harness) {
+    let store = h.open(Arc::new(ManualClock::new(t0()))).await;
+    let job = create(&*store, "ns", "a").await;
+    assert_eq!(
+        trigger(&*store, "n1", &job, &[t0()]).await.expect("first"),
+        1
+    );
+    // The same slot again, as after a crash between commit and acknowledgement: the advance
+    // is conditional on the slot read, and the insert on the slot's uniqueness.
+    let mut replay = job.clone();
+    replay.next_slot_at = Some(t0() + SignedDuration::from_secs(10));
+    assert_eq!(
+        trigger(&*store, "n1", &replay, &[t0()])
+            .await
+            .expect("replay"),
+        0
+    );
+    let all = store
+        .execution_list(&ExecutionListQuery {
+            namespace: "ns".into(),
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(all.len(), 1);
+}
+
+/// Trigger commits and completion batches of hundreds of rows write every row once, and a
+/// completion batch answers for each of its completions (stores may split large batches
+/// into several statements; 301 rows cross the sizes such splits use).
+pub async fn large_batches_write_every_row_once(h: Harness) {
+    const N: usize = 301;
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let jobs = store
+        .job_write_batch(&new_job_writes("ns", N))
+        .await
+        .expect("create");
+    let leases = renew_leases(&*store, "n1").await.expect("leases");
+    let next = t0() + SignedDuration::from_secs(10);
+    let commit = TriggerCommit {
+        node: "n1".into(),
+        leases,
+        jobs: jobs
+            .iter()
+            .map(|job| job_trigger(job, t0(), Some(next), vec![execution(job, t0())]))
+            .collect(),
+    };
+    let done = store.trigger_commit(&commit).await.expect("trigger");
+    assert_eq!(
+        (done.jobs_advanced, done.executions_inserted),
+        (N as u32, N as u32)
+    );
+    let again = store.trigger_commit(&commit).await.expect("replay");
+    assert_eq!((again.jobs_advanced, again.executions_inserted), (0, 0));
+    let due = store
+        .trigger_list_due(&TriggerListDue {
+            shards: (0..sundial_core::SHARD_COUNT).collect(),
+            horizon: next,
+            limit: 1000,
+        })
+        .await
+        .expect("due");
+    assert_eq!(due.len(), N, "every job advanced to its next slot");
+    assert!(due.iter().all(|d| d.next_slot_at == next));
+
+    let claimed = store
+        .execution_claim(&claim("w1", 1000))
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), N);
+    let stale = N / 2;
+    let completions: Vec<AttemptComplete> = claimed
+        .iter()
+        .enumerate()
+        .map(|(i, c)| AttemptComplete {
+            attempt: AttemptRef {
+                id: c.id.clone(),
+                // One completion names an attempt that is not running: refused alone.
+                attempt: if i == stale { 2 } else { 1 },
+            },
+            outcome: AttemptOutcome::Succeeded,
+            status_code: Some(200),
+            error: None,
+            detail: Some(format!("row {i}")),
+            next: NextStep::Succeeded,
+            only_if_lapsed: false,
+        })
+        .collect();
+    let applied = store
+        .attempt_complete_batch(&completions)
+        .await
+        .expect("complete");
+    assert_eq!(applied.len(), N);
+    for (i, ok) in applied.iter().enumerate() {
+        assert_eq!(*ok, i != stale, "completion {i}");
+    }
+    for (i, c) in claimed.iter().enumerate() {
+        let read = store
+            .execution_get("ns", &c.id)
+            .await
+            .expect("get")
+            .expect("present");
+        if i == stale {
+            assert_eq!(read.state, ExecutionState::Running);
+            continue;
+        }
+        assert_eq!(read.state, ExecutionState::Succeeded, "execution {i}");
+        assert_eq!(read.attempts.len(), 1);
+        assert_eq!(read.attempts[0].outcome, Some(AttemptOutcome::Succeeded));
+        assert_eq!(read.attempts[0].status_code, Some(200));
+        assert_eq!(
+            read.attempts[0].detail.as_deref(),
+            completions[i].detail.as_deref()
+        );
+    }
+}
+
+/// A trigger commit carrying a stale shard epoch writes nothing (docs/guarantees.md#g3-fencing).
+pub async fn a_trigger_with_a_stale_epoch_writes_nothing(h: Harness) {
+    let store = h.open(Arc::new(ManualClock::new(t0()))).await;
+    let job = create(&*store, "ns", "a").await;
+    let mut leases = renew_leases(&*store, "n1").await.expect("leases");
+    for l in &mut leases {
+        l.epoch -= 1;
+    }
+    let commit = TriggerCommit {
+        node: "n1".into(),
+        leases,
+        jobs: vec![job_trigger(
+            &job,
+            t0(),
+            Some(t0() + SignedDuration::from_secs(10)),
+            vec![execution(&job, t0())],
+        )],
+    };
+    assert!(matches!(
+        store.trigger_commit(&commit).await,
+        Err(Error::StaleFence(_))
+    ));
+    let read = store
+        .job_get("ns", "a")
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(read.next_slot_at, Some(t0()), "the job did not advance");
+    assert!(
+        store.execution_next_due().await.expect("due").is_none(),
+        "no execution was written"
+    );
+}
+
+/// Due jobs are those whose next fire time is within the horizon, earliest first.
+pub async fn due_jobs_are_listed_by_fire_time(h: Harness) {
+    let store = h.open(Arc::new(ManualClock::new(t0()))).await;
+    for (name, offset) in [("late", 30), ("soon", 3), ("now", 0)] {
+        let mut record = job_record("ns", name);
+        let at = t0() + SignedDuration::from_secs(offset);
+        record.next_slot_at = Some(at);
+        record.next_fire_at = Some(at);
+        store
+            .job_write(&JobWrite {
+                record,
+                expected_version: None,
+                pending: PendingExecutions::Keep,
+            })
+            .await
+            .expect("create");
+    }
+    let due = store
+        .trigger_list_due(&TriggerListDue {
+            shards: (0..sundial_core::SHARD_COUNT).collect(),
+            horizon: t0() + SignedDuration::from_secs(5),
+            limit: 10,
+        })
+        .await
+        .expect("due");
+    assert_eq!(
+        due.iter().map(|d| d.spec.name.as_str()).collect::<Vec<_>>(),
+        ["now", "soon"]
+    );
+}

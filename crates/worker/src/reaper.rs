@@ -1,0 +1,50 @@
+//! The reaper: a maintenance service that retries (or dead-letters) the attempts whose lease
+//! lapsed, whichever worker ran them (DESIGN.md decision 5).
+//!
+//! Invariants: a reaped attempt is completed only while its lease has lapsed by the store's
+//! clock (`only_if_lapsed`), so a worker that renewed its lease meanwhile keeps it; each pass
+//! handles at most [`REAP_BATCH`] attempts, the oldest lapsed first.
+
+use async_trait::async_trait;
+use sundial_core::Dur;
+use sundial_store::maintenance::Service;
+
+use crate::Worker;
+
+/// Most attempts one reaper pass handles.
+pub const REAP_BATCH: u32 = 100;
+
+/// The reaper of one worker process, every `maintenance.reaper_every` (default 1 s,
+/// [`sundial_store::maintenance::REAPER_EVERY_DEFAULT`]).
+#[derive(Debug)]
+pub struct Reaper {
+    worker: Worker,
+    every: Dur,
+}
+
+impl Reaper {
+    /// The reaper of `worker`'s store, completing lapsed attempts as `worker` would (its retry
+    /// policy, its node id), every `every`.
+    pub fn new(worker: Worker, every: Dur) -> Self {
+        Reaper { worker, every }
+    }
+}
+
+#[async_trait]
+impl Service for Reaper {
+    fn name(&self) -> &'static str {
+        "reaper"
+    }
+
+    fn every(&self) -> Dur {
+        self.every
+    }
+
+    /// One pass of [`Worker::reap_once`]; returns how many attempts it reaped.
+    ///
+    /// # Errors
+    /// The store's, when listing or completing fails.
+    async fn run_once(&self) -> sundial_store::Result<u64> {
+        Ok(self.worker.reap_once().await? as u64)
+    }
+}
