@@ -208,11 +208,7 @@ pub(crate) async fn execution_claim(
     let facts = job_facts(&mut tx, &due, now).await?;
     let plan = sundial_store::claim::plan(&due, &facts, &buckets, now);
     apply_claim_plan(&mut tx, &plan, now).await?;
-    let mut runs: std::collections::HashMap<String, RunSpec> = due
-        .into_iter()
-        .filter(|e| plan.run.contains(&e.id))
-        .map(|e| (e.id, e.run))
-        .collect();
+    let mut runs = plan.runs(due);
     // The queue rows are found by `id = ANY(ARRAY(SELECT … FROM claimed))`, an index
     // condition on the primary key, never by joining the CTE: the planner estimates a CTE
     // at one row and, on a queue it last analysed empty, walked the whole queue index once

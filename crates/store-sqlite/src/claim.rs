@@ -192,11 +192,7 @@ pub(crate) async fn execution_claim(
     let facts = job_facts(&mut tx, &due, now).await?;
     let plan = sundial_store::claim::plan(&due, &facts, &buckets, now);
     apply_claim_plan(&mut tx, &plan, now).await?;
-    let mut runs: std::collections::HashMap<String, RunSpec> = due
-        .into_iter()
-        .filter(|e| plan.run.contains(&e.id))
-        .map(|e| (e.id, e.run))
-        .collect();
+    let mut runs = plan.runs(due);
     let ids = serde_json::to_string(&plan.run).map_err(|e| Error::Corrupt(e.to_string()))?;
     let sql = format!(
         "UPDATE executions SET state = 'running', attempt = attempt + 1, worker = ?1, \

@@ -125,6 +125,16 @@ impl ClaimPlan {
     pub fn deferred_until(now: i64) -> i64 {
         now + DEFER_MS
     }
+
+    /// The run definition of each execution handed out, by id, taken from the executions
+    /// the plan was made over.
+    pub fn runs(&self, due: Vec<DueExecution>) -> HashMap<String, RunSpec> {
+        let run: HashSet<&str> = self.run.iter().map(String::as_str).collect();
+        due.into_iter()
+            .filter(|e| run.contains(e.id.as_str()))
+            .map(|e| (e.id, e.run))
+            .collect()
+    }
 }
 
 /// How many executions of a rate-limited namespace a claim of `limit` may read, given its
