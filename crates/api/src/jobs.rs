@@ -19,6 +19,7 @@ use sundial_core::hash::shard_of;
 use sundial_core::job::{JobSpec, ScheduleKind};
 use sundial_core::schedule::Schedule;
 use sundial_core::validate::{self, Context, FieldError};
+use sundial_store::Error as StoreError;
 use sundial_store::{JobListQuery, JobRecord, JobWrite, PendingExecutions, RunSpec};
 
 use crate::AppState;
@@ -138,12 +139,15 @@ pub(crate) fn next_record(
 
 /// Writes `spec` over `existing` (or creates it), conditional on `expected` (If-Match) when
 /// given, else on the version read.
+/// Writes `spec` over `existing` (as read), conditional on the version read: `Ok(None)` when
+/// the client gave no If-Match and a concurrent write of the job got there first (the
+/// caller reads again and retries, [`retry_races`]).
 async fn write(
     state: &AppState,
     spec: JobSpec,
     existing: Option<JobRecord>,
     expected: Option<i64>,
-) -> Result<JobRecord, ApiError> {
+) -> Result<Option<JobRecord>, ApiError> {
     if let Some(v) = expected {
         match &existing {
             None => {
@@ -167,18 +171,62 @@ async fn write(
     let (record, pending) = next_record(spec, existing.as_ref(), now);
     // Writing back what is stored changes nothing: no new version, no rescheduling.
     if let Some(old) = existing.as_ref().filter(|old| old.spec == record.spec) {
-        return Ok(old.clone());
+        return Ok(Some(old.clone()));
     }
-    let written = state
+    let created = existing.is_none();
+    let written = match state
         .store
         .job_write(&JobWrite {
             record,
             expected_version: existing.map(|o| o.version),
             pending,
         })
-        .await?;
+        .await
+    {
+        Ok(written) => written,
+        // Without If-Match the client asked for no version: a concurrent write that got
+        // there between our read and our write is a race to run again, not its error.
+        Err(StoreError::StaleVersion { .. }) if expected.is_none() => return Ok(None),
+        Err(StoreError::Conflict(_)) if expected.is_none() && created => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
     state.scheduler_wake.notify_one();
-    Ok(written)
+    Ok(Some(written))
+}
+
+/// How often a read-modify-write without If-Match is run again after losing a race to a
+/// concurrent write of the same job, before it answers 503 (`store busy`): each round one of
+/// the racing writers wins, so this bounds how many may race at once.
+pub const WRITE_RACE_RETRIES: u32 = 64;
+
+/// Runs `attempt` (a read, then a write) until it is not raced, at most
+/// [`WRITE_RACE_RETRIES`] times, waiting a random 0–`n` ms (at most 20 ms) before the `n`-th
+/// retry so that racing writers spread out; `Ok(None)` from `attempt` means a concurrent write
+/// got there first.
+///
+/// # Errors
+/// `attempt`'s own; 503 `store busy` when every run was raced.
+async fn retry_races<F, Fut>(mut attempt: F) -> Result<Response, ApiError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<Response>, ApiError>>,
+{
+    for n in 0..WRITE_RACE_RETRIES {
+        if n > 0 {
+            // A UUIDv7's low bits are random: jitter without a generator of our own.
+            let random = (uuid::Uuid::now_v7().as_u128() & 0xffff) as u32;
+            let wait_ms = random % n.min(20);
+            tokio::time::sleep(std::time::Duration::from_millis(u64::from(wait_ms))).await;
+        }
+        if let Some(response) = attempt().await? {
+            return Ok(response);
+        }
+    }
+    Err(ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "store busy",
+        "concurrent writes of this job kept getting there first; nothing was written; retry",
+    ))
 }
 
 async fn load(state: &AppState, ns: &str, name: &str) -> Result<JobRecord, ApiError> {
@@ -201,22 +249,27 @@ pub(crate) async fn put(
     let body = json_body(&headers, body).await?;
     let spec = validate::job_from_json(&body, &context(&state, &ns, Some(&name)))
         .map_err(ApiError::invalid)?;
-    let existing = state.store.job_get(&ns, &name).await?;
-    if existing.is_none() && crate::request::if_match_any(&headers) {
-        return Err(ApiError::new(
-            StatusCode::PRECONDITION_FAILED,
-            "precondition failed",
-            format!("If-Match: * needs an existing job, and {ns}/{name} does not exist"),
-        ));
-    }
-    let status = if existing.is_some() {
-        StatusCode::OK
-    } else {
-        StatusCode::CREATED
-    };
-    let job = write(&state, spec, existing, expected).await?;
-    let now = state.store.now().await?;
-    Ok(with_etag(status, &job, job_json(&job, true, now)))
+    retry_races(|| async {
+        let existing = state.store.job_get(&ns, &name).await?;
+        if existing.is_none() && crate::request::if_match_any(&headers) {
+            return Err(ApiError::new(
+                StatusCode::PRECONDITION_FAILED,
+                "precondition failed",
+                format!("If-Match: * needs an existing job, and {ns}/{name} does not exist"),
+            ));
+        }
+        let status = if existing.is_some() {
+            StatusCode::OK
+        } else {
+            StatusCode::CREATED
+        };
+        let Some(job) = write(&state, spec.clone(), existing, expected).await? else {
+            return Ok(None);
+        };
+        let now = state.store.now().await?;
+        Ok(Some(with_etag(status, &job, job_json(&job, true, now))))
+    })
+    .await
 }
 
 /// Most jobs one bulk request may carry.
@@ -345,7 +398,15 @@ pub(crate) async fn create(
             format!("job {ns}/{} already exists", spec.name),
         ));
     }
-    let job = write(&state, spec, None, None).await?;
+    let name = spec.name.clone();
+    // A concurrent create of the same name is the conflict this answers anyway.
+    let Some(job) = write(&state, spec, None, None).await? else {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!("job {ns}/{name} already exists"),
+        ));
+    };
     let now = state.store.now().await?;
     Ok(with_etag(
         StatusCode::CREATED,
@@ -430,15 +491,24 @@ pub(crate) async fn patch(
             "a merge patch must be a JSON object",
         )]));
     }
-    let existing = load(&state, &ns, &name).await?;
-    let mut doc = serde_json::to_value(&existing.spec)
-        .map_err(|e| sundial_store::Error::Corrupt(e.to_string()))?;
-    validate::merge_patch(&mut doc, &patch);
-    let spec = validate::job_from_json(&doc, &context(&state, &ns, Some(&name)))
-        .map_err(ApiError::invalid)?;
-    let job = write(&state, spec, Some(existing), expected).await?;
-    let now = state.store.now().await?;
-    Ok(with_etag(StatusCode::OK, &job, job_json(&job, true, now)))
+    retry_races(|| async {
+        let existing = load(&state, &ns, &name).await?;
+        let mut doc = serde_json::to_value(&existing.spec)
+            .map_err(|e| sundial_store::Error::Corrupt(e.to_string()))?;
+        validate::merge_patch(&mut doc, &patch);
+        let spec = validate::job_from_json(&doc, &context(&state, &ns, Some(&name)))
+            .map_err(ApiError::invalid)?;
+        let Some(job) = write(&state, spec, Some(existing), expected).await? else {
+            return Ok(None);
+        };
+        let now = state.store.now().await?;
+        Ok(Some(with_etag(
+            StatusCode::OK,
+            &job,
+            job_json(&job, true, now),
+        )))
+    })
+    .await
 }
 
 /// `DELETE /v1/namespaces/{ns}/jobs/{name}`: 204; not-started executions are cancelled.
@@ -460,21 +530,30 @@ async fn set_paused(
     paused: bool,
 ) -> Result<Response, ApiError> {
     let expected = if_match(headers)?;
-    let existing = load(state, ns, name).await?;
-    let now = state.store.now().await?;
-    if existing.spec.paused == paused {
-        return Ok(with_etag(
+    retry_races(|| async {
+        let existing = load(state, ns, name).await?;
+        let now = state.store.now().await?;
+        if existing.spec.paused == paused {
+            return Ok(Some(with_etag(
+                StatusCode::OK,
+                &existing,
+                job_json(&existing, true, now),
+            )));
+        }
+        let spec = JobSpec {
+            paused,
+            ..existing.spec.clone()
+        };
+        let Some(job) = write(state, spec, Some(existing), expected).await? else {
+            return Ok(None);
+        };
+        Ok(Some(with_etag(
             StatusCode::OK,
-            &existing,
-            job_json(&existing, true, now),
-        ));
-    }
-    let spec = JobSpec {
-        paused,
-        ..existing.spec.clone()
-    };
-    let job = write(state, spec, Some(existing), expected).await?;
-    Ok(with_etag(StatusCode::OK, &job, job_json(&job, true, now)))
+            &job,
+            job_json(&job, true, now),
+        )))
+    })
+    .await
 }
 
 /// `POST .../pause`: slots that pass while paused are not fired; not-started executions are

@@ -7,8 +7,8 @@ use sundial_store::{ExecutionRecord, JobRecord};
 
 /// A job as the API shows it at `now`: its spec plus the read-only fields; `next_fire_at` is
 /// when it fires next (an execution already created for a slot counts); with `with_upcoming`,
-/// `next_fire_times` lists the next five fire times of its schedule from `now` (none while
-/// paused).
+/// `next_fire_times` lists the next five fire times of its schedule from `next_fire_at` on,
+/// that one first (none while paused or completed).
 pub fn job_json(job: &JobRecord, with_upcoming: bool, now: Timestamp) -> Value {
     let mut v = serde_json::to_value(&job.spec).unwrap_or_else(|_| json!({}));
     v["state"] = json!(job.state());
@@ -18,12 +18,23 @@ pub fn job_json(job: &JobRecord, with_upcoming: bool, now: Timestamp) -> Value {
     v["next_fire_at"] = json!(job.upcoming_fire_at());
     v["last_execution"] = json!(job.last_execution);
     if with_upcoming {
-        let upcoming: Vec<Timestamp> = match Schedule::compile(&job.spec.schedule) {
-            Ok(schedule) if !job.spec.paused && job.upcoming_fire_at().is_some() => schedule
-                .upcoming(now - jiff::SignedDuration::from_millis(1), 5)
-                .into_iter()
-                .map(|s| sundial_core::hash::fire_time(&job.uid, s, job.spec.jitter))
-                .collect(),
+        // From the job's next fire time, which may be a moment before `now` (an `every` job's
+        // first slot is its creation instant) or its slot a jitter earlier.
+        let upcoming: Vec<Timestamp> = match (
+            Schedule::compile(&job.spec.schedule),
+            job.upcoming_fire_at(),
+        ) {
+            (Ok(schedule), Some(next)) if !job.spec.paused => {
+                let from = now.min(next - job.spec.jitter.as_signed())
+                    - jiff::SignedDuration::from_millis(1);
+                schedule
+                    .upcoming(from, 10)
+                    .into_iter()
+                    .map(|s| sundial_core::hash::fire_time(&job.uid, s, job.spec.jitter))
+                    .filter(|f| *f >= next)
+                    .take(5)
+                    .collect()
+            }
             _ => Vec::new(),
         };
         v["next_fire_times"] = json!(upcoming);

@@ -330,6 +330,14 @@ impl ServerConfig {
             bail!("--lease-ttl: {lease_ttl} is shorter than the minimum of 1s");
         }
         let maintenance = file.maintenance.resolve()?;
+        if let Some(every) = maintenance.node_heartbeat_every
+            && every >= lease_ttl
+        {
+            bail!(
+                "maintenance.node_heartbeat_every: {every} is not shorter than the lease TTL \
+                 ({lease_ttl}); a node's record would lapse between two heartbeats"
+            );
+        }
         let max_in_flight = args.max_in_flight.or(file.max_in_flight).unwrap_or(1024);
         if !(1..=100_000).contains(&max_in_flight) {
             bail!(

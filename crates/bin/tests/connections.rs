@@ -134,6 +134,12 @@ fn a_bad_maintenance_period_is_refused_naming_its_key() {
         stderr.contains("maintenance.checkpoint_every: must be more than 0s"),
         "{stderr}"
     );
+    let (ok, stderr) = server_with("[maintenance]\nnode_heartbeat_every = \"30s\"\n", "api");
+    assert!(!ok);
+    assert!(
+        stderr.contains("maintenance.node_heartbeat_every: 30s is not shorter than the lease TTL"),
+        "{stderr}"
+    );
     let (ok, stderr) = server_with("[maintenance]\nvacuum = \"1s\"\n", "api");
     assert!(!ok);
     assert!(

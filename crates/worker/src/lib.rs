@@ -233,8 +233,14 @@ impl Worker {
         while !*shutdown.borrow() {
             let claimed = match self.claim_once().await {
                 Ok(n) => n,
+                Err(e) if e.is_retryable() || e.outcome_unknown() => {
+                    tracing::warn!(error = %e, "claiming executions failed; trying again");
+                    0
+                }
                 Err(e) => {
-                    tracing::warn!(error = %e, "claiming executions failed");
+                    // A defect: the claim is retried on the next round all the same (the
+                    // worker must go on), but said louder.
+                    tracing::error!(error = %e, "claiming executions failed");
                     0
                 }
             };
@@ -421,7 +427,9 @@ impl Worker {
     }
 
     /// Renews the attempt's lease every third of the heartbeat timeout; returns only when the
-    /// store refuses a renewal (the lease lapsed, the execution was cancelled or re-claimed).
+    /// store refuses a renewal (the lease lapsed, the execution was cancelled or re-claimed:
+    /// [`StoreError::StaleFence`]) or fails in a way retrying cannot fix (a defect); retryable
+    /// failures are retried at the next renewal.
     async fn heartbeat(&self, attempt: &AttemptRef, heartbeat_timeout: Dur) -> StoreError {
         let every = (heartbeat_timeout.as_signed() / 3).max(jiff::SignedDuration::from_millis(100));
         loop {
@@ -429,8 +437,15 @@ impl Worker {
             match self.store.attempt_heartbeat(attempt).await {
                 Ok(_) => {}
                 Err(e @ StoreError::StaleFence(_)) => return e,
-                Err(e) => {
+                // A heartbeat changes nothing but the lease's expiry: one of unknown outcome
+                // is retried like a retryable failure.
+                Err(e) if e.is_retryable() || e.outcome_unknown() => {
                     tracing::warn!(error = %e, execution = %attempt.id, "heartbeat failed; retrying")
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, execution = %attempt.id,
+                        "heartbeat refused for a reason retrying cannot fix; abandoning the attempt");
+                    return e;
                 }
             }
         }
