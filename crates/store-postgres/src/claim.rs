@@ -208,7 +208,7 @@ pub(crate) async fn execution_claim(
     let facts = job_facts(&mut tx, &due, now).await?;
     let plan = sundial_store::claim::plan(&due, &facts, &buckets, now);
     apply_claim_plan(&mut tx, &plan, now).await?;
-    let mut runs = plan.runs(due);
+    let runs = plan.runs(due);
     // The queue rows are found by `id = ANY(ARRAY(SELECT … FROM claimed))`, an index
     // condition on the primary key, never by joining the CTE: the planner estimates a CTE
     // at one row and, on a queue it last analysed empty, walked the whole queue index once
@@ -240,20 +240,7 @@ pub(crate) async fn execution_claim(
             .map_err(db_err)?;
     }
     commit(tx).await?;
-    let started = ts(now)?;
-    claimed
-        .iter()
-        .map(|r| {
-            let id: String = r.try_get("id").map_err(db_err)?;
-            let run = runs.remove(&id).ok_or_else(|| {
-                Error::Corrupt(format!("claimed execution {id} was not among those read"))
-            })?;
-            rows::claimed_with(r, run).map(|c| ClaimedExecution {
-                started_at: started,
-                ..c
-            })
-        })
-        .collect()
+    rows::claimed_rows(&claimed, runs, now)
 }
 
 pub(crate) async fn execution_next_due(store: &PgStore) -> Result<Option<Timestamp>> {

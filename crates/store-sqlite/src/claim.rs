@@ -192,7 +192,7 @@ pub(crate) async fn execution_claim(
     let facts = job_facts(&mut tx, &due, now).await?;
     let plan = sundial_store::claim::plan(&due, &facts, &buckets, now);
     apply_claim_plan(&mut tx, &plan, now).await?;
-    let mut runs = plan.runs(due);
+    let runs = plan.runs(due);
     let ids = serde_json::to_string(&plan.run).map_err(|e| Error::Corrupt(e.to_string()))?;
     let sql = format!(
         "UPDATE executions SET state = 'running', attempt = attempt + 1, worker = ?1, \
@@ -209,17 +209,7 @@ pub(crate) async fn execution_claim(
         .fetch_all(&mut *tx)
         .await
         .map_err(db_err)?;
-    let started_at = ts(now)?;
-    let mut claimed: Vec<ClaimedExecution> = rows
-        .iter()
-        .map(|r| {
-            let id: String = r.try_get("id").map_err(db_err)?;
-            let run = runs.remove(&id).ok_or_else(|| {
-                Error::Corrupt(format!("claimed execution {id} was not among those read"))
-            })?;
-            rows::claimed_with(r, run).map(|c| ClaimedExecution { started_at, ..c })
-        })
-        .collect::<Result<_>>()?;
+    let claimed = rows::claimed_rows(&rows, runs, now)?;
     for (ns, tokens) in &plan.buckets {
         sqlx::query(
             "INSERT INTO namespace_rates (namespace, tokens, updated_at) VALUES (?1, ?2, ?3) \
@@ -236,7 +226,6 @@ pub(crate) async fn execution_claim(
     for a in plan.cancelled.iter().filter(|a| a.running) {
         let _ = store.signals.cancelled.send(a.id.clone());
     }
-    claimed.sort_by_key(|c| c.fire_at);
     Ok(claimed)
 }
 

@@ -220,6 +220,32 @@ macro_rules! row_decoders {
             })
         }
 
+        /// The executions a claim handed out, from the rows its update returned (columns
+        /// of `claimed_with` but `run`), each with its run definition taken from `runs`
+        /// (`ClaimPlan::runs`) and `started_at` = `now` (UTC ms), in fire-time order.
+        ///
+        /// # Errors
+        /// [`Error::Corrupt`] for a row whose execution the plan did not hand out.
+        pub(crate) fn claimed_rows(
+            rows: &[$row],
+            mut runs: std::collections::HashMap<String, RunSpec>,
+            now: i64,
+        ) -> Result<Vec<ClaimedExecution>> {
+            let started_at = ts(now)?;
+            let mut claimed = rows
+                .iter()
+                .map(|r| {
+                    let id: String = get(r, "id")?;
+                    let run = runs.remove(&id).ok_or_else(|| {
+                        Error::Corrupt(format!("claimed execution {id} was not among those read"))
+                    })?;
+                    claimed_with(r, run).map(|c| ClaimedExecution { started_at, ..c })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            claimed.sort_by_key(|c| c.fire_at);
+            Ok(claimed)
+        }
+
         /// A due execution as a claim reads it: columns `id`, `namespace`, `job_uid`,
         /// `trigger`, `run`, `scheduled_at`, `fire_at`, `attempt`.
         pub(crate) fn due_execution(row: &$row) -> Result<$crate::claim::DueExecution> {
