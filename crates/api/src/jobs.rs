@@ -137,11 +137,10 @@ pub(crate) fn next_record(
     (record, pending)
 }
 
-/// Writes `spec` over `existing` (or creates it), conditional on `expected` (If-Match) when
-/// given, else on the version read.
-/// Writes `spec` over `existing` (as read), conditional on the version read: `Ok(None)` when
-/// the client gave no If-Match and a concurrent write of the job got there first (the
-/// caller reads again and retries, [`retry_races`]).
+/// Writes `spec` over `existing` as read (or creates it), conditional on `expected`
+/// (If-Match) when given, else on the version read. `Ok(None)` when the client gave no
+/// If-Match and a concurrent write of the job got there first: the caller reads again and
+/// retries ([`retry_races`]).
 async fn write(
     state: &AppState,
     spec: JobSpec,

@@ -197,14 +197,13 @@ pub(crate) async fn execution_claim(
             );
         }
     }
-    if !buckets.is_empty() {
-        rows.sort_by_key(|r| r.try_get::<i64, _>("due_at").unwrap_or(i64::MAX));
-        rows.truncate(usize::try_from(claim.limit).unwrap_or(usize::MAX));
-    }
-    let due: Vec<DueExecution> = rows
+    let mut due: Vec<DueExecution> = rows
         .iter()
         .map(rows::due_execution)
         .collect::<Result<_>>()?;
+    if !buckets.is_empty() {
+        sundial_store::claim::oldest_due(&mut due, claim.limit);
+    }
     let facts = job_facts(&mut tx, &due, now).await?;
     let plan = sundial_store::claim::plan(&due, &facts, &buckets, now);
     apply_claim_plan(&mut tx, &plan, now).await?;
@@ -212,7 +211,7 @@ pub(crate) async fn execution_claim(
     // The queue rows are found by `id = ANY(ARRAY(SELECT … FROM claimed))`, an index
     // condition on the primary key, never by joining the CTE: the planner estimates a CTE
     // at one row and, on a queue it last analysed empty, walked the whole queue index once
-    // against it (BENCHMARKS.md, "The claim's queue lookup").
+    // against it (BENCHMARKS.md, "Plans on stale statistics").
     let sql = format!(
         "WITH claimed AS (UPDATE executions e SET state = 'running', attempt = e.attempt + 1, worker = $1, \
              started_at = coalesce(e.started_at, $2), attempt_started_at = $2, \

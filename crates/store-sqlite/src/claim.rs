@@ -181,14 +181,13 @@ pub(crate) async fn execution_claim(
             );
         }
     }
-    if !buckets.is_empty() {
-        rows.sort_by_key(|r| r.try_get::<i64, _>("due_at").unwrap_or(i64::MAX));
-        rows.truncate(usize::try_from(claim.limit).unwrap_or(usize::MAX));
-    }
-    let due: Vec<DueExecution> = rows
+    let mut due: Vec<DueExecution> = rows
         .iter()
         .map(rows::due_execution)
         .collect::<Result<_>>()?;
+    if !buckets.is_empty() {
+        sundial_store::claim::oldest_due(&mut due, claim.limit);
+    }
     let facts = job_facts(&mut tx, &due, now).await?;
     let plan = sundial_store::claim::plan(&due, &facts, &buckets, now);
     apply_claim_plan(&mut tx, &plan, now).await?;

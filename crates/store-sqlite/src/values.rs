@@ -7,7 +7,7 @@
 //! `json_each` and `->>`, which re-parses every row once per column: 2,500 execution rows
 //! took 48 ms that way and 6 ms as 512-row `VALUES` statements, in a measurement with
 //! Python's `sqlite3` on the development machine; a statement prepared anew for each batch
-//! cost 25 ms (BENCHMARKS.md, "The latest round").
+//! cost 25 ms (BENCHMARKS.md, "Multi-row VALUES lists on SQLite").
 //!
 //! Invariants: parameters are anonymous (`?`), bound in the order they appear, row by row;
 //! a value a statement needs in every row (a shared instant, the node) is bound in every row.

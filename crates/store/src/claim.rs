@@ -55,6 +55,8 @@ pub struct DueExecution {
     pub scheduled_at: i64,
     /// Its fire time.
     pub fire_at: i64,
+    /// When it became due for a claim: its fire time, or its retry or deferral instant.
+    pub due_at: i64,
     /// Attempts so far (0: never started).
     pub attempt: u32,
 }
@@ -141,6 +143,15 @@ impl ClaimPlan {
 /// bucket's `tokens` (refilled to now, [`crate::concurrency::refill`]).
 pub fn allowance(tokens: f64, limit: u32) -> i64 {
     whole_tokens(tokens).min(i64::from(limit))
+}
+
+/// Orders the executions a claim read oldest due first and keeps the first `limit`: a claim
+/// reads the rate-limited namespaces apart from the others (each up to its allowance), and
+/// this merges the reads into the one list [`plan`] takes. Executions due at the same instant
+/// keep the order they were read in.
+pub fn oldest_due(due: &mut Vec<DueExecution>, limit: u32) {
+    due.sort_by_key(|e| e.due_at);
+    due.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
 }
 
 /// Decides a claim at `now` (UTC ms) over `due` (oldest due first), with the facts of every
@@ -307,6 +318,7 @@ mod tests {
             run: run.clone(),
             scheduled_at: slot,
             fire_at: slot,
+            due_at: slot,
             attempt: 0,
         }
     }

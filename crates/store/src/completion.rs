@@ -1,7 +1,7 @@
 //! The completion transition: what a completed attempt writes, decided once for every store
 //! (docs/guarantees.md, "G3 Fencing"). A store applies each [`CompletionWrite`] fenced by its
-//! attempt number, in one statement for the batch; a workflow's release (docs/workflows.md,
-//! planned) joins here, from the writes that applied.
+//! attempt number, in one statement for the batch; a workflow's release (planned:
+//! ARCHITECTURE.md, the code map's workflows row) joins here, from the writes that applied.
 //!
 //! Rules (the state machine of ARCHITECTURE.md, "Execution states"):
 //! - `running` → `succeeded` | `failed` | `dead`: terminal; the execution leaves the queue and

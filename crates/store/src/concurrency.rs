@@ -2,11 +2,9 @@
 //! policies, per-namespace dispatch buckets, and the misfire policy of executions created
 //! ahead of a slot that then passed while nothing could run them.
 //!
-//! A backend's claim looks, for each due execution of a job whose policy is not `allow`,
-//! whether another execution of the same job is *active* — running, waiting between attempts,
-//! or chosen earlier in the same claim — and asks [`decide`] what to do. The decision is made
-//! under a per-job lock (the embedded store's single writer; an advisory lock per job on
-//! PostgreSQL), so two workers never both decide that a job is idle.
+//! These are the per-execution rules; [`crate::claim::plan`] applies them to a whole claim
+//! (which executions make a job *active*, catch-up order, what is written), and the stores
+//! apply its plan.
 
 use sundial_core::execution::Trigger;
 use sundial_core::job::ConcurrencyPolicy;

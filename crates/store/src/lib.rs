@@ -106,6 +106,13 @@ impl Error {
         matches!(self, Error::CommitUnknown(_))
     }
 
+    /// True when an idempotent call — a fenced completion or heartbeat, which changes nothing
+    /// when applied twice — may be made again: [`Error::is_retryable`] or
+    /// [`Error::outcome_unknown`].
+    pub fn is_retryable_when_idempotent(&self) -> bool {
+        self.is_retryable() || self.outcome_unknown()
+    }
+
     /// The error a failed commit becomes: a lost connection or I/O failure while the commit
     /// was in flight leaves its outcome unknown; any other kind is kept.
     pub fn at_commit(self) -> Error {
@@ -272,8 +279,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     ///
     /// # Contract
     /// Due means `scheduled`/`queued`/`retry_wait` with due time ≤ now; oldest due first. No
-    /// execution is handed to two claimers. Concurrency policies apply here
-    /// ([`concurrency::decide`]): under `skip` a due execution of an active job is recorded
+    /// execution is handed to two claimers. Misfire and concurrency policies apply here, as
+    /// [`claim::plan`] decides: under `skip` a due execution of an active job is recorded
     /// `skipped` (a catch-up one waits instead); under `replace` the job's active executions
     /// are cancelled (and signalled) before the new one is handed out. A namespace in
     /// `rate_limits` gets no more executions than its bucket holds: the bucket refills at the

@@ -247,7 +247,7 @@ macro_rules! row_decoders {
         }
 
         /// A due execution as a claim reads it: columns `id`, `namespace`, `job_uid`,
-        /// `trigger`, `run`, `scheduled_at`, `fire_at`, `attempt`.
+        /// `trigger`, `run`, `scheduled_at`, `fire_at`, `due_at`, `attempt`.
         pub(crate) fn due_execution(row: &$row) -> Result<$crate::claim::DueExecution> {
             Ok($crate::claim::DueExecution {
                 id: get(row, "id")?,
@@ -257,6 +257,7 @@ macro_rules! row_decoders {
                 run: json(row, "run")?,
                 scheduled_at: get(row, "scheduled_at")?,
                 fire_at: get(row, "fire_at")?,
+                due_at: get(row, "due_at")?,
                 attempt: u32::try_from(get::<i64>(row, "attempt")?)
                     .map_err(|e| Error::Corrupt(format!("attempt: {e}")))?,
             })

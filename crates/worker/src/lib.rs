@@ -63,9 +63,8 @@ type Completion = (
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CompletionError {
     /// The store failed the batch the completion was in. `retry` is true when writing it
-    /// again may succeed: a retryable failure ([`StoreError::is_retryable`]), or a commit of
-    /// unknown outcome ([`StoreError::outcome_unknown`]) — completions are fenced by attempt
-    /// number, so one written twice changes nothing the second time.
+    /// again may succeed ([`StoreError::is_retryable_when_idempotent`]): completions are fenced
+    /// by attempt number, so one written twice changes nothing the second time.
     #[error("the store failed the completion: {message}")]
     Store {
         /// Whether writing it again may succeed.
@@ -82,7 +81,7 @@ pub enum CompletionError {
 impl From<&StoreError> for CompletionError {
     fn from(e: &StoreError) -> Self {
         CompletionError::Store {
-            retry: e.is_retryable() || e.outcome_unknown(),
+            retry: e.is_retryable_when_idempotent(),
             message: e.to_string(),
         }
     }
@@ -233,7 +232,7 @@ impl Worker {
         while !*shutdown.borrow() {
             let claimed = match self.claim_once().await {
                 Ok(n) => n,
-                Err(e) if e.is_retryable() || e.outcome_unknown() => {
+                Err(e) if e.is_retryable_when_idempotent() => {
                     tracing::warn!(error = %e, "claiming executions failed; trying again");
                     0
                 }
@@ -439,7 +438,7 @@ impl Worker {
                 Err(e @ StoreError::StaleFence(_)) => return e,
                 // A heartbeat changes nothing but the lease's expiry: one of unknown outcome
                 // is retried like a retryable failure.
-                Err(e) if e.is_retryable() || e.outcome_unknown() => {
+                Err(e) if e.is_retryable_when_idempotent() => {
                     tracing::warn!(error = %e, execution = %attempt.id, "heartbeat failed; retrying")
                 }
                 Err(e) => {
