@@ -9,6 +9,8 @@
 //!      ├──▶ cancelled   (job updated, paused or deleted before it started; or by hand)
 //!      ├──▶ skipped     (concurrency policy)
 //!      └──▶ missed      (misfire policy)
+//!  pending ──(upstream met)──▶ queued      (a workflow task, docs/workflows.md)
+//!     └──▶ upstream_failed | skipped | cancelled   (its trigger rule can no longer be met)
 //!  dead | failed ──re-drive──▶ queued   (the only way out of a terminal state)
 //! ```
 //! `scheduled` and `queued` are one stored state: an execution created ahead of its fire time
@@ -26,6 +28,9 @@ use serde::{Deserialize, Serialize};
 pub enum ExecutionState {
     /// Created ahead of its fire time.
     Scheduled,
+    /// A workflow task waiting on its upstream tasks (docs/workflows.md); made `queued` by
+    /// the completion that meets its trigger rule, in that completion's transaction.
+    Pending,
     /// Due, waiting for a worker.
     Queued,
     /// An attempt holds a lease on it.
@@ -50,8 +55,9 @@ pub enum ExecutionState {
 
 impl ExecutionState {
     /// Every state, the ones that are not terminal first.
-    pub const ALL: [ExecutionState; 11] = [
+    pub const ALL: [ExecutionState; 12] = [
         Self::Scheduled,
+        Self::Pending,
         Self::Queued,
         Self::Running,
         Self::RetryWait,
@@ -68,6 +74,7 @@ impl ExecutionState {
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Scheduled => "scheduled",
+            Self::Pending => "pending",
             Self::Queued => "queued",
             Self::Running => "running",
             Self::RetryWait => "retry_wait",
@@ -85,7 +92,7 @@ impl ExecutionState {
     pub const fn is_terminal(self) -> bool {
         !matches!(
             self,
-            Self::Scheduled | Self::Queued | Self::Running | Self::RetryWait
+            Self::Scheduled | Self::Pending | Self::Queued | Self::Running | Self::RetryWait
         )
     }
 

@@ -9,6 +9,8 @@
 //! - [`retry`]: backoff between attempts.
 //! - [`plan`]: which executions a due job gets, misfire policies included.
 //! - [`hash`]: the stable hashes behind shard placement and per-slot jitter.
+//! - [`workflow`]: workflows (docs/workflows.md): their spec and validation, the task graph,
+//!   the pure release logic and templates.
 //!
 //! Invariants: nothing here reads the clock, touches the network or the disk; every instant is
 //! a UTC [`jiff::Timestamp`] at millisecond resolution, every duration a [`duration::Dur`].
@@ -25,6 +27,7 @@ pub mod plan;
 pub mod retry;
 pub mod schedule;
 pub mod validate;
+pub mod workflow;
 
 pub use duration::Dur;
 pub use job::JobSpec;

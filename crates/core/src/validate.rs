@@ -131,54 +131,8 @@ pub fn job_from_json(body: &Value, ctx: &Context) -> Result<JobSpec, Vec<FieldEr
     };
     v.unknown_fields(obj, "", &JOB_FIELDS, &READ_ONLY_FIELDS);
 
-    let namespace = match v.opt_str(obj, "namespace", "namespace") {
-        Some(ns) if ns != ctx.namespace => {
-            v.err(
-                "namespace",
-                format!("'{ns}' differs from '{}' in the path", ctx.namespace),
-            );
-            ns
-        }
-        _ => ctx.namespace.clone(),
-    };
-    if let Err(m) = check_name(&namespace) {
-        v.err("namespace", m);
-    }
-    // The name from the body or the path; an empty one is as bad as any other outside the
-    // pattern, and one of the wrong type has been reported by `opt_str` already.
-    let name = match (v.opt_str(obj, "name", "name"), &ctx.name) {
-        (Some(n), Some(p)) if &n != p => {
-            v.err("name", format!("'{n}' differs from '{p}' in the path"));
-            Some(n)
-        }
-        (Some(n), _) => Some(n),
-        (None, Some(p)) => Some(p.clone()),
-        (None, None) => {
-            if obj.get("name").is_none_or(|n| n.is_null()) {
-                v.err("name", "is required");
-            }
-            None
-        }
-    };
-    if let Some(n) = &name
-        && let Err(m) = check_name(n)
-    {
-        v.err("name", m);
-    }
-    let name = name.unwrap_or_default();
-
-    let description = v
-        .opt_str(obj, "description", "description")
-        .unwrap_or_default();
-    if description.len() > 4096 {
-        v.err("description", "is longer than 4096 bytes");
-    }
-    let labels = v.string_map(obj.get("labels"), "labels");
-    for key in labels.keys() {
-        if key.is_empty() || key.len() > 128 {
-            v.err(format!("labels.{key}"), "label keys must be 1 to 128 bytes");
-        }
-    }
+    let (namespace, name) = v.identity(obj, ctx);
+    let (description, labels) = v.about(obj);
     let schedule = match obj.get("schedule") {
         Some(s) => v.schedule(s),
         None => {
@@ -205,43 +159,12 @@ pub fn job_from_json(body: &Value, ctx: &Context) -> Result<JobSpec, Vec<FieldEr
     if heartbeat_timeout.as_millis() > 0 && heartbeat_timeout.as_millis() < 1000 {
         v.err("heartbeat_timeout", "must be at least 1s");
     }
-    let concurrency_policy = v.enumeration(
-        obj,
-        "concurrency_policy",
-        &[
-            ("allow", ConcurrencyPolicy::Allow),
-            ("skip", ConcurrencyPolicy::Skip),
-            ("replace", ConcurrencyPolicy::Replace),
-        ],
-        ConcurrencyPolicy::Allow,
-    );
-    let misfire_policy = v.enumeration(
-        obj,
-        "misfire_policy",
-        &[
-            ("run_once", MisfirePolicy::RunOnce),
-            ("run_all", MisfirePolicy::RunAll),
-            ("skip", MisfirePolicy::Skip),
-        ],
-        MisfirePolicy::RunOnce,
-    );
-    let misfire_threshold = v.duration(
-        obj,
-        "misfire_threshold",
-        "misfire_threshold",
-        Dur::from_secs(60),
-        false,
-    );
-    let jitter = v.duration(obj, "jitter", "jitter", Dur::ZERO, false);
-    if let Some(period) = schedule.as_ref().and_then(shortest_interval)
-        && !jitter.is_zero()
-        && jitter >= period
-    {
-        v.err(
-            "jitter",
-            format!("{jitter} is not shorter than the schedule's interval of {period}; slots would fire out of order"),
-        );
-    }
+    let Policies {
+        concurrency_policy,
+        misfire_policy,
+        misfire_threshold,
+        jitter,
+    } = v.policies(obj, schedule.as_ref());
     let paused = v.opt_bool(obj, "paused", "paused").unwrap_or(false);
 
     match (schedule, target, v.errors.is_empty()) {
@@ -312,9 +235,19 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
     }
 }
 
+/// Walks untrusted JSON, collecting one [`FieldError`] per bad field; shared by the job and
+/// workflow validators.
+/// The policies a job and a workflow share, as validated.
+pub(crate) struct Policies {
+    pub(crate) concurrency_policy: ConcurrencyPolicy,
+    pub(crate) misfire_policy: MisfirePolicy,
+    pub(crate) misfire_threshold: Dur,
+    pub(crate) jitter: Dur,
+}
+
 #[derive(Default)]
-struct Walker {
-    errors: Vec<FieldError>,
+pub(crate) struct Walker {
+    pub(crate) errors: Vec<FieldError>,
 }
 
 fn join(path: &str, key: &str) -> String {
@@ -325,7 +258,7 @@ fn join(path: &str, key: &str) -> String {
     }
 }
 
-fn type_name(v: &Value) -> &'static str {
+pub(crate) fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -337,11 +270,133 @@ fn type_name(v: &Value) -> &'static str {
 }
 
 impl Walker {
-    fn err(&mut self, field: impl Into<String>, message: impl Into<String>) {
+    /// `namespace` and `name` of a job or workflow body, checked against the path
+    /// (`ctx.namespace`, `ctx.name`) and the name pattern; the name is empty when missing.
+    pub(crate) fn identity(&mut self, obj: &Map<String, Value>, ctx: &Context) -> (String, String) {
+        let namespace = match self.opt_str(obj, "namespace", "namespace") {
+            Some(ns) if ns != ctx.namespace => {
+                self.err(
+                    "namespace",
+                    format!("'{ns}' differs from '{}' in the path", ctx.namespace),
+                );
+                ns
+            }
+            _ => ctx.namespace.clone(),
+        };
+        if let Err(m) = check_name(&namespace) {
+            self.err("namespace", m);
+        }
+        // The name from the body or the path; an empty one is as bad as any other outside the
+        // pattern, and one of the wrong type has been reported by `opt_str` already.
+        let name = match (self.opt_str(obj, "name", "name"), &ctx.name) {
+            (Some(n), Some(p)) if &n != p => {
+                self.err("name", format!("'{n}' differs from '{p}' in the path"));
+                Some(n)
+            }
+            (Some(n), _) => Some(n),
+            (None, Some(p)) => Some(p.clone()),
+            (None, None) => {
+                if obj.get("name").is_none_or(|n| n.is_null()) {
+                    self.err("name", "is required");
+                }
+                None
+            }
+        };
+        if let Some(n) = &name
+            && let Err(m) = check_name(n)
+        {
+            self.err("name", m);
+        }
+        (namespace, name.unwrap_or_default())
+    }
+
+    /// `description` (at most 4,096 bytes) and `labels` (keys 1 to 128 bytes).
+    pub(crate) fn about(&mut self, obj: &Map<String, Value>) -> (String, BTreeMap<String, String>) {
+        let description = self
+            .opt_str(obj, "description", "description")
+            .unwrap_or_default();
+        if description.len() > 4096 {
+            self.err("description", "is longer than 4096 bytes");
+        }
+        let labels = self.string_map(obj.get("labels"), "labels");
+        for key in labels.keys() {
+            if key.is_empty() || key.len() > 128 {
+                self.err(format!("labels.{key}"), "label keys must be 1 to 128 bytes");
+            }
+        }
+        (description, labels)
+    }
+
+    /// The policies a job and a workflow share: `concurrency_policy`, `misfire_policy`,
+    /// `misfire_threshold` and `jitter`, which must be shorter than the schedule's interval.
+    pub(crate) fn policies(
+        &mut self,
+        obj: &Map<String, Value>,
+        schedule: Option<&ScheduleSpec>,
+    ) -> Policies {
+        let concurrency_policy = self.enumeration(
+            obj,
+            "concurrency_policy",
+            &[
+                ("allow", ConcurrencyPolicy::Allow),
+                ("skip", ConcurrencyPolicy::Skip),
+                ("replace", ConcurrencyPolicy::Replace),
+            ],
+            ConcurrencyPolicy::Allow,
+        );
+        let misfire_policy = self.enumeration(
+            obj,
+            "misfire_policy",
+            &[
+                ("run_once", MisfirePolicy::RunOnce),
+                ("run_all", MisfirePolicy::RunAll),
+                ("skip", MisfirePolicy::Skip),
+            ],
+            MisfirePolicy::RunOnce,
+        );
+        let misfire_threshold = self.duration(
+            obj,
+            "misfire_threshold",
+            "misfire_threshold",
+            Dur::from_secs(60),
+            false,
+        );
+        let jitter = self.duration(obj, "jitter", "jitter", Dur::ZERO, false);
+        if let Some(period) = schedule.and_then(shortest_interval)
+            && !jitter.is_zero()
+            && jitter >= period
+        {
+            self.err(
+                "jitter",
+                format!("{jitter} is not shorter than the schedule's interval of {period}; slots would fire out of order"),
+            );
+        }
+        Policies {
+            concurrency_policy,
+            misfire_policy,
+            misfire_threshold,
+            jitter,
+        }
+    }
+
+    /// Runs `f` on a fresh walker and keeps its errors with their fields under `prefix`
+    /// (`tasks[2]` + `target.url` → `tasks[2].target.url`).
+    pub(crate) fn nested<T>(&mut self, prefix: &str, f: impl FnOnce(&mut Walker) -> T) -> T {
+        let mut inner = Walker::default();
+        let out = f(&mut inner);
+        self.errors.extend(
+            inner
+                .errors
+                .into_iter()
+                .map(|e| FieldError::new(join(prefix, &e.field), e.message)),
+        );
+        out
+    }
+    pub(crate) fn err(&mut self, field: impl Into<String>, message: impl Into<String>) {
         self.errors.push(FieldError::new(field, message));
     }
 
-    fn unknown_fields(
+    pub(crate) fn unknown_fields(
         &mut self,
         obj: &Map<String, Value>,
         path: &str,
@@ -358,7 +413,11 @@ impl Walker {
         }
     }
 
-    fn object<'a>(&mut self, value: &'a Value, path: &str) -> Option<&'a Map<String, Value>> {
+    pub(crate) fn object<'a>(
+        &mut self,
+        value: &'a Value,
+        path: &str,
+    ) -> Option<&'a Map<String, Value>> {
         match value {
             Value::Object(o) => Some(o),
             other => {
@@ -368,7 +427,12 @@ impl Walker {
         }
     }
 
-    fn opt_str(&mut self, obj: &Map<String, Value>, key: &str, path: &str) -> Option<String> {
+    pub(crate) fn opt_str(
+        &mut self,
+        obj: &Map<String, Value>,
+        key: &str,
+        path: &str,
+    ) -> Option<String> {
         match obj.get(key)? {
             Value::String(s) => Some(s.clone()),
             Value::Null => None,
@@ -379,7 +443,12 @@ impl Walker {
         }
     }
 
-    fn req_str(&mut self, obj: &Map<String, Value>, key: &str, path: &str) -> Option<String> {
+    pub(crate) fn req_str(
+        &mut self,
+        obj: &Map<String, Value>,
+        key: &str,
+        path: &str,
+    ) -> Option<String> {
         if !obj.contains_key(key) || obj.get(key).is_some_and(Value::is_null) {
             self.err(path, "is required");
             return None;
@@ -392,7 +461,12 @@ impl Walker {
         Some(s)
     }
 
-    fn opt_bool(&mut self, obj: &Map<String, Value>, key: &str, path: &str) -> Option<bool> {
+    pub(crate) fn opt_bool(
+        &mut self,
+        obj: &Map<String, Value>,
+        key: &str,
+        path: &str,
+    ) -> Option<bool> {
         match obj.get(key)? {
             Value::Bool(b) => Some(*b),
             Value::Null => None,
@@ -403,7 +477,11 @@ impl Walker {
         }
     }
 
-    fn string_map(&mut self, value: Option<&Value>, path: &str) -> BTreeMap<String, String> {
+    pub(crate) fn string_map(
+        &mut self,
+        value: Option<&Value>,
+        path: &str,
+    ) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
         let Some(value) = value.filter(|v| !v.is_null()) else {
             return out;
@@ -425,7 +503,7 @@ impl Walker {
         out
     }
 
-    fn duration(
+    pub(crate) fn duration(
         &mut self,
         obj: &Map<String, Value>,
         key: &str,
@@ -449,7 +527,12 @@ impl Walker {
         }
     }
 
-    fn instant(&mut self, obj: &Map<String, Value>, key: &str, path: &str) -> Option<Timestamp> {
+    pub(crate) fn instant(
+        &mut self,
+        obj: &Map<String, Value>,
+        key: &str,
+        path: &str,
+    ) -> Option<Timestamp> {
         let text = self.opt_str(obj, key, path)?;
         match text.parse::<Timestamp>() {
             Ok(t) => Some(crate::truncate_ms(t)),
@@ -465,7 +548,7 @@ impl Walker {
         }
     }
 
-    fn enumeration<T: Copy>(
+    pub(crate) fn enumeration<T: Copy>(
         &mut self,
         obj: &Map<String, Value>,
         key: &str,
@@ -485,7 +568,7 @@ impl Walker {
         }
     }
 
-    fn schedule(&mut self, value: &Value) -> Option<ScheduleSpec> {
+    pub(crate) fn schedule(&mut self, value: &Value) -> Option<ScheduleSpec> {
         let obj = self.object(value, "schedule")?;
         self.unknown_fields(
             obj,
@@ -567,7 +650,7 @@ impl Walker {
         }
     }
 
-    fn retry(&mut self, value: Option<&Value>) -> RetryPolicy {
+    pub(crate) fn retry(&mut self, value: Option<&Value>) -> RetryPolicy {
         let default = RetryPolicy::default();
         let Some(value) = value.filter(|v| !v.is_null()) else {
             return default;
@@ -649,7 +732,7 @@ impl Walker {
         }
     }
 
-    fn target(&mut self, value: &Value, ctx: &Context) -> Option<TargetSpec> {
+    pub(crate) fn target(&mut self, value: &Value, ctx: &Context) -> Option<TargetSpec> {
         let obj = self.object(value, "target")?;
         let kind = self.req_str(obj, "type", "target.type")?;
         let known: &[&str] = match kind.as_str() {
@@ -776,7 +859,7 @@ impl Walker {
         target.filter(|_| self.errors.len() == before)
     }
 
-    fn connection(
+    pub(crate) fn connection(
         &mut self,
         obj: &Map<String, Value>,
         kind: &str,
@@ -813,7 +896,7 @@ impl Walker {
         }
     }
 
-    fn string_list(&mut self, value: Option<&Value>, path: &str) -> Vec<String> {
+    pub(crate) fn string_list(&mut self, value: Option<&Value>, path: &str) -> Vec<String> {
         match value {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(items)) => items
@@ -840,7 +923,11 @@ impl Walker {
         }
     }
 
-    fn http_target(&mut self, obj: &Map<String, Value>, ctx: &Context) -> Option<HttpTarget> {
+    pub(crate) fn http_target(
+        &mut self,
+        obj: &Map<String, Value>,
+        ctx: &Context,
+    ) -> Option<HttpTarget> {
         let method = self
             .opt_str(obj, "method", "target.method")
             .unwrap_or_else(|| "POST".into())
@@ -921,7 +1008,7 @@ impl Walker {
     /// `target.url`: an absolute http(s) URL of at most [`MAX_URL_LEN`] bytes with a host, a
     /// valid port, and a host name a resolver can look up; with `allow`, a host the
     /// `[http_targets] allow` list can allow. Errors go to `target.url`, one at the most.
-    fn check_url(&mut self, url: &str, allow: Option<&HostAllowList>) {
+    pub(crate) fn check_url(&mut self, url: &str, allow: Option<&HostAllowList>) {
         if url.len() > MAX_URL_LEN {
             self.err(
                 "target.url",
@@ -974,7 +1061,7 @@ impl Walker {
     /// looks up a longer one, so every attempt would fail), and one the `[http_targets]
     /// allow` list can allow. A name that only an address pattern could allow passes here;
     /// the HTTP target connects only to its resolved addresses that the list holds.
-    fn check_host(&mut self, parsed: &url::Url, allow: Option<&HostAllowList>) {
+    pub(crate) fn check_host(&mut self, parsed: &url::Url, allow: Option<&HostAllowList>) {
         if let Some(url::Host::Domain(name)) = parsed.host() {
             let name = name.strip_suffix('.').unwrap_or(name);
             if name.len() > 253 {
