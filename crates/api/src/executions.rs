@@ -18,7 +18,7 @@ use crate::request::{Path, Query, limit};
 use crate::resource::execution_json;
 
 /// Page tokens are `<scheduled_at ms>_<id>` of the last item of the previous page.
-fn page_token(raw: Option<&String>) -> Result<Option<(Timestamp, String)>, ApiError> {
+pub(crate) fn page_token(raw: Option<&String>) -> Result<Option<(Timestamp, String)>, ApiError> {
     let Some(raw) = raw else { return Ok(None) };
     let bad = || {
         ApiError::bad_request(

@@ -1,4 +1,5 @@
-//! Sundial's HTTP API (README.md "The API"): jobs, executions, cron previews and the ops endpoints.
+//! Sundial's HTTP API (README.md "The API"): jobs, executions, workflows and their runs
+//! (docs/workflows.md), cron previews and the ops endpoints.
 //!
 //! Invariants:
 //! - A rejected request writes nothing: every body is validated in full before the store is
@@ -17,6 +18,7 @@ mod executions;
 mod jobs;
 mod request;
 pub mod resource;
+pub mod workflows;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -131,6 +133,49 @@ fn routes(state: AppState) -> Router {
         .route(
             &format!("{ns}/executions/{{id}}/retry"),
             post(executions::retry),
+        )
+        .route(
+            &format!("{ns}/workflows"),
+            get(workflows::list).post(workflows::create),
+        )
+        .route(
+            &format!("{ns}/workflows:apply"),
+            post(workflows::apply_many),
+        )
+        .route(
+            &format!("{ns}/workflows/{{name}}"),
+            get(workflows::get_one)
+                .put(workflows::put)
+                .patch(workflows::patch)
+                .delete(workflows::delete),
+        )
+        .route(
+            &format!("{ns}/workflows/{{name}}/pause"),
+            post(workflows::pause),
+        )
+        .route(
+            &format!("{ns}/workflows/{{name}}/resume"),
+            post(workflows::resume),
+        )
+        .route(
+            &format!("{ns}/workflows/{{name}}/trigger"),
+            post(workflows::trigger),
+        )
+        .route(
+            &format!("{ns}/workflows/{{name}}/runs"),
+            get(workflows::runs),
+        )
+        .route(
+            &format!("{ns}/workflows/{{name}}/runs/{{run_id}}"),
+            get(workflows::run_get),
+        )
+        .route(
+            &format!("{ns}/workflows/{{name}}/runs/{{run_id}}/cancel"),
+            post(workflows::run_cancel),
+        )
+        .route(
+            &format!("{ns}/workflows/{{name}}/runs/{{run_id}}/retry"),
+            post(workflows::run_retry),
         )
         .fallback(|| async {
             error::ApiError::new(StatusCode::NOT_FOUND, "not found", "no such route")

@@ -91,6 +91,27 @@ pub async fn json_body(headers: &HeaderMap, body: Body) -> Result<Value, ApiErro
     })
 }
 
+/// Reads a JSON body that may be left out: `null` for an empty body, otherwise as
+/// [`json_body`] (a workflow trigger without params, a run retry without task names).
+///
+/// # Errors
+/// Those of [`json_body`] but the empty body's.
+pub async fn optional_json_body(headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
+    let bytes: Bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload too large",
+                format!("the body is larger than {MAX_BODY_BYTES} bytes"),
+            )
+        })?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Value::Null);
+    }
+    json_body(headers, Body::from(bytes)).await
+}
+
 /// The version named by `If-Match` (`3`, `"3"` or `W/"3"`); `None` without the header.
 ///
 /// # Errors

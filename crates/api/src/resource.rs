@@ -42,9 +42,10 @@ pub fn job_json(job: &JobRecord, with_upcoming: bool, now: Timestamp) -> Value {
     v
 }
 
-/// An execution as the API shows it at `now` (a due `scheduled` execution reads `queued`).
+/// An execution as the API shows it at `now` (a due `scheduled` execution reads `queued`);
+/// a workflow task's also carries `run_id` and `task`.
 pub fn execution_json(e: &ExecutionRecord, now: Timestamp) -> Value {
-    json!({
+    let mut v = json!({
         "id": e.id,
         "namespace": e.namespace,
         "job": e.job,
@@ -61,5 +62,10 @@ pub fn execution_json(e: &ExecutionRecord, now: Timestamp) -> Value {
         "next_attempt_at": e.next_attempt_at,
         "worker": e.worker,
         "attempts": e.attempts,
-    })
+    });
+    if let Some(run) = &e.run_id {
+        v["run_id"] = json!(run);
+        v["task"] = json!(e.task);
+    }
+    v
 }

@@ -470,6 +470,7 @@ async fn a_worker_killed_mid_call_is_replaced_and_its_stale_completion_refused()
         detail: None,
         next: sundial_store::NextStep::Succeeded,
         only_if_lapsed: false,
+        output: None,
     };
     let refused = store.attempt_complete(&stale).await;
     assert!(

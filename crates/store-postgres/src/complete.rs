@@ -4,6 +4,10 @@
 
 use super::*;
 
+/// A row the completion statement returns: id, attempt, run id, `finished_at` (set when the
+/// execution ended), and the statement's now (UTC ms).
+type EndedRow = (String, i64, Option<String>, Option<i64>, i64);
+
 pub(crate) const CLAIMED_COLUMNS: &str = "id, namespace, job, attempt, max_attempts, scheduled_at, fire_at, \
     started_at, lease_expires_at, run";
 
@@ -58,6 +62,7 @@ pub(crate) async fn attempt_complete_batch(
     let mut codes = Vec::with_capacity(n);
     let mut errors = Vec::with_capacity(n);
     let mut details = Vec::with_capacity(n);
+    let mut outputs = Vec::with_capacity(n);
     // The transition is `sundial_store::completion`'s: a write with no due time finishes
     // (`finished_at` = now, the queue row deleted), one with a due time waits for its retry.
     for w in sundial_store::completion::plan(completions) {
@@ -71,18 +76,23 @@ pub(crate) async fn attempt_complete_batch(
         codes.push(c.status_code);
         errors.push(c.error.as_deref());
         details.push(c.detail.as_deref());
+        outputs.push(
+            c.output
+                .as_deref()
+                .filter(|_| w.state == sundial_core::execution::ExecutionState::Succeeded),
+        );
     }
     let sql = format!(
         "WITH now AS (SELECT coalesce($1::bigint, {DB_NOW}) AS t), \
          c AS (SELECT * FROM UNNEST($2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::bool[], \
-                 $7::text[], $8::bigint[], $9::text[], $10::text[]) \
-               AS c(id, attempt, state, retry_at, lapsed_only, outcome, status_code, error, detail)), \
+                 $7::text[], $8::bigint[], $9::text[], $10::text[], $11::text[]) \
+               AS c(id, attempt, state, retry_at, lapsed_only, outcome, status_code, error, detail, output)), \
          e AS (UPDATE executions x SET state = c.state, due_at = c.retry_at, \
                  finished_at = CASE WHEN c.retry_at IS NULL THEN (SELECT t FROM now) END, \
-                 lease_expires_at = NULL \
+                 lease_expires_at = NULL, output = c.output \
                FROM c WHERE x.id = c.id AND x.attempt = c.attempt AND x.state = 'running' \
                  AND (NOT c.lapsed_only OR x.lease_expires_at < (SELECT t FROM now)) \
-               RETURNING x.id, x.attempt, x.worker, x.attempt_started_at, x.due_at), \
+               RETURNING x.id, x.attempt, x.worker, x.attempt_started_at, x.due_at, x.run_id, x.finished_at), \
          done AS (DELETE FROM execution_queue q \
                WHERE q.id = ANY(ARRAY(SELECT id FROM e WHERE due_at IS NULL))), \
          retry AS (UPDATE execution_queue q SET due_at = e.due_at, lease_expires_at = NULL \
@@ -96,9 +106,13 @@ pub(crate) async fn attempt_complete_batch(
                ON CONFLICT (execution_id, attempt) DO UPDATE SET finished_at = excluded.finished_at, \
                  outcome = excluded.outcome, status_code = excluded.status_code, \
                  error = excluded.error, detail = excluded.detail) \
-         SELECT id, attempt FROM e"
+         SELECT id, attempt, run_id, finished_at, (SELECT t FROM now) FROM e"
     );
-    let done: Vec<(String, i64)> = sqlx::query_as(&sql)
+    // The runs of workflow tasks in the batch are locked first (the lock order of
+    // `workflows`), so their release sees every other ending in the run.
+    let mut tx = store.begin().await?;
+    let runs = workflows::lock_runs_of(&mut tx, &ids).await?;
+    let done: Vec<EndedRow> = sqlx::query_as(&sql)
         .bind(test_now)
         .bind(&ids)
         .bind(&attempts)
@@ -109,10 +123,27 @@ pub(crate) async fn attempt_complete_batch(
         .bind(&codes)
         .bind(&errors)
         .bind(&details)
-        .fetch_all(&store.pool)
+        .bind(&outputs)
+        .fetch_all(&mut *tx)
         .await
         .map_err(db_err)?;
-    let done: std::collections::HashSet<(String, i64)> = done.into_iter().collect();
+    if !runs.is_empty() {
+        // W3: only the completions that applied and ended their task release anything.
+        let mut ended: Vec<String> = done
+            .iter()
+            .filter(|d| d.3.is_some())
+            .filter_map(|d| d.2.clone())
+            .collect();
+        ended.sort_unstable();
+        ended.dedup();
+        let now = done.first().map_or(0, |d| d.4);
+        if workflows::release_runs_in_tx(&mut tx, &store.workflow_specs, &ended, now).await? > 0 {
+            notify_due(&mut tx).await?;
+        }
+    }
+    commit(tx).await?;
+    let done: std::collections::HashSet<(String, i64)> =
+        done.into_iter().map(|d| (d.0, d.1)).collect();
     Ok(completions
         .iter()
         .map(|c| done.contains(&(c.attempt.id.clone(), i64::from(c.attempt.attempt))))

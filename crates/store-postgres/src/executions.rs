@@ -24,7 +24,7 @@ pub(crate) const CLOSE_RUNNING_ATTEMPTS_CANCELLED: &str = "INSERT INTO attempts 
       outcome = excluded.outcome WHERE attempts.finished_at IS NULL";
 
 pub(crate) const EXECUTION_COLUMNS: &str = "id, namespace, job, job_version, trigger, scheduled_at, fire_at, \
-    queued_at, started_at, finished_at, state, attempt, max_attempts, due_at, worker";
+    queued_at, started_at, finished_at, state, attempt, max_attempts, due_at, worker, run_id, task";
 
 /// Cancels one execution (whatever its state) and closes its open attempt as `cancelled`.
 pub(crate) async fn cancel_in_tx(tx: &mut Tx<'_>, id: &str, now: i64) -> Result<()> {
@@ -91,7 +91,8 @@ pub(crate) async fn execution_list(
 ) -> Result<Vec<ExecutionRecord>> {
     let mut sql = format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE namespace = $1");
     if q.job.is_some() {
-        sql.push_str(" AND job = $2");
+        // A job's history; a workflow of the same name keeps its tasks apart.
+        sql.push_str(" AND job = $2 AND run_id IS NULL");
     }
     match q.state {
         Some(ExecutionState::Queued) => {
@@ -133,6 +134,8 @@ pub(crate) async fn execution_cancel(
 ) -> Result<ExecutionRecord> {
     let mut tx = store.begin().await?;
     let now = store.now_ms(&mut *tx).await?;
+    // A workflow task's run is locked before the task (the lock order of `workflows`).
+    let runs = workflows::lock_runs_of(&mut tx, &[id]).await?;
     let row = sqlx::query(
         "SELECT state, attempt FROM executions WHERE id = $1 AND namespace = $2 FOR UPDATE",
     )
@@ -152,6 +155,10 @@ pub(crate) async fn execution_cancel(
     if state == ExecutionState::Running {
         notify_cancelled(&mut tx, id).await?;
     }
+    // A workflow task's cancel is an ending like any other: its downstream is decided now.
+    if workflows::release_runs_in_tx(&mut tx, &store.workflow_specs, &runs, now).await? > 0 {
+        notify_due(&mut tx).await?;
+    }
     commit(tx).await?;
     store
         .execution_get(namespace, id)
@@ -170,6 +177,7 @@ pub(crate) async fn execution_redrive(
     let updated = sqlx::query(
         "WITH e AS (UPDATE executions SET state = 'queued', due_at = $3, queued_at = $3, finished_at = NULL, \
            max_attempts = attempt + $4 WHERE id = $1 AND namespace = $2 AND state IN ('dead', 'failed') \
+           AND run_id IS NULL \
            RETURNING id, namespace, job_uid) \
          INSERT INTO execution_queue (id, namespace, job_uid, due_at) SELECT id, namespace, job_uid, $3 FROM e \
          ON CONFLICT (id) DO UPDATE SET due_at = excluded.due_at, lease_expires_at = NULL",
@@ -182,16 +190,19 @@ pub(crate) async fn execution_redrive(
     .await
     .map_err(db_err)?;
     if updated.rows_affected() == 0 {
-        let state: Option<String> =
-            sqlx::query_scalar("SELECT state FROM executions WHERE id = $1 AND namespace = $2")
+        let found: Option<(String, Option<String>)> =
+            sqlx::query_as("SELECT state, run_id FROM executions WHERE id = $1 AND namespace = $2")
                 .bind(id)
                 .bind(namespace)
                 .fetch_optional(&mut *tx)
                 .await
                 .map_err(db_err)?;
-        return Err(match state {
+        return Err(match found {
             None => Error::NotFound(format!("execution {id}")),
-            Some(s) => Error::Conflict(format!(
+            Some((_, Some(run))) => Error::Conflict(format!(
+                "execution {id} is a task of workflow run {run}; retry the run instead"
+            )),
+            Some((s, None)) => Error::Conflict(format!(
                 "execution {id} is {s}; only dead or failed executions can be re-driven"
             )),
         });

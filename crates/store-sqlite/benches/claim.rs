@@ -139,6 +139,7 @@ impl Queue {
                 detail: None,
                 next: NextStep::Succeeded,
                 only_if_lapsed: false,
+                output: None,
             })
             .collect();
         for batch in completions.chunks(COMPLETION_BATCH) {

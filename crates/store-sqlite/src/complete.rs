@@ -4,33 +4,48 @@
 
 use super::*;
 
+/// A row a completion's update returns: id, attempt, worker, attempt start, run id,
+/// `finished_at` (set when the execution ended).
+type EndedRow = (
+    String,
+    i64,
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+    Option<i64>,
+);
+
 pub(crate) const CLAIMED_COLUMNS: &str = "id, namespace, job, attempt, max_attempts, scheduled_at, fire_at, \
     started_at, lease_expires_at, run";
 
-/// Applies fenced completions inside `tx`, two statements whatever their number; per
-/// completion, false when stale (nothing changed for it).
+/// Applies fenced completions inside `tx`, two statements whatever their number (and, for
+/// workflow tasks that ended, their runs' release); per completion, false when stale
+/// (nothing changed for it).
 pub(crate) async fn complete_all_in_tx(
     tx: &mut Tx<'_>,
+    specs: &sundial_store::workflow::SpecCache,
     completions: &[AttemptComplete],
     now: i64,
-) -> Result<Vec<bool>> {
+) -> Result<Completed> {
     if completions.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Completed {
+            applied: Vec::new(),
+            queued: 0,
+        });
     }
-    let mut updated: Vec<(String, i64, Option<String>, Option<i64>)> =
-        Vec::with_capacity(completions.len());
+    let mut updated: Vec<EndedRow> = Vec::with_capacity(completions.len());
     let writes = sundial_store::completion::plan(completions);
     for part in values::chunks(&writes) {
         let sql = format!(
             "UPDATE executions SET state = c.column3, due_at = c.column4, \
-               finished_at = c.column5, lease_expires_at = NULL \
+               finished_at = c.column5, lease_expires_at = NULL, output = c.column8 \
              FROM (VALUES {}) AS c \
              WHERE executions.id = c.column1 AND executions.attempt = c.column2 \
                AND executions.state = 'running' \
                AND (c.column6 = 0 OR executions.lease_expires_at < c.column7) \
              RETURNING executions.id, executions.attempt, executions.worker, \
-               executions.attempt_started_at",
-            values::values_list(part.len(), 7)
+               executions.attempt_started_at, executions.run_id, executions.finished_at",
+            values::values_list(part.len(), 8)
         );
         let mut q = sqlx::query_as(&sql);
         for w in part {
@@ -42,14 +57,28 @@ pub(crate) async fn complete_all_in_tx(
                 .bind(w.due_at)
                 .bind(w.finishes.then_some(now))
                 .bind(i64::from(c.only_if_lapsed))
-                .bind(now);
+                .bind(now)
+                .bind(
+                    c.output
+                        .as_deref()
+                        .filter(|_| w.state == ExecutionState::Succeeded),
+                );
         }
         updated.extend(q.fetch_all(&mut **tx).await.map_err(db_err)?);
     }
+    // Workflow tasks that ended release their downstream in this transaction (W3: only the
+    // completions that applied are here).
+    let mut runs: Vec<String> = updated
+        .iter()
+        .filter(|u| u.5.is_some())
+        .filter_map(|u| u.4.clone())
+        .collect();
+    runs.sort_unstable();
+    runs.dedup();
     // The attempt's row is written now, once, with what the execution row held of it.
     let updated: std::collections::HashMap<(String, i64), (Option<String>, Option<i64>)> = updated
         .into_iter()
-        .map(|(id, attempt, worker, started)| ((id, attempt), (worker, started)))
+        .map(|(id, attempt, worker, started, _, _)| ((id, attempt), (worker, started)))
         .collect();
     let mut applied = Vec::with_capacity(completions.len());
     let mut attempts = Vec::with_capacity(updated.len());
@@ -85,7 +114,16 @@ pub(crate) async fn complete_all_in_tx(
         }
         q.execute(&mut **tx).await.map_err(db_err)?;
     }
-    Ok(applied)
+    let queued = workflows::release_runs_in_tx(tx, specs, &runs, now).await?;
+    Ok(Completed { applied, queued })
+}
+
+/// What a batch of completions did.
+pub(crate) struct Completed {
+    /// Per completion, in order: false when stale (nothing changed for it).
+    pub(crate) applied: Vec<bool>,
+    /// Workflow tasks their release made due.
+    pub(crate) queued: usize,
 }
 
 pub(crate) fn stale_attempt(a: &AttemptRef) -> Error {
@@ -120,9 +158,12 @@ pub(crate) async fn attempt_complete_batch(
 ) -> Result<Vec<bool>> {
     let now = ms(store.clock.now());
     let mut tx = store.begin().await?;
-    let applied = complete_all_in_tx(&mut tx, completions, now).await?;
+    let done = complete_all_in_tx(&mut tx, &store.workflow_specs, completions, now).await?;
     commit(tx).await?;
-    Ok(applied)
+    if done.queued > 0 {
+        store.signals.due.notify_one();
+    }
+    Ok(done.applied)
 }
 
 pub(crate) async fn attempt_list_lapsed(

@@ -24,7 +24,7 @@ pub(crate) const CLOSE_RUNNING_ATTEMPTS_CANCELLED: &str = "INSERT INTO attempts 
       outcome = excluded.outcome WHERE attempts.finished_at IS NULL";
 
 pub(crate) const EXECUTION_COLUMNS: &str = "id, namespace, job, job_version, trigger, scheduled_at, fire_at, \
-    queued_at, started_at, finished_at, state, attempt, max_attempts, due_at, worker";
+    queued_at, started_at, finished_at, state, attempt, max_attempts, due_at, worker, run_id, task";
 
 /// Cancels one execution (whatever its state) and closes its open attempt as `cancelled`.
 pub(crate) async fn cancel_in_tx(tx: &mut Tx<'_>, id: &str, now: i64) -> Result<()> {
@@ -85,7 +85,8 @@ pub(crate) async fn execution_list(
 ) -> Result<Vec<ExecutionRecord>> {
     let mut sql = format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE namespace = ?1");
     if q.job.is_some() {
-        sql.push_str(" AND job = ?2");
+        // A job's history; a workflow of the same name keeps its tasks apart.
+        sql.push_str(" AND job = ?2 AND run_id IS NULL");
     }
     match q.state {
         Some(ExecutionState::Queued) => {
@@ -126,13 +127,15 @@ pub(crate) async fn execution_cancel(
 ) -> Result<ExecutionRecord> {
     let now = ms(store.clock.now());
     let mut tx = store.begin().await?;
-    let row = sqlx::query("SELECT state, attempt FROM executions WHERE id = ?1 AND namespace = ?2")
-        .bind(id)
-        .bind(namespace)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db_err)?
-        .ok_or_else(|| Error::NotFound(format!("execution {id}")))?;
+    let row = sqlx::query(
+        "SELECT state, attempt, run_id FROM executions WHERE id = ?1 AND namespace = ?2",
+    )
+    .bind(id)
+    .bind(namespace)
+    .fetch_optional(&mut *tx)
+    .await
+    .map_err(db_err)?
+    .ok_or_else(|| Error::NotFound(format!("execution {id}")))?;
     let state: ExecutionState = rows::parse(row.try_get::<String, _>("state").map_err(db_err)?)?;
     if state.is_terminal() {
         return Err(Error::Conflict(format!(
@@ -140,7 +143,18 @@ pub(crate) async fn execution_cancel(
         )));
     }
     cancel_in_tx(&mut tx, id, now).await?;
+    // A workflow task's cancel is an ending like any other: its downstream is decided now.
+    let run_id: Option<String> = row.try_get("run_id").map_err(db_err)?;
+    let queued = match run_id {
+        Some(run) => {
+            workflows::release_runs_in_tx(&mut tx, &store.workflow_specs, &[run], now).await?
+        }
+        None => 0,
+    };
     commit(tx).await?;
+    if queued > 0 {
+        store.signals.due.notify_one();
+    }
     if state == ExecutionState::Running {
         let _ = store.signals.cancelled.send(id.to_owned());
     }
@@ -160,7 +174,8 @@ pub(crate) async fn execution_redrive(
     let mut tx = store.begin().await?;
     let updated = sqlx::query(
         "UPDATE executions SET state = 'queued', due_at = ?3, queued_at = ?3, finished_at = NULL, \
-         max_attempts = attempt + ?4 WHERE id = ?1 AND namespace = ?2 AND state IN ('dead', 'failed')",
+         max_attempts = attempt + ?4 WHERE id = ?1 AND namespace = ?2 AND state IN ('dead', 'failed') \
+         AND run_id IS NULL",
     )
     .bind(id)
     .bind(namespace)
@@ -170,16 +185,19 @@ pub(crate) async fn execution_redrive(
     .await
     .map_err(db_err)?;
     if updated.rows_affected() == 0 {
-        let state: Option<String> =
-            sqlx::query_scalar("SELECT state FROM executions WHERE id = ?1 AND namespace = ?2")
+        let found: Option<(String, Option<String>)> =
+            sqlx::query_as("SELECT state, run_id FROM executions WHERE id = ?1 AND namespace = ?2")
                 .bind(id)
                 .bind(namespace)
                 .fetch_optional(&mut *tx)
                 .await
                 .map_err(db_err)?;
-        return Err(match state {
+        return Err(match found {
             None => Error::NotFound(format!("execution {id}")),
-            Some(s) => Error::Conflict(format!(
+            Some((_, Some(run))) => Error::Conflict(format!(
+                "execution {id} is a task of workflow run {run}; retry the run instead"
+            )),
+            Some((s, None)) => Error::Conflict(format!(
                 "execution {id} is {s}; only dead or failed executions can be re-driven"
             )),
         });

@@ -26,6 +26,7 @@ mod nodes;
 mod rows;
 mod trigger;
 mod values;
+mod workflows;
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -46,6 +47,9 @@ use sundial_store::{
     ExecutionListQuery, ExecutionRecord, FutureSlots, JobListQuery, JobRecord, JobWrite,
     NewExecution, PendingExecutions, Result, RunSpec, ShardLease, ShardLeaseRequest, Signals,
     Store, TriggerCommit, TriggerCommitted, TriggerListDue, is_plain_insert,
+};
+use sundial_store::{
+    NewRun, RunListQuery, RunRecord, WorkflowListQuery, WorkflowRecord, WorkflowWrite,
 };
 
 use executions::cancel_all_in_tx;
@@ -86,6 +90,8 @@ pub struct SqliteStore {
     scheduler_lock: Mutex<Option<std::fs::File>>,
     instance: String,
     signals: Signals,
+    /// Workflow versions parsed once (they never change once written).
+    workflow_specs: sundial_store::workflow::SpecCache,
 }
 
 impl SqliteStore {
@@ -146,6 +152,7 @@ impl SqliteStore {
             scheduler_lock: Mutex::new(None),
             instance: uuid::Uuid::now_v7().to_string(),
             signals: Signals::new(),
+            workflow_specs: Default::default(),
         })
     }
 
@@ -299,6 +306,47 @@ impl Store for SqliteStore {
 
     async fn execution_cancel(&self, namespace: &str, id: &str) -> Result<ExecutionRecord> {
         executions::execution_cancel(self, namespace, id).await
+    }
+
+    async fn workflow_get(&self, namespace: &str, name: &str) -> Result<Option<WorkflowRecord>> {
+        workflows::workflow_get(self, namespace, name).await
+    }
+
+    async fn workflow_list(&self, q: &WorkflowListQuery) -> Result<Vec<WorkflowRecord>> {
+        workflows::workflow_list(self, q).await
+    }
+
+    async fn workflow_write_batch(&self, writes: &[WorkflowWrite]) -> Result<Vec<WorkflowRecord>> {
+        workflows::workflow_write_batch(self, writes).await
+    }
+
+    async fn workflow_delete(
+        &self,
+        namespace: &str,
+        name: &str,
+        expected_version: Option<i64>,
+    ) -> Result<()> {
+        workflows::workflow_delete(self, namespace, name, expected_version).await
+    }
+
+    async fn run_create(&self, run: &NewRun) -> Result<RunRecord> {
+        workflows::run_create(self, run).await
+    }
+
+    async fn run_get(&self, namespace: &str, id: &str) -> Result<Option<RunRecord>> {
+        workflows::run_get(self, namespace, id).await
+    }
+
+    async fn run_list(&self, q: &RunListQuery) -> Result<Vec<RunRecord>> {
+        workflows::run_list(self, q).await
+    }
+
+    async fn run_cancel(&self, namespace: &str, id: &str) -> Result<RunRecord> {
+        workflows::run_cancel(self, namespace, id).await
+    }
+
+    async fn run_retry(&self, namespace: &str, id: &str, tasks: &[String]) -> Result<RunRecord> {
+        workflows::run_retry(self, namespace, id, tasks).await
     }
 
     async fn execution_redrive(

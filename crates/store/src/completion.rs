@@ -66,6 +66,7 @@ mod tests {
             detail: None,
             next,
             only_if_lapsed: false,
+            output: None,
         }
     }
 

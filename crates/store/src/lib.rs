@@ -13,6 +13,8 @@
 //!   attempt changes nothing and fails with [`Error::StaleFence`] (docs/guarantees.md#g3-fencing).
 //! - Time for every due check and lease comes from the store's own time authority
 //!   ([`Store::now`]): the database clock, or the injected clock of an embedded store.
+//! - A workflow task's ending releases its downstream in the same transaction, and only an
+//!   ending that applied does ([`workflow`]'s invariants, docs/workflows.md).
 
 #![warn(missing_docs)]
 
@@ -27,11 +29,16 @@ mod row_decoders;
 /// never in the release binary).
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
+pub mod workflow;
 
 use async_trait::async_trait;
 use jiff::Timestamp;
 
 pub use records::*;
+pub use workflow::{
+    NewRun, RunListQuery, RunRecord, RunSummary, TaskRecord, WorkflowListQuery, WorkflowRecord,
+    WorkflowWrite,
+};
 
 /// A store failure, classified so callers decide without downcasting: the domain answers
 /// (`NotFound`, `Conflict`, `StaleVersion`, `StaleFence`, `InUse`) and the database failures by
@@ -302,7 +309,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     ///
     /// # Contract
     /// [`Error::StaleFence`] (and no change) unless the execution is `running` with this
-    /// attempt number — and, for `only_if_lapsed`, its lease has expired.
+    /// attempt number — and, for `only_if_lapsed`, its lease has expired. A workflow task
+    /// that ends releases its downstream and, with its run's last task, ends the run, in the
+    /// same transaction ([`workflow::release`]); a stale completion releases nothing (W3).
     async fn attempt_complete(&self, completion: &AttemptComplete) -> Result<()> {
         let applied = self
             .attempt_complete_batch(std::slice::from_ref(completion))
@@ -334,17 +343,89 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn execution_list(&self, query: &ExecutionListQuery) -> Result<Vec<ExecutionRecord>>;
 
     /// Cancels a non-terminal execution; a running attempt is recorded `cancelled` and its
-    /// worker's next heartbeat or completion is refused.
+    /// worker's next heartbeat or completion is refused. A workflow task's cancel releases
+    /// its downstream in the same transaction (as any ending of a task does).
     ///
     /// # Contract
     /// [`Error::NotFound`]; [`Error::Conflict`] for a terminal execution.
     async fn execution_cancel(&self, namespace: &str, id: &str) -> Result<ExecutionRecord>;
 
+    /// One workflow by namespace and name, with its last run.
+    async fn workflow_get(&self, namespace: &str, name: &str) -> Result<Option<WorkflowRecord>>;
+
+    /// A page of workflows of a namespace, ordered by name.
+    async fn workflow_list(&self, query: &WorkflowListQuery) -> Result<Vec<WorkflowRecord>>;
+
+    /// Creates or replaces workflows in one transaction: all or none.
+    ///
+    /// # Contract
+    /// - `expected_version: None` creates; [`Error::Conflict`] if the workflow exists.
+    /// - `expected_version: Some(v)` replaces only while the stored version is `v`, else
+    ///   [`Error::StaleVersion`] (or [`Error::NotFound`]); the stored version becomes `v + 1`
+    ///   and the new version is kept beside the old ones (runs keep theirs, W4).
+    /// - A replace cancels the workflow's runs that have not started (stored `scheduled`,
+    ///   fire time ahead); started runs finish on their version.
+    /// - Results are in the order of `writes`; the first failure aborts the batch.
+    async fn workflow_write_batch(&self, writes: &[WorkflowWrite]) -> Result<Vec<WorkflowRecord>>;
+
+    /// Deletes a workflow and cancels every run of it that is not terminal (their unfinished
+    /// tasks `cancelled`, running attempts stopped); history is kept.
+    ///
+    /// # Contract
+    /// [`Error::NotFound`] if absent; [`Error::StaleVersion`] if `expected_version` is given
+    /// and differs.
+    async fn workflow_delete(
+        &self,
+        namespace: &str,
+        name: &str,
+        expected_version: Option<i64>,
+    ) -> Result<()>;
+
+    /// Creates a run with one execution per task of its version, as
+    /// [`workflow::plan_run`] decides, applying the workflow's concurrency policy as of now:
+    /// under `skip` a run while another is not terminal is recorded `skipped` (no tasks);
+    /// under `replace` the unfinished runs are cancelled first.
+    ///
+    /// # Contract
+    /// - [`Error::NotFound`] when the workflow incarnation is gone; [`Error::StaleVersion`]
+    ///   when its version is no longer `run.workflow_version`.
+    /// - A `schedule` or `misfire` run for a slot that already has one creates nothing and
+    ///   returns the existing run (W1).
+    /// - Tasks made due are signalled to this process's workers (and, shared, every
+    ///   process's).
+    async fn run_create(&self, run: &NewRun) -> Result<RunRecord>;
+
+    /// One run of a namespace with its tasks.
+    async fn run_get(&self, namespace: &str, id: &str) -> Result<Option<RunRecord>>;
+
+    /// A page of runs (without their tasks), newest slot first.
+    async fn run_list(&self, query: &RunListQuery) -> Result<Vec<RunRecord>>;
+
+    /// Cancels a run that is not terminal: its pending and queued tasks become `cancelled`,
+    /// its running attempts are recorded `cancelled` and their workers told to stop, the run
+    /// becomes `cancelled`, and nothing of it starts after this commits (W5).
+    ///
+    /// # Contract
+    /// [`Error::NotFound`]; [`Error::Conflict`] for a terminal run.
+    async fn run_cancel(&self, namespace: &str, id: &str) -> Result<RunRecord>;
+
+    /// Re-runs a terminal run from failure ([`workflow::retry_plan`]): the chosen tasks go back
+    /// to `pending` (or `queued` when their rule is met), keeping their execution ids and
+    /// numbering their attempts on, each allowed its task's `max_attempts` more; the run
+    /// becomes `running` again on its own version.
+    ///
+    /// # Contract
+    /// [`Error::NotFound`] (also for a task name the run's version lacks);
+    /// [`Error::Conflict`] for a run that is not terminal, or one that was `skipped` or
+    /// `missed` (it has no tasks).
+    async fn run_retry(&self, namespace: &str, id: &str, tasks: &[String]) -> Result<RunRecord>;
+
     /// Re-drives a `dead` or `failed` execution: the same execution goes back to `queued`,
     /// due now, with `extra_attempts` more attempts allowed, numbered on from the last.
     ///
     /// # Contract
-    /// [`Error::NotFound`]; [`Error::Conflict`] for any other state.
+    /// [`Error::NotFound`]; [`Error::Conflict`] for any other state, and for a workflow
+    /// task (a run is re-run with [`Store::run_retry`]).
     async fn execution_redrive(
         &self,
         namespace: &str,

@@ -229,9 +229,14 @@ pub struct RunSpec {
     /// Lateness beyond which such an execution is a misfire.
     #[serde(default = "default_misfire_threshold")]
     pub misfire_threshold: Dur,
-    /// The job's schedule is one-off (`at`): its slot always runs, however late.
+    /// The job's schedule is one-off (`at`): its slot always runs, however late (also every
+    /// workflow task: the policies act on its run).
     #[serde(default)]
     pub one_off: bool,
+    /// Keep a successful response's body as the execution's output (a workflow task with
+    /// `output: json`, docs/workflows.md#outputs-and-templates).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub output: bool,
 }
 
 fn default_misfire_threshold() -> Dur {
@@ -253,6 +258,7 @@ impl RunSpec {
                 spec.schedule.kind,
                 sundial_core::job::ScheduleKind::At { .. }
             ),
+            output: false,
         }
     }
 }
@@ -374,6 +380,9 @@ pub struct AttemptComplete {
     pub next: NextStep,
     /// Only complete when the lease has lapsed (the reaper's path).
     pub only_if_lapsed: bool,
+    /// A successful attempt's output, JSON text of at most 64 KiB (a workflow task with
+    /// `output: json`); `None` otherwise.
+    pub output: Option<String>,
 }
 
 /// One attempt as recorded.
@@ -432,6 +441,10 @@ pub struct ExecutionRecord {
     pub next_attempt_at: Option<Timestamp>,
     /// Worker of the current or last attempt.
     pub worker: Option<String>,
+    /// The workflow run it belongs to, for a workflow task (docs/workflows.md).
+    pub run_id: Option<String>,
+    /// Its task's name in that run.
+    pub task: Option<String>,
     /// Attempts, oldest first (empty in listings).
     pub attempts: Vec<AttemptRecord>,
 }

@@ -122,6 +122,104 @@ macro_rules! row_decoders {
             })
         }
 
+        /// A workflow with its last run: columns of `workflows` and `last_run`, the text
+        /// `id|state|scheduled_at|fire_at` (ms), read as of `now` (UTC ms).
+        pub(crate) fn workflow(row: &$row, now: i64) -> Result<$crate::WorkflowRecord> {
+            let last_run = get::<Option<String>>(row, "last_run")?
+                .map(|text| {
+                    let parts: Vec<&str> = text.splitn(4, '|').collect();
+                    let [id, state, at, fire] = parts.as_slice() else {
+                        return Err(Error::Corrupt(format!("last run '{text}'")));
+                    };
+                    let number =
+                        |t: &str| t.parse::<i64>().map_err(|_| Error::Corrupt(text.clone()));
+                    Ok($crate::RunSummary {
+                        id: (*id).to_owned(),
+                        state: $crate::workflow::run_state_as_of(
+                            parse((*state).to_owned())?,
+                            number(fire)?,
+                            now,
+                        ),
+                        scheduled_at: ts(number(at)?)?,
+                    })
+                })
+                .transpose()?;
+            Ok($crate::WorkflowRecord {
+                spec: json(row, "spec")?,
+                uid: get(row, "uid")?,
+                shard: shard(row)?,
+                version: get(row, "version")?,
+                created_at: instant(row, "created_at")?,
+                updated_at: instant(row, "updated_at")?,
+                next_slot_at: opt_instant(row, "next_slot_at")?,
+                next_fire_at: opt_instant(row, "next_fire_at")?,
+                last_run,
+            })
+        }
+
+        /// A run without its tasks, read as of `now` (UTC ms): columns of `workflow_runs`
+        /// and `started_at` (its first attempt's start, or NULL).
+        pub(crate) fn run(row: &$row, now: i64) -> Result<$crate::RunRecord> {
+            let fire_at: i64 = get(row, "fire_at")?;
+            Ok($crate::RunRecord {
+                id: get(row, "id")?,
+                namespace: get(row, "namespace")?,
+                workflow: get(row, "workflow")?,
+                workflow_version: get(row, "workflow_version")?,
+                trigger: parse(get(row, "trigger")?)?,
+                scheduled_at: instant(row, "scheduled_at")?,
+                fire_at: ts(fire_at)?,
+                state: $crate::workflow::run_state_as_of(parse(get(row, "state")?)?, fire_at, now),
+                params: json(row, "params")?,
+                created_at: instant(row, "created_at")?,
+                started_at: opt_instant(row, "started_at")?,
+                finished_at: opt_instant(row, "finished_at")?,
+                tasks: Vec::new(),
+            })
+        }
+
+        /// One task's execution as a release reads it: columns `id`, `task`, `state`,
+        /// `output` (JSON text or NULL).
+        pub(crate) fn task_fact(row: &$row) -> Result<(String, $crate::workflow::TaskFact)> {
+            let output = get::<Option<String>>(row, "output")?
+                .map(|o| {
+                    serde_json::from_str(&o).map_err(|e| Error::Corrupt(format!("output: {e}")))
+                })
+                .transpose()?;
+            Ok((
+                get(row, "task")?,
+                $crate::workflow::TaskFact {
+                    execution_id: get(row, "id")?,
+                    state: parse(get(row, "state")?)?,
+                    output,
+                },
+            ))
+        }
+
+        /// A run's task as a reader sees it at `now` (UTC ms), its definition from `spec`:
+        /// columns `id`, `task`, `state`, `fire_at`, `attempt`, `started_at`, `finished_at`,
+        /// `output`.
+        pub(crate) fn task_record(
+            row: &$row,
+            spec: &sundial_core::workflow::WorkflowSpec,
+            now: i64,
+        ) -> Result<$crate::TaskRecord> {
+            let (name, fact) = task_fact(row)?;
+            let definition = spec.task(&name).map(|(_, t)| t);
+            let fire_at = instant(row, "fire_at")?;
+            Ok($crate::TaskRecord {
+                depends_on: definition.map(|t| t.depends_on.clone()).unwrap_or_default(),
+                trigger_rule: definition.map(|t| t.trigger_rule).unwrap_or_default(),
+                name,
+                state: fact.state.as_of(fire_at, ts(now)?),
+                execution_id: fact.execution_id,
+                attempt: count(row, "attempt")?,
+                started_at: opt_instant(row, "started_at")?,
+                finished_at: opt_instant(row, "finished_at")?,
+                output: fact.output,
+            })
+        }
+
         pub(crate) fn due_job(row: &$row) -> Result<DueJob> {
             Ok(DueJob {
                 spec: json(row, "spec")?,
@@ -181,6 +279,8 @@ macro_rules! row_decoders {
                 attempt: count(row, "attempt")?,
                 max_attempts: count(row, "max_attempts")?,
                 worker: get(row, "worker")?,
+                run_id: get(row, "run_id")?,
+                task: get(row, "task")?,
                 attempts: Vec::new(),
             })
         }

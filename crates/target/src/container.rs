@@ -282,6 +282,7 @@ impl Target for ContainerTarget {
         };
         match classify_exit(code, &spec.permanent_exit_codes) {
             ExitClass::Success => Ok(Outcome {
+                output: None,
                 status_code: Some(code),
                 detail: Some(logs),
             }),

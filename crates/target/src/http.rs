@@ -12,6 +12,7 @@ use sundial_core::Dur;
 use sundial_core::allow::{HostAllowList, Verdict};
 use sundial_core::job::TargetSpec;
 use sundial_core::validate::SUNDIAL_HEADERS;
+use sundial_core::workflow::MAX_OUTPUT_BYTES;
 
 use crate::{Delivery, Error, Outcome, Target};
 
@@ -197,6 +198,11 @@ impl Target for HttpTarget {
         let status = response.status();
         let code = Some(i64::from(status.as_u16()));
         match classify_http_status(status.as_u16(), &spec.success_codes) {
+            StatusClass::Success if d.keep_output => Ok(Outcome {
+                status_code: code,
+                detail: None,
+                output: Some(read_output(response, code).await?),
+            }),
             StatusClass::Success => {
                 if response.content_length() != Some(0) {
                     tokio::spawn(drain(response));
@@ -204,6 +210,7 @@ impl Target for HttpTarget {
                 Ok(Outcome {
                     status_code: code,
                     detail: None,
+                    output: None,
                 })
             }
             class => {
@@ -297,6 +304,43 @@ async fn drain(mut response: reqwest::Response) {
         }
     };
     let _ = tokio::time::timeout(DRAIN_TIMEOUT, reading).await;
+}
+
+/// Reads a successful response's body as a task's output (docs/workflows.md, "Outputs"): a
+/// JSON value of at most [`MAX_OUTPUT_BYTES`]. A larger body, or one that is not JSON, fails
+/// the attempt for good, saying why; a body cut off on the way is a transient failure.
+async fn read_output(mut response: reqwest::Response, code: Option<i64>) -> Result<String, Error> {
+    let mut body = Vec::new();
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                body.extend_from_slice(&chunk);
+                if body.len() > MAX_OUTPUT_BYTES {
+                    return Err(Error::Permanent {
+                        status_code: code,
+                        message: format!(
+                            "output: the response body is larger than {MAX_OUTPUT_BYTES} bytes, the most a task keeps"
+                        ),
+                    });
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                return Err(Error::Retryable {
+                    after: None,
+                    status_code: code,
+                    message: format!("reading the response body: {}", describe_send_error(&e)),
+                });
+            }
+        }
+    }
+    match serde_json::from_slice::<serde_json::Value>(&body) {
+        Ok(value) => Ok(value.to_string()),
+        Err(e) => Err(Error::Permanent {
+            status_code: code,
+            message: format!("output: the response body is not JSON ({e})"),
+        }),
+    }
 }
 
 /// Whether `e` or any error in its chain of sources is an `E`.
@@ -534,6 +578,7 @@ mod tests {
             scheduled_at: Timestamp::UNIX_EPOCH,
             now: Timestamp::UNIX_EPOCH,
             target: spec,
+            keep_output: false,
         }
     }
 

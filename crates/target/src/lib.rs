@@ -75,6 +75,10 @@ pub struct Delivery<'a> {
     pub now: Timestamp,
     /// What to deliver.
     pub target: &'a TargetSpec,
+    /// Keep a successful response's body as the output (an HTTP workflow task with
+    /// `output: json`): it must be a JSON value of at most
+    /// [`sundial_core::workflow::MAX_OUTPUT_BYTES`], or the attempt fails for good.
+    pub keep_output: bool,
 }
 
 /// A successful delivery.
@@ -86,6 +90,8 @@ pub struct Outcome {
     /// [`LOG_TAIL_BYTES`] of output, the stream and sequence of a JetStream ack, the id of a
     /// Redis stream entry. `None` when there is nothing to say (HTTP, AMQP).
     pub detail: Option<String>,
+    /// The response body kept as the output (JSON text), when the delivery asked for it.
+    pub output: Option<String>,
 }
 
 /// A failed delivery, classified.
@@ -444,6 +450,7 @@ mod tests {
             scheduled_at: Timestamp::UNIX_EPOCH,
             now: Timestamp::UNIX_EPOCH,
             target,
+            keep_output: false,
         }
     }
 

@@ -100,6 +100,7 @@ impl Target for NatsTarget {
             format!("stream {} sequence {}", ack.stream, ack.sequence)
         };
         Ok(Outcome {
+            output: None,
             status_code: None,
             detail: Some(detail),
         })

@@ -67,6 +67,7 @@ impl Target for RedisTarget {
         let mut conn = self.conn.clone();
         match cmd.query_async::<String>(&mut conn).await {
             Ok(id) => Ok(Outcome {
+                output: None,
                 status_code: None,
                 detail: Some(format!("stream {} entry {id}", spec.stream)),
             }),

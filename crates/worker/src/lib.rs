@@ -371,6 +371,7 @@ impl Worker {
             scheduled_at: e.scheduled_at,
             now: started,
             target: &e.run.target,
+            keep_output: e.run.output,
         };
         let deadline = started + e.run.timeout.as_signed();
         // One lease renewal loop from the claim until the completion is written, so a store
@@ -467,10 +468,11 @@ impl Worker {
                 NextStep::RetryAt(now + delay.as_signed())
             }
         };
-        let mut detail = None;
+        let (mut detail, mut output) = (None, None);
         let (outcome, status_code, error, next) = match result {
             Ok(ok) => {
                 detail = ok.detail;
+                output = ok.output;
                 (
                     AttemptOutcome::Succeeded,
                     ok.status_code,
@@ -519,6 +521,7 @@ impl Worker {
             error,
             next,
             only_if_lapsed,
+            output,
         }
     }
 

@@ -30,6 +30,7 @@ pub async fn a_stale_completion_is_rejected(h: Harness) {
         detail: None,
         next: NextStep::RetryAt(clock.now()),
         only_if_lapsed: true,
+        output: None,
     };
     store.attempt_complete(&reap).await.expect("reap");
     let second = store
@@ -50,6 +51,7 @@ pub async fn a_stale_completion_is_rejected(h: Harness) {
         detail: None,
         next: NextStep::Succeeded,
         only_if_lapsed: false,
+        output: None,
     };
     assert!(matches!(
         store.attempt_complete(&stale).await,
@@ -126,6 +128,7 @@ pub async fn heartbeats_keep_the_lease(h: Harness) {
         detail: None,
         next: NextStep::Dead,
         only_if_lapsed: true,
+        output: None,
     };
     assert!(matches!(
         store.attempt_complete(&reap).await,

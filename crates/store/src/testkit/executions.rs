@@ -26,6 +26,7 @@ pub async fn cancel_and_redrive_follow_the_state_machine(h: Harness) {
         detail: None,
         next: NextStep::Dead,
         only_if_lapsed: false,
+        output: None,
     };
     store.attempt_complete(&done).await.expect("dead");
     let dead = in_state(&*store, "ns", ExecutionState::Dead).await;

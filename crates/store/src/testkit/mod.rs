@@ -4,7 +4,7 @@
 //! dev-dependencies turn it on), never into the release binary.
 //!
 //! The checks live by concern in the submodules (jobs, trigger, claim, attempts and
-//! completion, executions, nodes); each is a `pub async fn NAME(h: Harness)`. A backend's test
+//! completion, executions, nodes, workflows); each is a `pub async fn NAME(h: Harness)`. A backend's test
 //! file expands [`crate::conformance_tests`] with a function that runs one check on a fresh
 //! store; that macro holds the one list of checks, and also expands a test that compares the
 //! list with the checks the submodules define ([`checks`]), so a check cannot be left out of
@@ -16,6 +16,7 @@ mod executions;
 mod jobs;
 mod nodes;
 mod trigger;
+mod workflows;
 
 pub use claim::*;
 pub use complete::*;
@@ -23,6 +24,7 @@ pub use executions::*;
 pub use jobs::*;
 pub use nodes::*;
 pub use trigger::*;
+pub use workflows::*;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -84,6 +86,7 @@ pub fn checks() -> Vec<&'static str> {
         include_str!("jobs.rs"),
         include_str!("nodes.rs"),
         include_str!("trigger.rs"),
+        include_str!("workflows.rs"),
     ];
     let mut names: Vec<&'static str> = sources
         .iter()
@@ -294,6 +297,7 @@ fn complete_ok(id: &str, attempt: u32) -> AttemptComplete {
         detail: None,
         next: NextStep::Succeeded,
         only_if_lapsed: false,
+        output: None,
     }
 }
 
@@ -338,7 +342,17 @@ macro_rules! conformance_tests {
             history_pages_through_executions_sharing_a_slot_time,
             a_node_heartbeat_shows_the_node_live_with_its_roles_until_its_ttl,
             a_node_id_held_by_another_live_process_is_refused,
-            cluster_status_counts_the_queue_and_each_nodes_shards
+            cluster_status_counts_the_queue_and_each_nodes_shards,
+            a_chain_releases_each_task_when_its_upstream_succeeds,
+            trigger_rules_decide_every_task_from_its_upstream,
+            a_stale_completion_releases_nothing,
+            a_cancelled_run_starts_nothing_more,
+            cancelling_a_task_releases_its_downstream,
+            retry_from_failure_keeps_ids_and_numbers_attempts_on,
+            a_run_keeps_the_version_it_was_created_with,
+            concurrency_policies_act_on_runs,
+            a_missing_template_path_fails_the_task_naming_it,
+            one_run_per_slot_from_two_processes
         );
     };
     (@each $run:path, $($name:ident),*) => {

@@ -92,6 +92,7 @@ pub async fn large_batches_write_every_row_once(h: Harness) {
             detail: Some(format!("row {i}")),
             next: NextStep::Succeeded,
             only_if_lapsed: false,
+            output: None,
         })
         .collect();
     let applied = store

@@ -49,6 +49,7 @@ pub fn delivery<'a>(execution_id: &'a str, attempt: u32, target: &'a TargetSpec)
         scheduled_at: SCHEDULED_AT.parse::<Timestamp>().unwrap(),
         now: Timestamp::UNIX_EPOCH,
         target,
+        keep_output: false,
     }
 }
 

@@ -1,0 +1,874 @@
+//! Workflows and their runs (docs/workflows.md): read, list, write and delete workflows;
+//! create, read, list, cancel and retry runs; and the release applied inside every
+//! transaction that ends a task (`release_runs_in_tx`). The decisions are
+//! `sundial_store::workflow`'s; this file fetches their facts and applies them.
+//!
+//! Lock order, so that endings, cancels and retries of one run neither deadlock nor miss
+//! each other: a transaction locks the run rows it touches first (`FOR UPDATE`, in id
+//! order), then the run's execution rows. A completion finds the runs of its executions
+//! before it updates them ([`lock_runs_of`]); a cancel locks the run, then its unfinished
+//! tasks `FOR UPDATE` (waiting for a claim in flight, and reading the state it left).
+
+use std::collections::HashMap;
+
+use sundial_core::execution::Trigger;
+use sundial_core::job::ConcurrencyPolicy;
+use sundial_core::workflow::RunState;
+use sundial_store::workflow::{
+    NewTask, RunFacts, SpecCache, TaskFact, plan_run, release, retry_plan, task_run_spec,
+};
+use sundial_store::{
+    NewRun, RunListQuery, RunRecord, WorkflowListQuery, WorkflowRecord, WorkflowWrite,
+};
+
+use super::*;
+
+const WORKFLOW_COLUMNS: &str = "w.namespace, w.name, w.uid, w.shard, w.version, w.spec, w.created_at, \
+    w.updated_at, w.next_slot_at, w.next_fire_at";
+
+/// The workflow's last run (the latest slot whose fire time `$1` has reached).
+const LAST_RUN: &str = "(SELECT r.id || '|' || r.state || '|' || r.scheduled_at || '|' || r.fire_at \
+    FROM workflow_runs r WHERE r.namespace = w.namespace AND r.workflow = w.name \
+    AND r.workflow_uid = w.uid AND r.fire_at <= $1 \
+    ORDER BY r.scheduled_at DESC, r.id DESC LIMIT 1) AS last_run";
+
+const RUN_COLUMNS: &str = "r.id, r.namespace, r.workflow, r.workflow_uid, r.workflow_version, r.trigger, \
+    r.scheduled_at, r.fire_at, r.state, r.params, r.created_at, r.finished_at, \
+    (SELECT min(e.started_at) FROM executions e WHERE e.run_id = r.id) AS started_at";
+
+const TASK_COLUMNS: &str = "id, task, state, fire_at, attempt, started_at, finished_at, output";
+
+/// The states of a run that is not terminal, as an SQL list.
+const UNFINISHED_RUN: &str = "('scheduled', 'running')";
+
+/// The states of an execution that is not terminal, as an SQL list.
+const UNFINISHED_EXECUTION: &str = "('pending', 'scheduled', 'queued', 'running', 'retry_wait')";
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| Error::Corrupt(e.to_string()))
+}
+
+pub(crate) async fn workflow_get(
+    store: &PgStore,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<WorkflowRecord>> {
+    let now = store.now_ms(&store.pool).await?;
+    let sql = format!(
+        "SELECT {WORKFLOW_COLUMNS}, {LAST_RUN} FROM workflows w WHERE w.namespace = $2 AND w.name = $3"
+    );
+    let row = sqlx::query(&sql)
+        .bind(now)
+        .bind(namespace)
+        .bind(name)
+        .fetch_optional(&store.pool)
+        .await
+        .map_err(db_err)?;
+    row.map(|r| rows::workflow(&r, now)).transpose()
+}
+
+pub(crate) async fn workflow_list(
+    store: &PgStore,
+    q: &WorkflowListQuery,
+) -> Result<Vec<WorkflowRecord>> {
+    let now = store.now_ms(&store.pool).await?;
+    let mut sql = format!(
+        "SELECT {WORKFLOW_COLUMNS}, {LAST_RUN} FROM workflows w WHERE w.namespace = $2 AND w.name > $3"
+    );
+    if let Some(p) = q.paused {
+        sql.push_str(if p {
+            " AND w.paused"
+        } else {
+            " AND NOT w.paused"
+        });
+    }
+    if q.label.is_some() {
+        sql.push_str(" AND (w.spec::jsonb -> 'labels' ->> $5) = $6");
+    }
+    sql.push_str(" ORDER BY w.name LIMIT $4");
+    let (key, value) = q.label.clone().unwrap_or_default();
+    let rows = sqlx::query(&sql)
+        .bind(now)
+        .bind(&q.namespace)
+        .bind(q.after_name.as_deref().unwrap_or(""))
+        .bind(i64::from(q.limit))
+        .bind(key)
+        .bind(value)
+        .fetch_all(&store.pool)
+        .await
+        .map_err(db_err)?;
+    rows.iter().map(|r| rows::workflow(r, now)).collect()
+}
+
+pub(crate) async fn workflow_write_batch(
+    store: &PgStore,
+    writes: &[WorkflowWrite],
+) -> Result<Vec<WorkflowRecord>> {
+    let mut tx = store.begin().await?;
+    let now = store.now_ms(&mut *tx).await?;
+    let mut written = Vec::with_capacity(writes.len());
+    for w in writes {
+        written.push(write_workflow(&mut tx, w, now).await?);
+    }
+    commit(tx).await?;
+    Ok(written)
+}
+
+/// Writes one workflow inside `tx`.
+async fn write_workflow(tx: &mut Tx<'_>, w: &WorkflowWrite, now: i64) -> Result<WorkflowRecord> {
+    let r = &w.record;
+    let (ns, name) = (&r.spec.namespace, &r.spec.name);
+    let spec = to_json(&r.spec)?;
+    let (uid, version) = match w.expected_version {
+        None => {
+            let uid: Option<String> = sqlx::query_scalar(
+                "INSERT INTO workflows (namespace, name, uid, shard, version, spec, paused, \
+                   created_at, updated_at, next_slot_at, next_fire_at) \
+                 VALUES ($1, $2, $3, $4, 1, $5, $6, $7, $7, $8, $9) \
+                 ON CONFLICT (namespace, name) DO NOTHING RETURNING uid",
+            )
+            .bind(ns)
+            .bind(name)
+            .bind(&r.uid)
+            .bind(i64::from(r.shard))
+            .bind(&spec)
+            .bind(r.spec.paused)
+            .bind(now)
+            .bind(r.next_slot_at.map(ms))
+            .bind(r.next_fire_at.map(ms))
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(db_err)?;
+            let uid =
+                uid.ok_or_else(|| Error::Conflict(format!("workflow {ns}/{name} already exists")))?;
+            (uid, 1)
+        }
+        Some(expected) => {
+            let uid: Option<String> = sqlx::query_scalar(
+                "UPDATE workflows SET version = version + 1, spec = $4, paused = $5, updated_at = $6, \
+                 next_slot_at = $7, next_fire_at = $8 \
+                 WHERE namespace = $1 AND name = $2 AND version = $3 RETURNING uid",
+            )
+            .bind(ns)
+            .bind(name)
+            .bind(expected)
+            .bind(&spec)
+            .bind(r.spec.paused)
+            .bind(now)
+            .bind(r.next_slot_at.map(ms))
+            .bind(r.next_fire_at.map(ms))
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(db_err)?;
+            match uid {
+                Some(uid) => (uid, expected + 1),
+                None => return Err(version_mismatch(tx, ns, name, expected).await),
+            }
+        }
+    };
+    sqlx::query("INSERT INTO workflow_versions (uid, version, spec) VALUES ($1, $2, $3)")
+        .bind(&uid)
+        .bind(version)
+        .bind(&spec)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_err)?;
+    // A change cancels the runs that have not started; started ones finish on their version.
+    if w.expected_version.is_some() {
+        let not_started = lock_runs(
+            tx,
+            "SELECT id FROM workflow_runs WHERE workflow_uid = $1 AND state = 'scheduled' \
+             AND fire_at > $2 ORDER BY id FOR UPDATE",
+            &uid,
+            now,
+        )
+        .await?;
+        cancel_runs_in_tx(tx, &not_started, now).await?;
+    }
+    Ok(WorkflowRecord {
+        uid,
+        version,
+        created_at: if w.expected_version.is_none() {
+            ts(now)?
+        } else {
+            r.created_at
+        },
+        updated_at: ts(now)?,
+        ..r.clone()
+    })
+}
+
+/// Runs `sql` (which selects and locks run ids, binding `$1` = a workflow uid and `$2` =
+/// now) inside `tx`.
+async fn lock_runs(tx: &mut Tx<'_>, sql: &str, uid: &str, now: i64) -> Result<Vec<String>> {
+    sqlx::query_scalar(sql)
+        .bind(uid)
+        .bind(now)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(db_err)
+}
+
+async fn version_mismatch(tx: &mut Tx<'_>, namespace: &str, name: &str, expected: i64) -> Error {
+    let found: std::result::Result<Option<i64>, _> =
+        sqlx::query_scalar("SELECT version FROM workflows WHERE namespace = $1 AND name = $2")
+            .bind(namespace)
+            .bind(name)
+            .fetch_optional(&mut **tx)
+            .await;
+    match found {
+        Ok(Some(actual)) => Error::StaleVersion { expected, actual },
+        Ok(None) => Error::NotFound(format!("workflow {namespace}/{name}")),
+        Err(e) => db_err(e),
+    }
+}
+
+pub(crate) async fn workflow_delete(
+    store: &PgStore,
+    namespace: &str,
+    name: &str,
+    expected_version: Option<i64>,
+) -> Result<()> {
+    let mut tx = store.begin().await?;
+    let now = store.now_ms(&mut *tx).await?;
+    let uid: Option<String> = sqlx::query_scalar(
+        "DELETE FROM workflows WHERE namespace = $1 AND name = $2 \
+         AND ($3::bigint IS NULL OR version = $3) RETURNING uid",
+    )
+    .bind(namespace)
+    .bind(name)
+    .bind(expected_version)
+    .fetch_optional(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    let Some(uid) = uid else {
+        return Err(
+            version_mismatch(&mut tx, namespace, name, expected_version.unwrap_or(0)).await,
+        );
+    };
+    let unfinished = lock_runs(
+        &mut tx,
+        &format!(
+            "SELECT id FROM workflow_runs WHERE workflow_uid = $1 AND state IN {UNFINISHED_RUN} \
+             AND $2::bigint IS NOT NULL ORDER BY id FOR UPDATE"
+        ),
+        &uid,
+        now,
+    )
+    .await?;
+    cancel_runs_in_tx(&mut tx, &unfinished, now).await?;
+    commit(tx).await
+}
+
+/// Cancels runs that are not terminal and whose rows `tx` has locked: their unfinished tasks
+/// become `cancelled` (running attempts recorded `cancelled`, their workers notified on
+/// commit) and the runs `cancelled`.
+async fn cancel_runs_in_tx(tx: &mut Tx<'_>, runs: &[String], now: i64) -> Result<()> {
+    if runs.is_empty() {
+        return Ok(());
+    }
+    // Locked, so a claim in flight finishes first and its `running` is what is read here.
+    let tasks: Vec<(String, String)> = sqlx::query_as(&format!(
+        "SELECT id, state FROM executions WHERE run_id = ANY($1) AND state IN {UNFINISHED_EXECUTION} \
+         ORDER BY id FOR UPDATE"
+    ))
+    .bind(runs)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    let ids: Vec<&str> = tasks.iter().map(|(id, _)| id.as_str()).collect();
+    if !ids.is_empty() {
+        cancel_all_in_tx(tx, &ids, now).await?;
+    }
+    for (id, state) in &tasks {
+        if state == "running" {
+            notify_cancelled(tx, id).await?;
+        }
+    }
+    sqlx::query(&format!(
+        "UPDATE workflow_runs SET state = 'cancelled', finished_at = $2, timeout_at = NULL \
+         WHERE id = ANY($1) AND state IN {UNFINISHED_RUN}"
+    ))
+    .bind(runs)
+    .bind(now)
+    .execute(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    Ok(())
+}
+
+/// The parsed spec of a workflow version, from the cache or the database.
+async fn version_spec<'e, E: sqlx::PgExecutor<'e>>(
+    executor: E,
+    cache: &SpecCache,
+    uid: &str,
+    version: i64,
+) -> Result<std::sync::Arc<sundial_store::workflow::ParsedVersion>> {
+    if let Some(parsed) = cache.get(uid, version) {
+        return Ok(parsed);
+    }
+    let text: Option<String> =
+        sqlx::query_scalar("SELECT spec FROM workflow_versions WHERE uid = $1 AND version = $2")
+            .bind(uid)
+            .bind(version)
+            .fetch_optional(executor)
+            .await
+            .map_err(db_err)?;
+    let text =
+        text.ok_or_else(|| Error::Corrupt(format!("workflow {uid} has no version {version}")))?;
+    cache.insert(uid, version, &text)
+}
+
+pub(crate) async fn run_create(store: &PgStore, run: &NewRun) -> Result<RunRecord> {
+    let mut tx = store.begin().await?;
+    let now = store.now_ms(&mut *tx).await?;
+    // The workflow row is locked: runs of one workflow are created one at a time, so the
+    // concurrency policy sees every unfinished run, and a write of the workflow waits.
+    let version: Option<i64> =
+        sqlx::query_scalar("SELECT version FROM workflows WHERE uid = $1 FOR UPDATE")
+            .bind(&run.workflow_uid)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db_err)?;
+    let Some(version) = version else {
+        return Err(Error::NotFound(format!(
+            "workflow {}/{}",
+            run.namespace, run.workflow
+        )));
+    };
+    if version != run.workflow_version {
+        return Err(Error::StaleVersion {
+            expected: run.workflow_version,
+            actual: version,
+        });
+    }
+    if matches!(run.trigger, Trigger::Schedule | Trigger::Misfire) {
+        let existing: Option<String> = sqlx::query_scalar(
+            "SELECT id FROM workflow_runs WHERE workflow_uid = $1 AND scheduled_at = $2 \
+             AND trigger IN ('schedule', 'misfire')",
+        )
+        .bind(&run.workflow_uid)
+        .bind(ms(run.scheduled_at))
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        if let Some(id) = existing {
+            drop(tx);
+            return run_get(store, &run.namespace, &id)
+                .await?
+                .ok_or_else(|| Error::NotFound(format!("run {id}")));
+        }
+    }
+    let parsed = version_spec(&mut *tx, &store.workflow_specs, &run.workflow_uid, version).await?;
+    let (spec, dag) = (&parsed.spec, &parsed.dag);
+    let mut recorded_as = run.recorded_as;
+    if recorded_as.is_none() && spec.concurrency_policy != ConcurrencyPolicy::Allow {
+        let unfinished = lock_runs(
+            &mut tx,
+            &format!(
+                "SELECT id FROM workflow_runs WHERE workflow_uid = $1 AND state IN {UNFINISHED_RUN} \
+                 AND $2::bigint IS NOT NULL ORDER BY id FOR UPDATE"
+            ),
+            &run.workflow_uid,
+            now,
+        )
+        .await?;
+        if !unfinished.is_empty() {
+            match spec.concurrency_policy {
+                ConcurrencyPolicy::Skip => recorded_as = Some(RunState::Skipped),
+                _ => cancel_runs_in_tx(&mut tx, &unfinished, now).await?,
+            }
+        }
+    }
+    let (tasks, ended) = match recorded_as {
+        Some(state) => (Vec::new(), Some(state)),
+        None => plan_run(spec, dag, run),
+    };
+    let state = match ended {
+        Some(s) => s,
+        None if ms(run.fire_at) > now => RunState::Scheduled,
+        None => RunState::Running,
+    };
+    let timeout_at = spec
+        .run_timeout
+        .filter(|_| !state.is_terminal())
+        .map(|t| ms(run.fire_at).max(now) + t.as_millis_i64());
+    sqlx::query(
+        "INSERT INTO workflow_runs (id, namespace, workflow, workflow_uid, workflow_version, shard, \
+           trigger, scheduled_at, fire_at, state, params, created_at, finished_at, timeout_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+    )
+    .bind(&run.id)
+    .bind(&run.namespace)
+    .bind(&run.workflow)
+    .bind(&run.workflow_uid)
+    .bind(version)
+    .bind(i64::from(run.shard))
+    .bind(run.trigger.as_str())
+    .bind(ms(run.scheduled_at))
+    .bind(ms(run.fire_at))
+    .bind(state.as_str())
+    .bind(to_json(&run.params)?)
+    .bind(now)
+    .bind(state.is_terminal().then_some(now))
+    .bind(timeout_at)
+    .execute(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    insert_tasks(&mut tx, run, &tasks, now).await?;
+    if tasks.iter().any(|t| t.state == ExecutionState::Scheduled) {
+        notify_due(&mut tx).await?;
+    }
+    commit(tx).await?;
+    run_get(store, &run.namespace, &run.id)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("run {}", run.id)))
+}
+
+/// Inserts a new run's task executions (and the queue rows of those due), and an attempt row
+/// for each that failed at creation (its target did not render); a few statements whatever
+/// the number of tasks.
+async fn insert_tasks(tx: &mut Tx<'_>, run: &NewRun, tasks: &[NewTask], now: i64) -> Result<()> {
+    if tasks.is_empty() {
+        return Ok(());
+    }
+    let n = tasks.len();
+    let (
+        mut ids,
+        mut names,
+        mut states,
+        mut due,
+        mut finished,
+        mut attempts,
+        mut max,
+        mut lease,
+        mut runs,
+    ) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for t in tasks {
+        ids.push(t.id.as_str());
+        names.push(t.task.as_str());
+        states.push(t.state.as_str());
+        due.push((t.state == ExecutionState::Scheduled).then(|| ms(run.fire_at)));
+        finished.push(t.state.is_terminal().then_some(now));
+        attempts.push(i64::from(t.error.is_some()));
+        max.push(i64::from(t.max_attempts));
+        lease.push(t.run.heartbeat_timeout.as_millis_i64());
+        runs.push(to_json(&t.run)?);
+    }
+    sqlx::query(
+        "WITH t AS (SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], \
+                 $6::bigint[], $7::bigint[], $8::bigint[], $9::text[]) \
+               AS t(id, task, state, due_at, finished_at, attempt, max_attempts, lease_ms, run)), \
+         e AS (INSERT INTO executions (id, namespace, job, job_uid, job_version, shard, trigger, \
+                 scheduled_at, fire_at, queued_at, due_at, finished_at, state, attempt, max_attempts, \
+                 lease_ms, run, created_at, run_id, task) \
+               SELECT t.id, $10, $11, $12, $13, $14, 'workflow', $15, $16, $16, t.due_at, t.finished_at, \
+                 t.state, t.attempt, t.max_attempts, t.lease_ms, t.run, $17, $18, t.task FROM t \
+               RETURNING id, due_at) \
+         INSERT INTO execution_queue (id, namespace, job_uid, due_at) \
+         SELECT id, $10, $12, due_at FROM e WHERE due_at IS NOT NULL",
+    )
+    .bind(&ids)
+    .bind(&names)
+    .bind(&states)
+    .bind(&due)
+    .bind(&finished)
+    .bind(&attempts)
+    .bind(&max)
+    .bind(&lease)
+    .bind(&runs)
+    .bind(&run.namespace)
+    .bind(&run.workflow)
+    .bind(&run.workflow_uid)
+    .bind(run.workflow_version)
+    .bind(i64::from(run.shard))
+    .bind(ms(run.scheduled_at))
+    .bind(ms(run.fire_at))
+    .bind(now)
+    .bind(&run.id)
+    .execute(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    for t in tasks {
+        if let Some(error) = &t.error {
+            record_failed_attempt(tx, &t.id, 1, error, now).await?;
+        }
+    }
+    Ok(())
+}
+
+/// The attempt row of a task that failed without running (its target did not render).
+async fn record_failed_attempt(
+    tx: &mut Tx<'_>,
+    id: &str,
+    attempt: i64,
+    error: &str,
+    now: i64,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO attempts (execution_id, attempt, worker, started_at, finished_at, outcome, error) \
+         VALUES ($1, $2, '', $3, $3, 'permanent_failure', $4)",
+    )
+    .bind(id)
+    .bind(attempt)
+    .bind(now)
+    .bind(error)
+    .execute(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    Ok(())
+}
+
+/// Locks, in id order, the runs the executions `ids` belong to, before anything of them is
+/// updated (the module's lock order); returns them.
+pub(crate) async fn lock_runs_of(tx: &mut Tx<'_>, ids: &[&str]) -> Result<Vec<String>> {
+    sqlx::query_scalar(
+        "SELECT id FROM workflow_runs WHERE id = ANY(ARRAY( \
+           SELECT DISTINCT run_id FROM executions WHERE id = ANY($1) AND run_id IS NOT NULL)) \
+         ORDER BY id FOR UPDATE",
+    )
+    .bind(ids)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(db_err)
+}
+
+/// Applies the release of each run in `runs` (ids whose rows `tx` has locked; runs that are
+/// terminal are left alone) inside `tx`, as `sundial_store::workflow::release` decides from
+/// the run's task states now. Returns how many tasks became due (the caller notifies).
+pub(crate) async fn release_runs_in_tx(
+    tx: &mut Tx<'_>,
+    cache: &SpecCache,
+    runs: &[String],
+    now: i64,
+) -> Result<usize> {
+    if runs.is_empty() {
+        return Ok(0);
+    }
+    let run_rows: Vec<(String, String, i64, i64, String)> = sqlx::query_as(&format!(
+        "SELECT id, workflow_uid, workflow_version, scheduled_at, params FROM workflow_runs \
+         WHERE id = ANY($1) AND state IN {UNFINISHED_RUN}"
+    ))
+    .bind(runs)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    if run_rows.is_empty() {
+        return Ok(0);
+    }
+    let live: Vec<&str> = run_rows.iter().map(|r| r.0.as_str()).collect();
+    let task_rows = sqlx::query(
+        "SELECT run_id, id, task, state, output FROM executions WHERE run_id = ANY($1)",
+    )
+    .bind(&live)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    let mut facts_by_run: HashMap<String, HashMap<String, TaskFact>> = HashMap::new();
+    for row in &task_rows {
+        let run_id: String = row.try_get("run_id").map_err(db_err)?;
+        let (task, fact) = rows::task_fact(row)?;
+        facts_by_run.entry(run_id).or_default().insert(task, fact);
+    }
+    let (mut queued_ids, mut queued_runs) = (Vec::new(), Vec::new());
+    let (mut ended_ids, mut ended_states) = (Vec::new(), Vec::new());
+    let (mut run_ids, mut run_states) = (Vec::new(), Vec::new());
+    let mut failed = Vec::new();
+    for (run_id, uid, version, scheduled_at, params) in &run_rows {
+        let parsed = version_spec(&mut **tx, cache, uid, *version).await?;
+        let (spec, dag) = (&parsed.spec, &parsed.dag);
+        let mut by_task = facts_by_run.remove(run_id).unwrap_or_default();
+        let tasks = spec
+            .tasks
+            .iter()
+            .map(|t| {
+                by_task.remove(&t.name).ok_or_else(|| {
+                    Error::Corrupt(format!("run {run_id} has no execution for task {}", t.name))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let params: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(params).map_err(|e| Error::Corrupt(format!("params: {e}")))?;
+        let step = release(&RunFacts {
+            run_id,
+            scheduled_at: ts(*scheduled_at)?,
+            params: &params,
+            spec,
+            dag,
+            tasks,
+        });
+        for (id, run_spec) in step.queued {
+            queued_ids.push(id);
+            queued_runs.push(to_json(&run_spec)?);
+        }
+        for (id, state) in step.ended {
+            ended_ids.push(id);
+            ended_states.push(state.as_str());
+        }
+        failed.extend(step.failed);
+        if let Some(state) = step.run_state {
+            run_ids.push(run_id.clone());
+            run_states.push(state.as_str());
+        }
+    }
+    if !queued_ids.is_empty() {
+        sqlx::query(
+            "WITH q AS (SELECT * FROM UNNEST($1::text[], $2::text[]) AS q(id, run)), \
+             e AS (UPDATE executions x SET state = 'scheduled', due_at = $3, fire_at = $3, \
+                     queued_at = $3, run = q.run FROM q WHERE x.id = q.id \
+                   RETURNING x.id, x.namespace, x.job_uid) \
+             INSERT INTO execution_queue (id, namespace, job_uid, due_at) \
+             SELECT id, namespace, job_uid, $3 FROM e",
+        )
+        .bind(&queued_ids)
+        .bind(&queued_runs)
+        .bind(now)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_err)?;
+    }
+    if !ended_ids.is_empty() {
+        sqlx::query(
+            "UPDATE executions x SET state = e.state, due_at = NULL, finished_at = $3 \
+             FROM UNNEST($1::text[], $2::text[]) AS e(id, state) WHERE x.id = e.id",
+        )
+        .bind(&ended_ids)
+        .bind(&ended_states)
+        .bind(now)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_err)?;
+    }
+    for (id, error) in &failed {
+        let attempt: i64 = sqlx::query_scalar(
+            "UPDATE executions SET state = 'failed', due_at = NULL, finished_at = $2, \
+             attempt = attempt + 1 WHERE id = $1 RETURNING attempt",
+        )
+        .bind(id)
+        .bind(now)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(db_err)?;
+        record_failed_attempt(tx, id, attempt, error, now).await?;
+    }
+    if !run_ids.is_empty() {
+        sqlx::query(
+            "UPDATE workflow_runs r SET state = s.state, finished_at = $3, timeout_at = NULL \
+             FROM UNNEST($1::text[], $2::text[]) AS s(id, state) WHERE r.id = s.id",
+        )
+        .bind(&run_ids)
+        .bind(&run_states)
+        .bind(now)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_err)?;
+    }
+    Ok(queued_ids.len())
+}
+
+pub(crate) async fn run_get(
+    store: &PgStore,
+    namespace: &str,
+    id: &str,
+) -> Result<Option<RunRecord>> {
+    let now = store.now_ms(&store.pool).await?;
+    let sql =
+        format!("SELECT {RUN_COLUMNS} FROM workflow_runs r WHERE r.id = $1 AND r.namespace = $2");
+    let Some(row) = sqlx::query(&sql)
+        .bind(id)
+        .bind(namespace)
+        .fetch_optional(&store.pool)
+        .await
+        .map_err(db_err)?
+    else {
+        return Ok(None);
+    };
+    let mut run = rows::run(&row, now)?;
+    let uid: String = row.try_get("workflow_uid").map_err(db_err)?;
+    let parsed = version_spec(
+        &store.pool,
+        &store.workflow_specs,
+        &uid,
+        run.workflow_version,
+    )
+    .await?;
+    let spec = &parsed.spec;
+    let task_rows = sqlx::query(&format!(
+        "SELECT {TASK_COLUMNS} FROM executions WHERE run_id = $1"
+    ))
+    .bind(id)
+    .fetch_all(&store.pool)
+    .await
+    .map_err(db_err)?;
+    let mut tasks = task_rows
+        .iter()
+        .map(|r| rows::task_record(r, spec, now))
+        .collect::<Result<Vec<_>>>()?;
+    let order: HashMap<&str, usize> = spec
+        .tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.name.as_str(), i))
+        .collect();
+    tasks.sort_by_key(|t| order.get(t.name.as_str()).copied().unwrap_or(usize::MAX));
+    run.tasks = tasks;
+    Ok(Some(run))
+}
+
+pub(crate) async fn run_list(store: &PgStore, q: &RunListQuery) -> Result<Vec<RunRecord>> {
+    let now = store.now_ms(&store.pool).await?;
+    let mut sql = format!("SELECT {RUN_COLUMNS} FROM workflow_runs r WHERE r.namespace = $1");
+    if q.workflow.is_some() {
+        sql.push_str(" AND r.workflow = $2");
+    }
+    match q.state {
+        Some(RunState::Running) => sql
+            .push_str(" AND (r.state = 'running' OR (r.state = 'scheduled' AND r.fire_at <= $3))"),
+        Some(RunState::Scheduled) => sql.push_str(" AND r.state = 'scheduled' AND r.fire_at > $3"),
+        Some(_) => sql.push_str(" AND r.state = $4"),
+        None => {}
+    }
+    if q.before.is_some() {
+        sql.push_str(" AND (r.scheduled_at < $5 OR (r.scheduled_at = $5 AND r.id < $6))");
+    }
+    sql.push_str(" ORDER BY r.scheduled_at DESC, r.id DESC LIMIT $7");
+    let (before_at, before_id) = q
+        .before
+        .clone()
+        .map_or((0, String::new()), |(t, id)| (ms(t), id));
+    let rows = sqlx::query(&sql)
+        .bind(&q.namespace)
+        .bind(q.workflow.as_deref())
+        .bind(now)
+        .bind(q.state.map(RunState::as_str))
+        .bind(before_at)
+        .bind(before_id)
+        .bind(i64::from(q.limit))
+        .fetch_all(&store.pool)
+        .await
+        .map_err(db_err)?;
+    rows.iter().map(|r| rows::run(r, now)).collect()
+}
+
+/// Locks run `id` of `namespace` inside `tx`; its stored state and its version's identity.
+async fn locked_run(tx: &mut Tx<'_>, namespace: &str, id: &str) -> Result<(RunState, String, i64)> {
+    let row: Option<(String, String, i64)> = sqlx::query_as(
+        "SELECT state, workflow_uid, workflow_version FROM workflow_runs \
+         WHERE id = $1 AND namespace = $2 FOR UPDATE",
+    )
+    .bind(id)
+    .bind(namespace)
+    .fetch_optional(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    let (state, uid, version) = row.ok_or_else(|| Error::NotFound(format!("run {id}")))?;
+    Ok((rows::parse(state)?, uid, version))
+}
+
+pub(crate) async fn run_cancel(store: &PgStore, namespace: &str, id: &str) -> Result<RunRecord> {
+    let mut tx = store.begin().await?;
+    let now = store.now_ms(&mut *tx).await?;
+    let (state, _, _) = locked_run(&mut tx, namespace, id).await?;
+    if state.is_terminal() {
+        return Err(Error::Conflict(format!("run {id} is already {state}")));
+    }
+    cancel_runs_in_tx(&mut tx, &[id.to_owned()], now).await?;
+    commit(tx).await?;
+    run_get(store, namespace, id)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("run {id}")))
+}
+
+pub(crate) async fn run_retry(
+    store: &PgStore,
+    namespace: &str,
+    id: &str,
+    names: &[String],
+) -> Result<RunRecord> {
+    let mut tx = store.begin().await?;
+    let now = store.now_ms(&mut *tx).await?;
+    let (state, uid, version) = locked_run(&mut tx, namespace, id).await?;
+    if !state.is_terminal() {
+        return Err(Error::Conflict(format!(
+            "run {id} is {state}; only a terminal run can be retried"
+        )));
+    }
+    if matches!(state, RunState::Skipped | RunState::Missed) {
+        return Err(Error::Conflict(format!(
+            "run {id} was {state} and has no tasks to retry"
+        )));
+    }
+    let parsed = version_spec(&mut *tx, &store.workflow_specs, &uid, version).await?;
+    let (spec, dag) = (&parsed.spec, &parsed.dag);
+    let task_rows = sqlx::query(
+        "SELECT id, task, state, output FROM executions WHERE run_id = $1 ORDER BY id FOR UPDATE",
+    )
+    .bind(id)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    let mut by_task: HashMap<String, TaskFact> = task_rows
+        .iter()
+        .map(rows::task_fact)
+        .collect::<Result<_>>()?;
+    let facts: Vec<TaskFact> = spec
+        .tasks
+        .iter()
+        .map(|t| {
+            by_task
+                .remove(&t.name)
+                .ok_or_else(|| Error::Corrupt(format!("run {id} has no task {}", t.name)))
+        })
+        .collect::<Result<_>>()?;
+    let states: Vec<ExecutionState> = facts.iter().map(|f| f.state).collect();
+    let reset = retry_plan(spec, dag, &states, names)?;
+    if reset.is_empty() {
+        return Err(Error::Conflict(format!(
+            "run {id} has no failed task to retry; name the tasks to run again"
+        )));
+    }
+    let (mut ids, mut extra, mut runs) = (Vec::new(), Vec::new(), Vec::new());
+    for &i in &reset {
+        let run_spec = task_run_spec(spec, i, spec.tasks[i].target.clone());
+        ids.push(facts[i].execution_id.as_str());
+        extra.push(i64::from(run_spec.retry.max_attempts));
+        runs.push(to_json(&run_spec)?);
+    }
+    sqlx::query(
+        "UPDATE executions x SET state = 'pending', due_at = NULL, finished_at = NULL, \
+           lease_expires_at = NULL, output = NULL, max_attempts = x.attempt + r.extra, run = r.run \
+         FROM UNNEST($1::text[], $2::bigint[], $3::text[]) AS r(id, extra, run) WHERE x.id = r.id",
+    )
+    .bind(&ids)
+    .bind(&extra)
+    .bind(&runs)
+    .execute(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    sqlx::query(
+        "UPDATE workflow_runs SET state = 'running', finished_at = NULL, timeout_at = $2 WHERE id = $1",
+    )
+    .bind(id)
+    .bind(spec.run_timeout.map(|t| now + t.as_millis_i64()))
+    .execute(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    let queued = release_runs_in_tx(&mut tx, &store.workflow_specs, &[id.to_owned()], now).await?;
+    if queued > 0 {
+        notify_due(&mut tx).await?;
+    }
+    commit(tx).await?;
+    run_get(store, namespace, id)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("run {id}")))
+}
