@@ -4,7 +4,8 @@
 //! Each pass: renew the shard leases (every third of their TTL), read the jobs of the held
 //! shards whose next fire time is within the lookahead, plan each one's executions
 //! ([`sundial_core::plan`], misfire policies included) and commit them in batches, fenced by
-//! the shard epochs read. Then sleep until the next pass (at most one second), or until
+//! the shard epochs read; the due workflows of the held shards get their runs the same way,
+//! one fenced commit per workflow (docs/workflows.md#runs). Then sleep until the next pass (at most one second), or until
 //! [`Scheduler::waker`] is notified that a job changed.
 //!
 //! Invariants:
@@ -15,7 +16,8 @@
 //! - Memory holds one batch of due jobs at a time, never the stored jobs.
 //!
 //! Metrics: `sundial_triggers_total` (executions inserted), `sundial_shards_held`,
-//! `sundial_trigger_fenced_total` (commits refused for a stale shard epoch).
+//! `sundial_trigger_fenced_total` (commits refused for a stale shard epoch),
+//! `sundial_workflow_runs_total` (workflow runs created).
 
 #![warn(missing_docs)]
 
@@ -24,13 +26,15 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use sundial_clock::Clock;
 use sundial_core::Dur;
+use sundial_core::execution::ExecutionState;
 use sundial_core::execution::Trigger;
 use sundial_core::hash::fire_time;
 use sundial_core::plan::{JobTiming, Plan, plan};
 use sundial_core::schedule::Schedule;
+use sundial_core::workflow::RunState;
 use sundial_store::{
-    DueJob, Error as StoreError, JobTrigger, NewExecution, RunSpec, ShardLease, ShardLeaseRequest,
-    Store, TriggerCommit, TriggerListDue,
+    DueJob, Error as StoreError, JobTrigger, NewExecution, NewRun, RunSpec, ShardLease,
+    ShardLeaseRequest, Store, TriggerCommit, TriggerListDue, WorkflowTrigger,
 };
 use tokio::sync::{Notify, watch};
 
@@ -83,6 +87,8 @@ pub struct PassReport {
     pub executions: u32,
     /// Misfired slots dropped beyond the record bound.
     pub dropped: u64,
+    /// Workflow runs created (including `missed` records).
+    pub runs: u32,
 }
 
 /// The scheduler role.
@@ -227,6 +233,12 @@ impl Scheduler {
             return Ok(report);
         }
         let horizon = now + self.config.lookahead.as_signed();
+        // A workflow that cannot be triggered now must not hold up the jobs' pass.
+        match self.trigger_workflows(now, horizon).await {
+            Ok(runs) => report.runs = runs,
+            Err(e @ StoreError::StaleFence(_)) => return Err(e),
+            Err(e) => tracing::warn!(error = %e, "triggering workflows failed; retrying next pass"),
+        }
         let due = self
             .store
             .trigger_list_due(&TriggerListDue {
@@ -268,6 +280,113 @@ impl Scheduler {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Creates the runs of the due workflows of the held shards, one fenced commit per
+    /// workflow. A workflow under `skip` or `replace` gets its run at its fire time, not
+    /// ahead, so that its policy is judged against the runs unfinished then; under `allow`
+    /// its runs are created within the lookahead, as jobs' executions are.
+    ///
+    /// # Errors
+    /// A store error; a stale fence clears the leases so the next pass re-reads them.
+    async fn trigger_workflows(
+        &mut self,
+        now: Timestamp,
+        horizon: Timestamp,
+    ) -> Result<u32, StoreError> {
+        let due = self
+            .store
+            .workflow_list_due(&TriggerListDue {
+                shards: self.leases.iter().map(|l| l.shard).collect(),
+                horizon,
+                limit: self.config.batch,
+            })
+            .await?;
+        let mut runs = 0;
+        for w in &due {
+            let (Some(schedule), Some(next_slot), Some(next_fire)) =
+                (&w.spec.schedule, w.next_slot_at, w.next_fire_at)
+            else {
+                continue;
+            };
+            let exact = w.spec.concurrency_policy != sundial_core::job::ConcurrencyPolicy::Allow;
+            if exact && next_fire > now {
+                continue;
+            }
+            let planned = match Schedule::compile(schedule) {
+                Ok(compiled) => plan(
+                    &compiled,
+                    JobTiming {
+                        uid: &w.uid,
+                        jitter: w.spec.jitter,
+                        misfire_policy: w.spec.misfire_policy,
+                        misfire_threshold: w.spec.misfire_threshold,
+                    },
+                    next_slot,
+                    now,
+                    if exact { now } else { horizon },
+                ),
+                Err(e) => {
+                    tracing::error!(workflow = %w.spec.name, namespace = %w.spec.namespace, error = %e,
+                        "stored schedule does not compile; completing the workflow's schedule");
+                    Plan {
+                        executions: Vec::new(),
+                        next_slot: None,
+                        dropped: 0,
+                    }
+                }
+            };
+            let trigger = WorkflowTrigger {
+                node: self.config.node.clone(),
+                leases: self.leases.clone(),
+                uid: w.uid.clone(),
+                shard: w.shard,
+                version: w.version,
+                expected_next_slot: next_slot,
+                next_slot_at: planned.next_slot,
+                next_fire_at: planned
+                    .next_slot
+                    .map(|slot| fire_time(&w.uid, slot, w.spec.jitter)),
+                runs: planned
+                    .executions
+                    .iter()
+                    .map(|e| NewRun {
+                        id: uuid::Uuid::now_v7().to_string(),
+                        namespace: w.spec.namespace.clone(),
+                        workflow: w.spec.name.clone(),
+                        workflow_uid: w.uid.clone(),
+                        workflow_version: w.version,
+                        shard: w.shard,
+                        trigger: e.trigger,
+                        scheduled_at: e.scheduled_at,
+                        fire_at: e.fire_at,
+                        params: w.spec.params.clone(),
+                        recorded_as: (e.state == ExecutionState::Missed)
+                            .then_some(RunState::Missed),
+                    })
+                    .collect(),
+            };
+            match self.store.workflow_trigger(&trigger).await {
+                Ok(n) => {
+                    runs += n;
+                    metrics::counter!("sundial_workflow_runs_total").increment(u64::from(n));
+                    if n > 0 {
+                        self.triggered.notify_one();
+                    }
+                }
+                Err(e @ StoreError::StaleFence(_)) => {
+                    metrics::counter!("sundial_trigger_fenced_total").increment(1);
+                    tracing::warn!(error = %e, "shard lease lost; re-reading leases");
+                    self.leases.clear();
+                    return Err(e);
+                }
+                Err(e) => {
+                    tracing::warn!(workflow = %w.spec.name, namespace = %w.spec.namespace, error = %e,
+                        "creating a workflow's runs failed; retrying next pass");
+                }
+            }
+        }
+        Ok(runs)
     }
 
     /// Plans one due job. A job whose stored schedule no longer compiles (it was valid when

@@ -110,31 +110,8 @@ pub(crate) async fn trigger_list_due(store: &PgStore, q: &TriggerListDue) -> Res
 pub(crate) async fn trigger_commit(store: &PgStore, c: &TriggerCommit) -> Result<TriggerCommitted> {
     let mut tx = store.begin().await?;
     let now = store.now_ms(&mut *tx).await?;
-    let mut shards: Vec<i64> = c.jobs.iter().map(|j| i64::from(j.shard)).collect();
-    shards.sort_unstable();
-    shards.dedup();
-    // Fencing: lock the lease rows against a concurrent takeover, then check them.
-    let held = sqlx::query(
-        "SELECT shard, epoch, expires_at FROM shard_leases \
-         WHERE shard = ANY($1) AND owner = $2 AND expires_at > $3 ORDER BY shard FOR SHARE",
-    )
-    .bind(&shards)
-    .bind(&c.node)
-    .bind(now)
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    let held: Vec<ShardLease> = held.iter().map(rows::shard_lease).collect::<Result<_>>()?;
-    for shard in &shards {
-        let current = held.iter().find(|l| i64::from(l.shard) == *shard);
-        let read = c.leases.iter().find(|l| i64::from(l.shard) == *shard);
-        if !matches!((read, current), (Some(r), Some(h)) if r.epoch == h.epoch) {
-            return Err(Error::StaleFence(format!(
-                "shard {shard} is no longer leased to {} with the epoch read",
-                c.node
-            )));
-        }
-    }
+    let shards: Vec<u16> = c.jobs.iter().map(|j| j.shard).collect();
+    check_fence(&mut tx, &c.node, &c.leases, &shards, now).await?;
     // Advance every job of the batch in one statement; a job that changed since it was
     // read (version or next slot) is left out, and so are its executions.
     let mut cols: (
@@ -183,6 +160,43 @@ pub(crate) async fn trigger_commit(store: &PgStore, c: &TriggerCommit) -> Result
     }
     commit(tx).await?;
     Ok(done)
+}
+
+/// Fencing: locks the lease rows of `shards` against a concurrent takeover (`FOR SHARE`, so
+/// a takeover waits for this transaction), then checks that each is still leased to `node`
+/// with the epoch in `leases`, unexpired at `now`; otherwise [`Error::StaleFence`] and
+/// nothing may be written.
+pub(crate) async fn check_fence(
+    tx: &mut Tx<'_>,
+    node: &str,
+    leases: &[ShardLease],
+    shards: &[u16],
+    now: i64,
+) -> Result<()> {
+    let mut shards: Vec<i64> = shards.iter().map(|s| i64::from(*s)).collect();
+    shards.sort_unstable();
+    shards.dedup();
+    let held = sqlx::query(
+        "SELECT shard, epoch, expires_at FROM shard_leases \
+         WHERE shard = ANY($1) AND owner = $2 AND expires_at > $3 ORDER BY shard FOR SHARE",
+    )
+    .bind(&shards)
+    .bind(node)
+    .bind(now)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    let held: Vec<ShardLease> = held.iter().map(rows::shard_lease).collect::<Result<_>>()?;
+    for shard in &shards {
+        let current = held.iter().find(|l| i64::from(l.shard) == *shard);
+        let read = leases.iter().find(|l| i64::from(l.shard) == *shard);
+        if !matches!((read, current), (Some(r), Some(h)) if r.epoch == h.epoch) {
+            return Err(Error::StaleFence(format!(
+                "shard {shard} is no longer leased to {node} with the epoch read"
+            )));
+        }
+    }
+    Ok(())
 }
 
 pub(crate) async fn execution_insert(store: &PgStore, e: &NewExecution) -> Result<ExecutionRecord> {

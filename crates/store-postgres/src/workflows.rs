@@ -18,7 +18,8 @@ use sundial_store::workflow::{
     NewTask, RunFacts, SpecCache, TaskFact, plan_run, release, retry_plan, task_run_spec,
 };
 use sundial_store::{
-    NewRun, RunListQuery, RunRecord, WorkflowListQuery, WorkflowRecord, WorkflowWrite,
+    NewRun, RunListQuery, RunRecord, TriggerListDue, WorkflowListQuery, WorkflowRecord,
+    WorkflowTrigger, WorkflowWrite,
 };
 
 use super::*;
@@ -183,7 +184,7 @@ async fn write_workflow(tx: &mut Tx<'_>, w: &WorkflowWrite, now: i64) -> Result<
             now,
         )
         .await?;
-        cancel_runs_in_tx(tx, &not_started, now).await?;
+        cancel_runs_in_tx(tx, &not_started, now, RunState::Cancelled).await?;
     }
     Ok(WorkflowRecord {
         uid,
@@ -256,14 +257,20 @@ pub(crate) async fn workflow_delete(
         now,
     )
     .await?;
-    cancel_runs_in_tx(&mut tx, &unfinished, now).await?;
+    cancel_runs_in_tx(&mut tx, &unfinished, now, RunState::Cancelled).await?;
     commit(tx).await
 }
 
-/// Cancels runs that are not terminal and whose rows `tx` has locked: their unfinished tasks
+/// Ends runs that are not terminal in `end` (`cancelled`, or `failed` past their
+/// `run_timeout`) and whose rows `tx` has locked: their unfinished tasks
 /// become `cancelled` (running attempts recorded `cancelled`, their workers notified on
-/// commit) and the runs `cancelled`.
-async fn cancel_runs_in_tx(tx: &mut Tx<'_>, runs: &[String], now: i64) -> Result<()> {
+/// commit) and the runs `end`.
+async fn cancel_runs_in_tx(
+    tx: &mut Tx<'_>,
+    runs: &[String],
+    now: i64,
+    end: RunState,
+) -> Result<()> {
     if runs.is_empty() {
         return Ok(());
     }
@@ -286,11 +293,12 @@ async fn cancel_runs_in_tx(tx: &mut Tx<'_>, runs: &[String], now: i64) -> Result
         }
     }
     sqlx::query(&format!(
-        "UPDATE workflow_runs SET state = 'cancelled', finished_at = $2, timeout_at = NULL \
+        "UPDATE workflow_runs SET state = $3, finished_at = $2, timeout_at = NULL \
          WHERE id = ANY($1) AND state IN {UNFINISHED_RUN}"
     ))
     .bind(runs)
     .bind(now)
+    .bind(end.as_str())
     .execute(&mut **tx)
     .await
     .map_err(db_err)?;
@@ -342,6 +350,33 @@ pub(crate) async fn run_create(store: &PgStore, run: &NewRun) -> Result<RunRecor
             actual: version,
         });
     }
+    let id = create_run_in_tx(&mut tx, &store.workflow_specs, run, now)
+        .await?
+        .id;
+    commit(tx).await?;
+    run_get(store, &run.namespace, &id)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("run {id}")))
+}
+
+/// What creating a run did.
+pub(crate) struct CreatedRun {
+    /// The run's id: the new run's, or the one the slot already had.
+    id: String,
+    /// Whether a new run was inserted.
+    inserted: bool,
+}
+
+/// Creates a run of the workflow version `run` names inside `tx`, whose workflow row the
+/// caller has locked and checked: the slot's existing run for a `schedule` or `misfire` run
+/// whose slot has one, else a run with its tasks as `plan_run` decides, under the workflow's
+/// concurrency policy as of `now`. Tasks made due and attempts stopped are notified on commit.
+pub(crate) async fn create_run_in_tx(
+    tx: &mut Tx<'_>,
+    specs: &SpecCache,
+    run: &NewRun,
+    now: i64,
+) -> Result<CreatedRun> {
     if matches!(run.trigger, Trigger::Schedule | Trigger::Misfire) {
         let existing: Option<String> = sqlx::query_scalar(
             "SELECT id FROM workflow_runs WHERE workflow_uid = $1 AND scheduled_at = $2 \
@@ -349,22 +384,22 @@ pub(crate) async fn run_create(store: &PgStore, run: &NewRun) -> Result<RunRecor
         )
         .bind(&run.workflow_uid)
         .bind(ms(run.scheduled_at))
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut **tx)
         .await
         .map_err(db_err)?;
         if let Some(id) = existing {
-            drop(tx);
-            return run_get(store, &run.namespace, &id)
-                .await?
-                .ok_or_else(|| Error::NotFound(format!("run {id}")));
+            return Ok(CreatedRun {
+                id,
+                inserted: false,
+            });
         }
     }
-    let parsed = version_spec(&mut *tx, &store.workflow_specs, &run.workflow_uid, version).await?;
+    let parsed = version_spec(&mut **tx, specs, &run.workflow_uid, run.workflow_version).await?;
     let (spec, dag) = (&parsed.spec, &parsed.dag);
     let mut recorded_as = run.recorded_as;
     if recorded_as.is_none() && spec.concurrency_policy != ConcurrencyPolicy::Allow {
         let unfinished = lock_runs(
-            &mut tx,
+            tx,
             &format!(
                 "SELECT id FROM workflow_runs WHERE workflow_uid = $1 AND state IN {UNFINISHED_RUN} \
                  AND $2::bigint IS NOT NULL ORDER BY id FOR UPDATE"
@@ -376,7 +411,7 @@ pub(crate) async fn run_create(store: &PgStore, run: &NewRun) -> Result<RunRecor
         if !unfinished.is_empty() {
             match spec.concurrency_policy {
                 ConcurrencyPolicy::Skip => recorded_as = Some(RunState::Skipped),
-                _ => cancel_runs_in_tx(&mut tx, &unfinished, now).await?,
+                _ => cancel_runs_in_tx(tx, &unfinished, now, RunState::Cancelled).await?,
             }
         }
     }
@@ -402,7 +437,7 @@ pub(crate) async fn run_create(store: &PgStore, run: &NewRun) -> Result<RunRecor
     .bind(&run.namespace)
     .bind(&run.workflow)
     .bind(&run.workflow_uid)
-    .bind(version)
+    .bind(run.workflow_version)
     .bind(i64::from(run.shard))
     .bind(run.trigger.as_str())
     .bind(ms(run.scheduled_at))
@@ -412,17 +447,88 @@ pub(crate) async fn run_create(store: &PgStore, run: &NewRun) -> Result<RunRecor
     .bind(now)
     .bind(state.is_terminal().then_some(now))
     .bind(timeout_at)
+    .execute(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    insert_tasks(tx, run, &tasks, now).await?;
+    if tasks.iter().any(|t| t.state == ExecutionState::Scheduled) {
+        notify_due(tx).await?;
+    }
+    Ok(CreatedRun {
+        id: run.id.clone(),
+        inserted: true,
+    })
+}
+
+/// Lists workflows of the given shards whose next fire time is at or before the horizon,
+/// earliest first.
+pub(crate) async fn workflow_list_due(
+    store: &PgStore,
+    q: &TriggerListDue,
+) -> Result<Vec<WorkflowRecord>> {
+    let now = store.now_ms(&store.pool).await?;
+    let shards: Vec<i64> = q.shards.iter().map(|s| i64::from(*s)).collect();
+    let sql = format!(
+        "SELECT {WORKFLOW_COLUMNS}, NULL::text AS last_run FROM workflows w \
+         WHERE w.shard = ANY($1) AND w.next_fire_at <= $2 ORDER BY w.next_fire_at LIMIT $3"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(&shards)
+        .bind(ms(q.horizon))
+        .bind(i64::from(q.limit))
+        .fetch_all(&store.pool)
+        .await
+        .map_err(db_err)?;
+    rows.iter().map(|r| rows::workflow(r, now)).collect()
+}
+
+/// Commits one workflow's trigger: fenced by the shard lease, the advance conditional on the
+/// version and slot read (which also locks the workflow row, as `run_create` does), then its
+/// runs created.
+pub(crate) async fn workflow_trigger(store: &PgStore, t: &WorkflowTrigger) -> Result<u32> {
+    let mut tx = store.begin().await?;
+    let now = store.now_ms(&mut *tx).await?;
+    trigger::check_fence(&mut tx, &t.node, &t.leases, &[t.shard], now).await?;
+    let advanced = sqlx::query(
+        "UPDATE workflows SET next_slot_at = $4, next_fire_at = $5 \
+         WHERE uid = $1 AND version = $2 AND next_slot_at = $3",
+    )
+    .bind(&t.uid)
+    .bind(t.version)
+    .bind(ms(t.expected_next_slot))
+    .bind(t.next_slot_at.map(ms))
+    .bind(t.next_fire_at.map(ms))
     .execute(&mut *tx)
     .await
     .map_err(db_err)?;
-    insert_tasks(&mut tx, run, &tasks, now).await?;
-    if tasks.iter().any(|t| t.state == ExecutionState::Scheduled) {
-        notify_due(&mut tx).await?;
+    if advanced.rows_affected() == 0 {
+        return Ok(0);
+    }
+    let mut inserted = 0u32;
+    for run in &t.runs {
+        let created = create_run_in_tx(&mut tx, &store.workflow_specs, run, now).await?;
+        inserted += u32::from(created.inserted);
     }
     commit(tx).await?;
-    run_get(store, &run.namespace, &run.id)
-        .await?
-        .ok_or_else(|| Error::NotFound(format!("run {}", run.id)))
+    Ok(inserted)
+}
+
+pub(crate) async fn run_expire(store: &PgStore, limit: u32) -> Result<u32> {
+    let mut tx = store.begin().await?;
+    let now = store.now_ms(&mut *tx).await?;
+    let expired: Vec<String> = sqlx::query_scalar(&format!(
+        "SELECT id FROM workflow_runs WHERE id = ANY(ARRAY( \
+           SELECT id FROM workflow_runs WHERE timeout_at <= $1 ORDER BY timeout_at LIMIT $2)) \
+         AND state IN {UNFINISHED_RUN} ORDER BY id FOR UPDATE SKIP LOCKED"
+    ))
+    .bind(now)
+    .bind(i64::from(limit))
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    cancel_runs_in_tx(&mut tx, &expired, now, RunState::Failed).await?;
+    commit(tx).await?;
+    Ok(u32::try_from(expired.len()).unwrap_or(u32::MAX))
 }
 
 /// Inserts a new run's task executions (and the queue rows of those due), and an attempt row
@@ -782,7 +888,7 @@ pub(crate) async fn run_cancel(store: &PgStore, namespace: &str, id: &str) -> Re
     if state.is_terminal() {
         return Err(Error::Conflict(format!("run {id} is already {state}")));
     }
-    cancel_runs_in_tx(&mut tx, &[id.to_owned()], now).await?;
+    cancel_runs_in_tx(&mut tx, &[id.to_owned()], now, RunState::Cancelled).await?;
     commit(tx).await?;
     run_get(store, namespace, id)
         .await?

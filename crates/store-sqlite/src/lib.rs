@@ -333,6 +333,18 @@ impl Store for SqliteStore {
         workflows::run_create(self, run).await
     }
 
+    async fn workflow_list_due(&self, q: &TriggerListDue) -> Result<Vec<WorkflowRecord>> {
+        workflows::workflow_list_due(self, q).await
+    }
+
+    async fn workflow_trigger(&self, t: &sundial_store::WorkflowTrigger) -> Result<u32> {
+        workflows::workflow_trigger(self, t).await
+    }
+
+    async fn run_expire(&self, limit: u32) -> Result<u32> {
+        workflows::run_expire(self, limit).await
+    }
+
     async fn run_get(&self, namespace: &str, id: &str) -> Result<Option<RunRecord>> {
         workflows::run_get(self, namespace, id).await
     }

@@ -82,26 +82,9 @@ pub(crate) async fn trigger_commit(
     c: &TriggerCommit,
 ) -> Result<TriggerCommitted> {
     let now = store.clock.now();
-    let owner_prefix = format!("{}/{}", c.node, store.instance);
     let mut tx = store.begin().await?;
-    // Fencing: every shard the batch touches must still be ours with the epoch we read.
-    let held = sqlx::query("SELECT shard, epoch, expires_at FROM shard_leases WHERE owner = ?1")
-        .bind(&owner_prefix)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    let held: Vec<ShardLease> = held.iter().map(rows::shard_lease).collect::<Result<_>>()?;
-    for job in &c.jobs {
-        let read = c.leases.iter().find(|l| l.shard == job.shard);
-        let current = held.iter().find(|l| l.shard == job.shard);
-        let valid = matches!((read, current), (Some(r), Some(h)) if r.epoch == h.epoch && h.expires_at > now);
-        if !valid {
-            return Err(Error::StaleFence(format!(
-                "shard {} is no longer leased to {} with the epoch read",
-                job.shard, c.node
-            )));
-        }
-    }
+    let shards: Vec<u16> = c.jobs.iter().map(|j| j.shard).collect();
+    check_fence(&mut tx, store, &c.node, &c.leases, &shards).await?;
     // Every job of the batch advances conditionally on the version and slot it read, a
     // few statements whatever the batch's size; the jobs that advanced get their
     // executions.
@@ -141,6 +124,36 @@ pub(crate) async fn trigger_commit(
     done.executions_inserted = insert_executions(&mut tx, &executions, now, Some(&c.node)).await?;
     commit(tx).await?;
     Ok(done)
+}
+
+/// Fencing: every shard in `shards` must still be leased to `node` (this process) with the
+/// epoch in `leases`, unexpired; otherwise [`Error::StaleFence`] and nothing may be written.
+pub(crate) async fn check_fence(
+    tx: &mut Tx<'_>,
+    store: &SqliteStore,
+    node: &str,
+    leases: &[ShardLease],
+    shards: &[u16],
+) -> Result<()> {
+    let now = store.clock.now();
+    let owner_prefix = format!("{node}/{}", store.instance);
+    let held = sqlx::query("SELECT shard, epoch, expires_at FROM shard_leases WHERE owner = ?1")
+        .bind(&owner_prefix)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(db_err)?;
+    let held: Vec<ShardLease> = held.iter().map(rows::shard_lease).collect::<Result<_>>()?;
+    for shard in shards {
+        let read = leases.iter().find(|l| l.shard == *shard);
+        let current = held.iter().find(|l| l.shard == *shard);
+        let valid = matches!((read, current), (Some(r), Some(h)) if r.epoch == h.epoch && h.expires_at > now);
+        if !valid {
+            return Err(Error::StaleFence(format!(
+                "shard {shard} is no longer leased to {node} with the epoch read"
+            )));
+        }
+    }
+    Ok(())
 }
 
 pub(crate) async fn execution_insert(

@@ -13,7 +13,8 @@ use sundial_store::workflow::{
     NewTask, RunFacts, SpecCache, TaskFact, plan_run, release, retry_plan, task_run_spec,
 };
 use sundial_store::{
-    NewRun, RunListQuery, RunRecord, WorkflowListQuery, WorkflowRecord, WorkflowWrite,
+    NewRun, RunListQuery, RunRecord, TriggerListDue, WorkflowListQuery, WorkflowRecord,
+    WorkflowTrigger, WorkflowWrite,
 };
 
 use super::*;
@@ -192,7 +193,7 @@ async fn write_workflow(
     } else {
         Vec::new()
     };
-    let stopped = cancel_runs_in_tx(tx, &not_started, now).await?;
+    let stopped = cancel_runs_in_tx(tx, &not_started, now, RunState::Cancelled).await?;
     let record = WorkflowRecord {
         uid,
         version,
@@ -251,7 +252,7 @@ pub(crate) async fn workflow_delete(
     .fetch_all(&mut *tx)
     .await
     .map_err(db_err)?;
-    let stopped = cancel_runs_in_tx(&mut tx, &unfinished, now).await?;
+    let stopped = cancel_runs_in_tx(&mut tx, &unfinished, now, RunState::Cancelled).await?;
     commit(tx).await?;
     for id in stopped {
         let _ = store.signals.cancelled.send(id);
@@ -259,10 +260,16 @@ pub(crate) async fn workflow_delete(
     Ok(())
 }
 
-/// Cancels runs that are not terminal: their unfinished tasks become `cancelled` (running
-/// attempts recorded `cancelled`) and the runs `cancelled`. Returns the ids of executions
+/// Ends runs that are not terminal in `end` (`cancelled`, or `failed` past their
+/// `run_timeout`): their unfinished tasks become `cancelled` (running
+/// attempts recorded `cancelled`) and the runs `end`. Returns the ids of executions
 /// that were running, whose workers are to be told.
-async fn cancel_runs_in_tx(tx: &mut Tx<'_>, runs: &[String], now: i64) -> Result<Vec<String>> {
+async fn cancel_runs_in_tx(
+    tx: &mut Tx<'_>,
+    runs: &[String],
+    now: i64,
+    end: RunState,
+) -> Result<Vec<String>> {
     if runs.is_empty() {
         return Ok(Vec::new());
     }
@@ -280,11 +287,12 @@ async fn cancel_runs_in_tx(tx: &mut Tx<'_>, runs: &[String], now: i64) -> Result
         cancel_all_in_tx(tx, &ids, now).await?;
     }
     sqlx::query(&format!(
-        "UPDATE workflow_runs SET state = 'cancelled', finished_at = ?2, timeout_at = NULL \
+        "UPDATE workflow_runs SET state = ?3, finished_at = ?2, timeout_at = NULL \
          WHERE id IN (SELECT value FROM json_each(?1)) AND state IN {UNFINISHED_RUN}"
     ))
     .bind(&runs_json)
     .bind(now)
+    .bind(end.as_str())
     .execute(&mut **tx)
     .await
     .map_err(db_err)?;
@@ -320,13 +328,12 @@ async fn version_spec(
 pub(crate) async fn run_create(store: &SqliteStore, run: &NewRun) -> Result<RunRecord> {
     let now = ms(store.clock.now());
     let mut tx = store.begin().await?;
-    let current: Option<(i64, String)> =
-        sqlx::query_as("SELECT version, spec FROM workflows WHERE uid = ?1")
-            .bind(&run.workflow_uid)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db_err)?;
-    let Some((version, _)) = current else {
+    let version: Option<i64> = sqlx::query_scalar("SELECT version FROM workflows WHERE uid = ?1")
+        .bind(&run.workflow_uid)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    let Some(version) = version else {
         return Err(Error::NotFound(format!(
             "workflow {}/{}",
             run.namespace, run.workflow
@@ -338,6 +345,47 @@ pub(crate) async fn run_create(store: &SqliteStore, run: &NewRun) -> Result<RunR
             actual: version,
         });
     }
+    let created = create_run_in_tx(&mut tx, &store.workflow_specs, run, now).await?;
+    commit(tx).await?;
+    created.signal(store);
+    run_get(store, &run.namespace, &created.id)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("run {}", created.id)))
+}
+
+/// What creating a run did, for the signals sent after its commit.
+pub(crate) struct CreatedRun {
+    /// The run's id: the new run's, or the one the slot already had.
+    id: String,
+    /// Whether a new run was inserted.
+    inserted: bool,
+    /// Whether tasks were made due.
+    due: bool,
+    /// Running executions cancelled (a `replace`).
+    stopped: Vec<String>,
+}
+
+impl CreatedRun {
+    fn signal(&self, store: &SqliteStore) {
+        if self.due {
+            store.signals.due.notify_one();
+        }
+        for id in &self.stopped {
+            let _ = store.signals.cancelled.send(id.clone());
+        }
+    }
+}
+
+/// Creates a run of the workflow version `run` names inside `tx` (the workflow's existence
+/// and version checked by the caller): the slot's existing run for a `schedule` or `misfire`
+/// run whose slot has one, else a run with its tasks as `plan_run` decides, under the
+/// workflow's concurrency policy as of `now`.
+pub(crate) async fn create_run_in_tx(
+    tx: &mut Tx<'_>,
+    specs: &SpecCache,
+    run: &NewRun,
+    now: i64,
+) -> Result<CreatedRun> {
     if matches!(run.trigger, Trigger::Schedule | Trigger::Misfire) {
         let existing: Option<String> = sqlx::query_scalar(
             "SELECT id FROM workflow_runs WHERE workflow_uid = ?1 AND scheduled_at = ?2 \
@@ -345,17 +393,19 @@ pub(crate) async fn run_create(store: &SqliteStore, run: &NewRun) -> Result<RunR
         )
         .bind(&run.workflow_uid)
         .bind(ms(run.scheduled_at))
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut **tx)
         .await
         .map_err(db_err)?;
         if let Some(id) = existing {
-            drop(tx);
-            return run_get(store, &run.namespace, &id)
-                .await?
-                .ok_or_else(|| Error::NotFound(format!("run {id}")));
+            return Ok(CreatedRun {
+                id,
+                inserted: false,
+                due: false,
+                stopped: Vec::new(),
+            });
         }
     }
-    let parsed = version_spec(&mut tx, &store.workflow_specs, &run.workflow_uid, version).await?;
+    let parsed = version_spec(tx, specs, &run.workflow_uid, run.workflow_version).await?;
     let (spec, dag) = (&parsed.spec, &parsed.dag);
     let mut recorded_as = run.recorded_as;
     let mut stopped = Vec::new();
@@ -364,13 +414,13 @@ pub(crate) async fn run_create(store: &SqliteStore, run: &NewRun) -> Result<RunR
             "SELECT id FROM workflow_runs WHERE workflow_uid = ?1 AND state IN {UNFINISHED_RUN}"
         ))
         .bind(&run.workflow_uid)
-        .fetch_all(&mut *tx)
+        .fetch_all(&mut **tx)
         .await
         .map_err(db_err)?;
         if !unfinished.is_empty() {
             match spec.concurrency_policy {
                 ConcurrencyPolicy::Skip => recorded_as = Some(RunState::Skipped),
-                _ => stopped = cancel_runs_in_tx(&mut tx, &unfinished, now).await?,
+                _ => stopped = cancel_runs_in_tx(tx, &unfinished, now, RunState::Cancelled).await?,
             }
         }
     }
@@ -396,7 +446,7 @@ pub(crate) async fn run_create(store: &SqliteStore, run: &NewRun) -> Result<RunR
     .bind(&run.namespace)
     .bind(&run.workflow)
     .bind(&run.workflow_uid)
-    .bind(version)
+    .bind(run.workflow_version)
     .bind(i64::from(run.shard))
     .bind(run.trigger.as_str())
     .bind(ms(run.scheduled_at))
@@ -406,20 +456,71 @@ pub(crate) async fn run_create(store: &SqliteStore, run: &NewRun) -> Result<RunR
     .bind(now)
     .bind(state.is_terminal().then_some(now))
     .bind(timeout_at)
+    .execute(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    insert_tasks(tx, run, &tasks, now).await?;
+    Ok(CreatedRun {
+        id: run.id.clone(),
+        inserted: true,
+        due: tasks.iter().any(|t| t.state == ExecutionState::Scheduled),
+        stopped,
+    })
+}
+
+/// Lists workflows of the given shards whose next fire time is at or before the horizon,
+/// earliest first.
+pub(crate) async fn workflow_list_due(
+    store: &SqliteStore,
+    q: &TriggerListDue,
+) -> Result<Vec<WorkflowRecord>> {
+    let now = ms(store.clock.now());
+    let shards = to_json(&q.shards)?;
+    let sql = format!(
+        "SELECT {WORKFLOW_COLUMNS}, NULL AS last_run FROM workflows w \
+         WHERE w.next_fire_at <= ?1 AND w.shard IN (SELECT value FROM json_each(?2)) \
+         ORDER BY w.next_fire_at LIMIT ?3"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(ms(q.horizon))
+        .bind(shards)
+        .bind(i64::from(q.limit))
+        .fetch_all(&store.reader)
+        .await
+        .map_err(db_err)?;
+    rows.iter().map(|r| rows::workflow(r, now)).collect()
+}
+
+/// Commits one workflow's trigger: fenced by the shard lease, the advance conditional on the
+/// version and slot read, then its runs created as `run_create` would.
+pub(crate) async fn workflow_trigger(store: &SqliteStore, t: &WorkflowTrigger) -> Result<u32> {
+    let now = ms(store.clock.now());
+    let mut tx = store.begin().await?;
+    trigger::check_fence(&mut tx, store, &t.node, &t.leases, &[t.shard]).await?;
+    let advanced = sqlx::query(
+        "UPDATE workflows SET next_slot_at = ?4, next_fire_at = ?5 \
+         WHERE uid = ?1 AND version = ?2 AND next_slot_at = ?3",
+    )
+    .bind(&t.uid)
+    .bind(t.version)
+    .bind(ms(t.expected_next_slot))
+    .bind(t.next_slot_at.map(ms))
+    .bind(t.next_fire_at.map(ms))
     .execute(&mut *tx)
     .await
     .map_err(db_err)?;
-    insert_tasks(&mut tx, run, &tasks, now).await?;
+    if advanced.rows_affected() == 0 {
+        return Ok(0);
+    }
+    let mut created = Vec::with_capacity(t.runs.len());
+    for run in &t.runs {
+        created.push(create_run_in_tx(&mut tx, &store.workflow_specs, run, now).await?);
+    }
     commit(tx).await?;
-    if tasks.iter().any(|t| t.state == ExecutionState::Scheduled) {
-        store.signals.due.notify_one();
+    for c in &created {
+        c.signal(store);
     }
-    for id in stopped {
-        let _ = store.signals.cancelled.send(id);
-    }
-    run_get(store, &run.namespace, &run.id)
-        .await?
-        .ok_or_else(|| Error::NotFound(format!("run {}", run.id)))
+    Ok(u32::try_from(created.iter().filter(|c| c.inserted).count()).unwrap_or(u32::MAX))
 }
 
 /// Inserts a new run's task executions, and an attempt row for each that failed at creation
@@ -726,7 +827,7 @@ pub(crate) async fn run_cancel(
     if state.is_terminal() {
         return Err(Error::Conflict(format!("run {id} is already {state}")));
     }
-    let stopped = cancel_runs_in_tx(&mut tx, &[id.to_owned()], now).await?;
+    let stopped = cancel_runs_in_tx(&mut tx, &[id.to_owned()], now, RunState::Cancelled).await?;
     commit(tx).await?;
     for e in stopped {
         let _ = store.signals.cancelled.send(e);
@@ -810,4 +911,24 @@ pub(crate) async fn run_retry(
     run_get(store, namespace, id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("run {id}")))
+}
+
+pub(crate) async fn run_expire(store: &SqliteStore, limit: u32) -> Result<u32> {
+    let now = ms(store.clock.now());
+    let mut tx = store.begin().await?;
+    let expired: Vec<String> = sqlx::query_scalar(&format!(
+        "SELECT id FROM workflow_runs WHERE timeout_at <= ?1 AND state IN {UNFINISHED_RUN} \
+         ORDER BY timeout_at LIMIT ?2"
+    ))
+    .bind(now)
+    .bind(i64::from(limit))
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    let stopped = cancel_runs_in_tx(&mut tx, &expired, now, RunState::Failed).await?;
+    commit(tx).await?;
+    for id in stopped {
+        let _ = store.signals.cancelled.send(id);
+    }
+    Ok(u32::try_from(expired.len()).unwrap_or(u32::MAX))
 }

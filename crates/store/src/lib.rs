@@ -37,7 +37,7 @@ use jiff::Timestamp;
 pub use records::*;
 pub use workflow::{
     NewRun, RunListQuery, RunRecord, RunSummary, TaskRecord, WorkflowListQuery, WorkflowRecord,
-    WorkflowWrite,
+    WorkflowTrigger, WorkflowWrite,
 };
 
 /// A store failure, classified so callers decide without downcasting: the domain answers
@@ -394,6 +394,26 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// - Tasks made due are signalled to this process's workers (and, shared, every
     ///   process's).
     async fn run_create(&self, run: &NewRun) -> Result<RunRecord>;
+
+    /// Workflows of the given shards whose next fire time is at or before `horizon`, earliest
+    /// first, at most `limit` (their `last_run` is not read).
+    async fn workflow_list_due(&self, query: &TriggerListDue) -> Result<Vec<WorkflowRecord>>;
+
+    /// Commits one workflow's trigger in one transaction: advances its next slot and creates
+    /// its runs (each as [`Store::run_create`] would). Returns the runs inserted.
+    ///
+    /// # Contract
+    /// - Fenced: unless the workflow's shard is leased to `node` with the epoch given,
+    ///   nothing is written and [`Error::StaleFence`] is returned.
+    /// - The advance applies only while the workflow has the version and next slot read;
+    ///   otherwise nothing is written and 0 is returned (it changed meanwhile).
+    /// - A slot that already has its run gets no second one (W1).
+    async fn workflow_trigger(&self, trigger: &WorkflowTrigger) -> Result<u32>;
+
+    /// Fails up to `limit` runs whose `run_timeout` has passed by the store's clock: their
+    /// unfinished tasks are cancelled (running attempts stopped) and the runs end `failed`.
+    /// Returns how many ended.
+    async fn run_expire(&self, limit: u32) -> Result<u32>;
 
     /// One run of a namespace with its tasks.
     async fn run_get(&self, namespace: &str, id: &str) -> Result<Option<RunRecord>>;

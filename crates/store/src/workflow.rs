@@ -129,6 +129,30 @@ pub struct NewRun {
     pub recorded_as: Option<RunState>,
 }
 
+/// One workflow's trigger (the scheduler's commit for it): the advance of its next slot and
+/// the runs of the slots passed.
+#[derive(Debug, Clone)]
+pub struct WorkflowTrigger {
+    /// The scheduler node.
+    pub node: String,
+    /// The shard leases the trigger relies on, as read.
+    pub leases: Vec<crate::ShardLease>,
+    /// Workflow incarnation read.
+    pub uid: String,
+    /// Its shard.
+    pub shard: u16,
+    /// Version read (the advance is conditional on it).
+    pub version: i64,
+    /// Next slot read (the advance is conditional on it).
+    pub expected_next_slot: Timestamp,
+    /// The new next slot; `None` completes the schedule.
+    pub next_slot_at: Option<Timestamp>,
+    /// Its fire time.
+    pub next_fire_at: Option<Timestamp>,
+    /// Runs for the slots passed (`schedule` or `misfire`; `missed` ones recorded only).
+    pub runs: Vec<NewRun>,
+}
+
 /// One task's execution as a new run creates it ([`plan_run`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewTask {

@@ -594,8 +594,9 @@ impl Worker {
         }
     }
 
-    /// Returns attempts whose lease lapsed to the queue with backoff (or dead-letters them);
-    /// returns how many were reaped.
+    /// Returns attempts whose lease lapsed to the queue with backoff (or dead-letters them),
+    /// and fails the workflow runs past their `run_timeout`; returns how many attempts were
+    /// reaped.
     ///
     /// # Errors
     /// The store's, when listing fails.
@@ -616,6 +617,15 @@ impl Worker {
                 Err(StoreError::StaleFence(_)) => {}
                 Err(err) => return Err(err),
             }
+        }
+        // Workflow runs past their `run_timeout` fail, their running tasks stopped
+        // (docs/workflows.md#runs), by the store's clock.
+        let expired = self.store.run_expire(reaper::REAP_BATCH).await?;
+        if expired > 0 {
+            tracing::info!(
+                runs = expired,
+                "workflow runs failed past their run_timeout"
+            );
         }
         if reaped > 0 {
             self.wake.notify_one();

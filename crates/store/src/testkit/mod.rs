@@ -352,7 +352,9 @@ macro_rules! conformance_tests {
             a_run_keeps_the_version_it_was_created_with,
             concurrency_policies_act_on_runs,
             a_missing_template_path_fails_the_task_naming_it,
-            one_run_per_slot_from_two_processes
+            one_run_per_slot_from_two_processes,
+            a_workflow_trigger_is_fenced_and_idempotent,
+            a_run_past_its_timeout_fails_and_stops_its_tasks
         );
     };
     (@each $run:path, $($name:ident),*) => {

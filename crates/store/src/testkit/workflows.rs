@@ -714,3 +714,136 @@ pub async fn one_run_per_slot_from_two_processes(h: Harness) {
         .expect("executions");
     assert_eq!(all.len(), 2, "one execution per task");
 }
+
+/// A workflow's trigger with a stale shard epoch writes nothing; with the current one it
+/// advances the workflow and creates the slot's run once, however often it is repeated.
+pub async fn a_workflow_trigger_is_fenced_and_idempotent(h: Harness) {
+    let store = h.open(Arc::new(ManualClock::new(t0()))).await;
+    let mut record = workflow_record(
+        "ns",
+        "timed",
+        json!({"schedule": {"every": "10s"}, "tasks": [{"name": "a", "target": http("a")}]}),
+    );
+    record.next_slot_at = Some(t0());
+    record.next_fire_at = Some(t0());
+    let wf = store
+        .workflow_write_batch(&[WorkflowWrite {
+            record,
+            expected_version: None,
+        }])
+        .await
+        .expect("create")
+        .remove(0);
+    let due = store
+        .workflow_list_due(&crate::TriggerListDue {
+            shards: vec![wf.shard],
+            horizon: t0(),
+            limit: 10,
+        })
+        .await
+        .expect("due");
+    assert_eq!(due.len(), 1);
+    let leases = renew_leases(&*store, "n1").await.expect("leases");
+    let trigger = |leases: Vec<ShardLease>| crate::WorkflowTrigger {
+        node: "n1".into(),
+        leases,
+        uid: wf.uid.clone(),
+        shard: wf.shard,
+        version: wf.version,
+        expected_next_slot: t0(),
+        next_slot_at: Some(t0() + SignedDuration::from_secs(10)),
+        next_fire_at: Some(t0() + SignedDuration::from_secs(10)),
+        runs: vec![NewRun {
+            trigger: Trigger::Schedule,
+            ..manual_run(&wf, t0(), json!({}))
+        }],
+    };
+    let stale: Vec<ShardLease> = leases
+        .iter()
+        .map(|l| ShardLease {
+            epoch: l.epoch - 1,
+            ..*l
+        })
+        .collect();
+    assert!(matches!(
+        store.workflow_trigger(&trigger(stale)).await,
+        Err(Error::StaleFence(_))
+    ));
+    let read = store
+        .workflow_get("ns", "timed")
+        .await
+        .expect("get")
+        .expect("wf");
+    assert_eq!(
+        read.next_slot_at,
+        Some(t0()),
+        "the workflow did not advance"
+    );
+    assert_eq!(
+        store
+            .workflow_trigger(&trigger(leases.clone()))
+            .await
+            .expect("trigger"),
+        1
+    );
+    // The same commit again (a retry after a lost acknowledgement) writes nothing.
+    assert_eq!(
+        store
+            .workflow_trigger(&trigger(leases))
+            .await
+            .expect("again"),
+        0
+    );
+    let runs = store
+        .run_list(&crate::RunListQuery {
+            namespace: "ns".into(),
+            workflow: Some("timed".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .expect("runs");
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].trigger, Trigger::Schedule);
+}
+
+/// A run past its `run_timeout` by the store's clock fails: its running task is stopped
+/// (recorded `cancelled`, its late completion refused) and its pending tasks cancelled.
+pub async fn a_run_past_its_timeout_fails_and_stops_its_tasks(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let wf = create_workflow(
+        &*store,
+        "slow",
+        json!({"run_timeout": "10s", "tasks": [
+            {"name": "a", "target": http("a")},
+            {"name": "b", "depends_on": ["a"], "target": http("b")}
+        ]}),
+    )
+    .await;
+    let run = store
+        .run_create(&manual_run(&wf, t0(), json!({})))
+        .await
+        .expect("create run");
+    let a = claim_tasks(&*store).await.remove("a").expect("a");
+    clock.advance(SignedDuration::from_secs(9));
+    assert_eq!(store.run_expire(10).await.expect("expire"), 0);
+    clock.advance(SignedDuration::from_secs(2));
+    assert_eq!(store.run_expire(10).await.expect("expire"), 1);
+    let read = run_of(&*store, &run.id).await;
+    assert_eq!(read.state, RunState::Failed);
+    assert_eq!(
+        task_states(&read),
+        vec![
+            ("a", ExecutionState::Cancelled),
+            ("b", ExecutionState::Cancelled)
+        ]
+    );
+    assert!(matches!(
+        store
+            .attempt_complete(&ended(&a, NextStep::Succeeded, None))
+            .await,
+        Err(Error::StaleFence(_))
+    ));
+    assert_eq!(store.run_expire(10).await.expect("again"), 0);
+}
