@@ -49,22 +49,39 @@ enum Workload {
         #[command(flatten)]
         common: Common,
     },
+    /// Workflow runs due at one instant: release lag (a task's attempt start − its
+    /// upstream's completion commit), tasks/s, lost and duplicated task deliveries
+    /// (docs/workflows.md, "Performance").
+    Workflow {
+        /// `chain`: each task depends on the one before; `fanout`: one root, the rest behind it
+        #[arg(long, value_enum, default_value = "chain")]
+        shape: crate::bench_workflow::Shape,
+        /// Runs (one workflow each, all due at the same instant)
+        #[arg(long, default_value_t = 1000)]
+        runs: u32,
+        /// Tasks per chain, or tasks behind the root of a fan-out
+        #[arg(long, default_value_t = 3)]
+        tasks: u32,
+        #[command(flatten)]
+        common: Common,
+    },
 }
 
+/// Options every workload takes.
 #[derive(Debug, Args)]
-struct Common {
+pub(crate) struct Common {
     /// Store URL [default: a fresh SQLite file in the temp directory]
     #[arg(long)]
-    database_url: Option<String>,
+    pub(crate) database_url: Option<String>,
     /// Server processes to start
     #[arg(long, default_value_t = 1)]
-    nodes: u32,
+    pub(crate) nodes: u32,
     /// Seconds between job creation and the first slot
     #[arg(long, default_value_t = 5)]
-    lead_s: u64,
+    pub(crate) lead_s: u64,
     /// Far-future jobs to store besides (they must not slow the due lookup)
     #[arg(long, default_value_t = 0)]
-    stored: u64,
+    pub(crate) stored: u64,
 }
 
 #[derive(Default)]
@@ -105,7 +122,7 @@ async fn checkpoint_postgres(url: &str) {
 /// Whether the wait for deliveries ends at `now`: every expected one arrived (`received` of
 /// `expected`); or, past the last slot's fire time `last_slot`, none arrived for [`STALL`]
 /// (the last one at `last_arrival`), or [`WAIT_CAP`] has passed since that fire time.
-fn wait_is_over(
+pub(crate) fn wait_is_over(
     received: u64,
     expected: u64,
     last_arrival: Timestamp,
@@ -137,9 +154,11 @@ async fn sink(
     StatusCode::OK
 }
 
-struct Nodes {
+/// The server processes of a run, killed when dropped.
+pub(crate) struct Nodes {
     children: Vec<Child>,
-    api: String,
+    /// The first one's API address.
+    pub(crate) api: String,
 }
 
 impl Drop for Nodes {
@@ -152,7 +171,8 @@ impl Drop for Nodes {
 }
 
 impl Nodes {
-    fn peak_rss_mb(&self) -> f64 {
+    /// The largest peak RSS among the processes, in MB.
+    pub(crate) fn peak_rss_mb(&self) -> f64 {
         self.children
             .iter()
             .filter_map(|c| std::fs::read_to_string(format!("/proc/{}/status", c.id())).ok())
@@ -169,7 +189,7 @@ impl Nodes {
 
 /// The bench's own SQLite file (with its WAL, shared-memory and lock files), removed when the
 /// run ends, however it ends.
-struct TempDb(Option<String>);
+pub(crate) struct TempDb(pub(crate) Option<String>);
 
 impl Drop for TempDb {
     fn drop(&mut self) {
@@ -185,7 +205,8 @@ fn free_addr() -> anyhow::Result<SocketAddr> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
 }
 
-async fn start_nodes(url: &str, count: u32) -> anyhow::Result<Nodes> {
+/// Starts `count` server processes on `url` and waits until the first is ready.
+pub(crate) async fn start_nodes(url: &str, count: u32) -> anyhow::Result<Nodes> {
     let exe = std::env::current_exe().context("locating the sundial binary")?;
     let mut children = Vec::new();
     let mut api = String::new();
@@ -332,14 +353,15 @@ fn shift_schedule(schedule: &mut Value, by: SignedDuration) {
 }
 
 /// `[#####.....]`: `done` of `total` as a bar `width` characters wide.
-fn progress_bar(done: u64, total: u64, width: usize) -> String {
+pub(crate) fn progress_bar(done: u64, total: u64, width: usize) -> String {
     let filled = (done.min(total) * width as u64)
         .checked_div(total)
         .map_or(width, |f| usize::try_from(f).unwrap_or(width));
     format!("[{}{}]", "#".repeat(filled), ".".repeat(width - filled))
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+/// The nearest-rank `p`-th percentile of `sorted`; 0 when empty.
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -352,6 +374,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     // Steady runs only: how the slots fall within each second, and the run's length in s.
     let (mut arrivals, mut offered_s) = (None, 0.0);
     let (workload, common, expected, first_slot, last_slot, jobs) = match &args.workload {
+        Workload::Workflow {
+            shape,
+            runs,
+            tasks,
+            common,
+        } => return crate::bench_workflow::run(*shape, *runs, *tasks, common).await,
         Workload::Burst { jobs, common } => {
             let at =
                 Timestamp::from_second(Timestamp::now().as_second() + common.lead_s as i64 + 1)?;

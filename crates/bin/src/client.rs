@@ -1,6 +1,8 @@
-//! Client commands: `job ...` and `exec ...` over the HTTP API (docs/configuration.md).
+//! Client commands: `job ...` and `exec ...` over the HTTP API (docs/configuration.md), and
+//! what every client command shares: the flags, the [`Api`] client, reading and applying a file
+//! of resources ([`apply_file`]), and [`InputError`] for exit status 2.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
@@ -19,7 +21,9 @@ pub enum Format {
     Json,
 }
 
-/// Flags every client command takes.
+/// Flags every client command takes: which API, as whom, in which namespace. Each command
+/// family has its own `-o` flag (`job` and `exec` take [`FormatArg`]); `output` holds the
+/// format a `job` or `exec` command runs with.
 #[derive(Debug, Clone, Args)]
 pub struct ClientOpts {
     /// API base URL
@@ -42,9 +46,45 @@ pub struct ClientOpts {
         default_value = "default"
     )]
     pub namespace: String,
+    /// Output format, set from the command's own `-o` flag
+    #[arg(skip = Format::Table)]
+    pub output: Format,
+}
+
+/// `-o table|json`, which the `job` and `exec` commands take.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct FormatArg {
     /// Output format
     #[arg(short = 'o', long, global = true, value_enum, default_value = "table")]
     pub output: Format,
+}
+
+impl FormatArg {
+    /// `opts` set to output in this format.
+    fn apply_to(self, opts: ClientOpts) -> ClientOpts {
+        ClientOpts {
+            output: self.output,
+            ..opts
+        }
+    }
+}
+
+/// An error that is the command line's or the input file's fault, not the server's: `main`
+/// exits with status 2 for it, as for bad usage (main.rs).
+#[derive(Debug)]
+pub struct InputError(pub String);
+
+impl std::fmt::Display for InputError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InputError {}
+
+/// An [`InputError`] with this message.
+pub fn input_error(message: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(InputError(message.into()))
 }
 
 /// `sundial job ...`
@@ -54,11 +94,14 @@ pub struct JobArgs {
     command: JobCommand,
     #[command(flatten)]
     opts: ClientOpts,
+    #[command(flatten)]
+    format: FormatArg,
 }
 
 #[derive(Debug, Subcommand)]
 enum JobCommand {
-    /// Create or replace the jobs in a YAML or JSON file (one job, a list, or several YAML documents).
+    /// Create or replace the jobs in a YAML or JSON file (one job, a list, an object with a
+    /// `jobs` list, or several YAML documents); exit status 2 when the file is refused as invalid.
     Apply {
         /// The file; `-` reads standard input
         #[arg(short = 'f', long = "file")]
@@ -102,6 +145,8 @@ pub struct ExecArgs {
     command: ExecCommand,
     #[command(flatten)]
     opts: ClientOpts,
+    #[command(flatten)]
+    format: FormatArg,
 }
 
 #[derive(Debug, Subcommand)]
@@ -123,9 +168,10 @@ enum ExecCommand {
     },
 }
 
-/// Refuses a namespace that is not a name, and a job name or execution id that would change
-/// the request's path (`..`, `/`, `%`): URL parsing resolves `a/../../b` to another
-/// namespace's route, so a name taken from a script's input could act elsewhere.
+/// Refuses a namespace that is not a name, and a name or id (of a job, execution, workflow or
+/// run) that would change the request's path (`..`, `/`, `%`): URL parsing resolves
+/// `a/../../b` to another namespace's route, so a name taken from a script's input could act
+/// elsewhere.
 fn check_path(namespace: &str, path: &str) -> anyhow::Result<()> {
     sundial_core::names::check_name(namespace)
         .map_err(|m| anyhow::anyhow!("-n/--namespace: '{namespace}': the name {m}"))?;
@@ -135,7 +181,7 @@ fn check_path(namespace: &str, path: &str) -> anyhow::Result<()> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'));
         if !plain || segment.is_empty() || segment.chars().all(|c| c == '.') {
-            bail!("'{segment}' is not a job name or execution id");
+            bail!("'{segment}' is not a name or an id");
         }
     }
     Ok(())
@@ -220,7 +266,8 @@ impl Api {
     }
 }
 
-fn print(format: Format, value: &Value, table: impl FnOnce(&Value)) {
+/// Prints `value` as the API's JSON, or as `table` prints it for people.
+pub fn print(format: Format, value: &Value, table: impl FnOnce(&Value)) {
     match format {
         Format::Json => outln!(
             "{}",
@@ -230,48 +277,80 @@ fn print(format: Format, value: &Value, table: impl FnOnce(&Value)) {
     }
 }
 
+/// A kind of resource that `apply` writes in bulk: its name in messages, the key of its list
+/// in a file and in the `…:apply` body, and the most one request may hold.
+#[derive(Debug, Clone, Copy)]
+pub struct Bulk {
+    /// One of them, in messages: `job`.
+    pub noun: &'static str,
+    /// The list's key and the route's collection: `jobs` (`POST …/jobs:apply`).
+    pub plural: &'static str,
+    /// The most items one `…:apply` request may hold.
+    pub batch: usize,
+}
+
+/// Jobs: `POST …/jobs:apply` with `{"jobs": [...]}`, at most 1,000 per request.
+pub const JOBS: Bulk = Bulk {
+    noun: "job",
+    plural: "jobs",
+    batch: 1000,
+};
+
 /// Reads one or many jobs from YAML or JSON text: a job object, a list of jobs, an object
 /// with a `jobs` list, or several YAML documents.
 ///
 /// # Errors
 /// Text that is neither, naming the document.
 pub fn parse_jobs(text: &str) -> anyhow::Result<Vec<Value>> {
+    parse_items(text, &JOBS)
+}
+
+/// Reads one or many items of a kind from YAML or JSON text: an item object, a list of
+/// items, an object with a list under the kind's plural (`{"workflows": [...]}`), or several
+/// YAML documents, each of which may be any of these.
+///
+/// # Errors
+/// An [`InputError`] for text that is neither, naming the document, and for text that holds
+/// no item.
+pub fn parse_items(text: &str, kind: &Bulk) -> anyhow::Result<Vec<Value>> {
     let mut docs = Vec::new();
     if let Ok(v) = serde_json::from_str::<Value>(text) {
         docs.push(v);
     } else {
         for (i, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
             let yaml = serde_yaml_ng::Value::deserialize(doc)
-                .with_context(|| format!("document {} is not valid YAML", i + 1))?;
+                .map_err(|e| input_error(format!("document {} is not valid YAML: {e}", i + 1)))?;
             if let Some(path) = non_finite(&yaml, String::new()) {
-                bail!(
-                    "document {}: {path}: .inf and .nan are not numbers a job can hold",
-                    i + 1
-                );
+                return Err(input_error(format!(
+                    "document {}: {path}: .inf and .nan are not numbers a {} can hold",
+                    i + 1,
+                    kind.noun
+                )));
             }
-            let v = serde_json::to_value(&yaml)
-                .with_context(|| format!("document {} cannot be read as JSON", i + 1))?;
+            let v = serde_json::to_value(&yaml).map_err(|e| {
+                input_error(format!("document {} cannot be read as JSON: {e}", i + 1))
+            })?;
             if !v.is_null() {
                 docs.push(v);
             }
         }
     }
-    let mut jobs = Vec::new();
+    let mut items = Vec::new();
     for doc in docs {
         match doc {
-            Value::Array(items) => jobs.extend(items),
-            Value::Object(mut obj) if obj.get("jobs").is_some_and(Value::is_array) => {
-                if let Some(Value::Array(items)) = obj.remove("jobs") {
-                    jobs.extend(items);
+            Value::Array(list) => items.extend(list),
+            Value::Object(mut obj) if obj.get(kind.plural).is_some_and(Value::is_array) => {
+                if let Some(Value::Array(list)) = obj.remove(kind.plural) {
+                    items.extend(list);
                 }
             }
-            other => jobs.push(other),
+            other => items.push(other),
         }
     }
-    if jobs.is_empty() {
-        bail!("the file holds no job");
+    if items.is_empty() {
+        return Err(input_error(format!("the file holds no {}", kind.noun)));
     }
-    Ok(jobs)
+    Ok(items)
 }
 
 /// The path of the first infinite or NaN number in a YAML value (JSON has neither, and would
@@ -306,8 +385,9 @@ fn non_finite(v: &serde_yaml_ng::Value, path: String) -> Option<String> {
 
 /// `sundial job ...`
 pub async fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
-    let format = args.opts.output;
-    let api = Api::new(args.opts.clone());
+    let opts = args.format.apply_to(args.opts);
+    let format = opts.output;
+    let api = Api::new(opts);
     use reqwest::Method;
     if let JobCommand::Get { name }
     | JobCommand::Pause { name }
@@ -320,15 +400,7 @@ pub async fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
             .map_err(|m| anyhow::anyhow!("job name '{name}': the name {m}"))?;
     }
     match args.command {
-        JobCommand::Apply { file } => {
-            let text = if file.as_os_str() == "-" {
-                std::io::read_to_string(std::io::stdin()).context("reading standard input")?
-            } else {
-                std::fs::read_to_string(&file)
-                    .with_context(|| format!("-f: cannot read {}", file.display()))?
-            };
-            return apply(&api, &text).await;
-        }
+        JobCommand::Apply { file } => return apply_file(&api, &file, &JOBS).await,
         JobCommand::List { paused, label } => {
             let mut query = vec!["limit=1000".to_owned()];
             if let Some(p) = paused {
@@ -401,50 +473,86 @@ pub async fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Applies every job of a file through the bulk endpoint, per namespace in batches of 1000,
-/// each batch all or none (a file of at most 1000 jobs in one namespace is one batch); reports
-/// each job; fails if any batch was rejected. A name given twice in one namespace of the file
-/// is refused before anything is sent.
-async fn apply(api: &Api, text: &str) -> anyhow::Result<ExitCode> {
-    let jobs = parse_jobs(text)?;
+/// Applies every item of a kind in `file` (`-` reads standard input): see [`apply`].
+///
+/// # Errors
+/// A file that cannot be read; otherwise those of [`apply`].
+pub async fn apply_file(api: &Api, file: &Path, kind: &Bulk) -> anyhow::Result<ExitCode> {
+    let text = if file.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin()).context("reading standard input")?
+    } else {
+        std::fs::read_to_string(file)
+            .with_context(|| format!("-f: cannot read {}", file.display()))?
+    };
+    apply(api, &text, kind).await
+}
+
+/// Applies every item of a kind in a file's text ([`parse_items`]) through the bulk endpoint
+/// (`…/jobs:apply`, `…/workflows:apply`), per namespace (an item's own `namespace`, else
+/// `-n`) in batches of at most [`Bulk::batch`], each all or none (a file of at most that many
+/// items in one namespace is one batch); reports each item on standard output, and each
+/// rejected batch with its field errors, the item named, on standard error. A name given
+/// twice in one namespace of the file is refused before anything is sent.
+///
+/// # Errors
+/// An [`InputError`] (exit status 2) when the file cannot be read as items, names one twice,
+/// or every batch that was rejected was refused as invalid input (400, 413 or 422); any other
+/// error (exit status 1) when a batch was rejected for another reason or the server could not
+/// be reached.
+pub async fn apply(api: &Api, text: &str, kind: &Bulk) -> anyhow::Result<ExitCode> {
+    let Bulk {
+        noun,
+        plural,
+        batch,
+    } = *kind;
+    let items = parse_items(text, kind)?;
     let mut by_namespace: std::collections::BTreeMap<String, Vec<&Value>> = Default::default();
-    for job in &jobs {
-        let ns = job
+    for item in &items {
+        let ns = item
             .get("namespace")
             .and_then(Value::as_str)
             .unwrap_or(&api.opts.namespace);
-        by_namespace.entry(ns.to_owned()).or_default().push(job);
+        by_namespace.entry(ns.to_owned()).or_default().push(item);
     }
-    for (ns, jobs) in &by_namespace {
+    for (ns, items) in &by_namespace {
         let mut seen = std::collections::HashSet::new();
-        for job in jobs {
-            if let Some(name) = job["name"].as_str()
+        for item in items {
+            if let Some(name) = item["name"].as_str()
                 && !seen.insert(name)
             {
-                bail!("job {ns}/{name} appears twice in the file; nothing was applied");
+                return Err(input_error(format!(
+                    "{noun} {ns}/{name} appears twice in the file; nothing was applied"
+                )));
             }
         }
     }
-    let batches: usize = by_namespace.values().map(|j| j.len().div_ceil(1000)).sum();
-    let mut rejected = 0;
-    for (ns, jobs) in by_namespace {
+    let batches: usize = by_namespace.values().map(|j| j.len().div_ceil(batch)).sum();
+    let (mut rejected, mut refused_as_invalid) = (0, true);
+    for (ns, items) in by_namespace {
         let scoped = Api::new(ClientOpts {
             namespace: ns.clone(),
             ..api.opts.clone()
         });
-        for chunk in jobs.chunks(1000) {
-            let body = serde_json::json!({ "jobs": chunk });
+        for chunk in items.chunks(batch) {
+            let body = Value::Object(serde_json::Map::from_iter([(
+                plural.to_owned(),
+                Value::from_iter(chunk.iter().map(|&item| item.clone())),
+            )]));
             let (status, v) = scoped
-                .send(reqwest::Method::POST, "/jobs:apply", Some(&body))
+                .send(
+                    reqwest::Method::POST,
+                    &format!("/{plural}:apply"),
+                    Some(&body),
+                )
                 .await?;
             if status == 200 {
                 let created = v["created"].as_u64().unwrap_or(0);
-                for job in v["items"].as_array().map_or(&[][..], Vec::as_slice) {
+                for item in v["items"].as_array().map_or(&[][..], Vec::as_slice) {
                     outln!(
-                        "job {ns}/{} applied (version {}, next fire at {})",
-                        cell_str(&job["name"]),
-                        job["version"],
-                        cell_str(&job["next_fire_at"])
+                        "{noun} {ns}/{} applied (version {}, next fire at {})",
+                        cell_str(&item["name"]),
+                        item["version"],
+                        cell_str(&item["next_fire_at"])
                     );
                 }
                 outln!(
@@ -455,14 +563,15 @@ async fn apply(api: &Api, text: &str) -> anyhow::Result<ExitCode> {
                 continue;
             }
             rejected += chunk.len();
+            refused_as_invalid &= matches!(status, 400 | 413 | 422);
             if batches > 1 {
                 eprintln!(
-                    "{ns}: a batch of {} jobs was rejected and none of it written (the file is \
-                     applied in {batches} batches of at most 1000, each all or none)",
+                    "{ns}: a batch of {} {plural} was rejected and none of it written (the file \
+                     is applied in {batches} batches of at most {batch}, each all or none)",
                     chunk.len()
                 );
             } else {
-                eprintln!("{ns}: {} jobs rejected, none written", chunk.len());
+                eprintln!("{ns}: {} {plural} rejected, none written", chunk.len());
             }
             let errors = v["errors"].as_array().map_or(&[][..], Vec::as_slice);
             if errors.is_empty() {
@@ -475,19 +584,19 @@ async fn apply(api: &Api, text: &str) -> anyhow::Result<ExitCode> {
             }
             for e in errors {
                 let field = e["field"].as_str().unwrap_or("");
-                // `jobs.<i>.<field>`: name the job by its name where the file gives one.
+                // `<plural>.<i>.<field>`: name the item by its name where the file gives one.
                 let mut parts = field.splitn(3, '.');
                 let label = match (
                     parts.next(),
                     parts.next().and_then(|i| i.parse::<usize>().ok()),
                     parts.next(),
                 ) {
-                    (Some("jobs"), Some(i), rest) => {
+                    (Some(list), Some(i), rest) if list == plural => {
                         let name = chunk
                             .get(i)
                             .and_then(|j| j["name"].as_str())
                             .map_or(format!("#{}", i + 1), str::to_owned);
-                        format!("job {name}: {}", rest.unwrap_or(""))
+                        format!("{noun} {name}: {}", rest.unwrap_or(""))
                     }
                     _ => field.to_owned(),
                 };
@@ -496,7 +605,12 @@ async fn apply(api: &Api, text: &str) -> anyhow::Result<ExitCode> {
         }
     }
     if rejected > 0 {
-        bail!("{rejected} of {} jobs not applied", jobs.len());
+        let message = format!("{rejected} of {} {plural} not applied", items.len());
+        return Err(if refused_as_invalid {
+            input_error(message)
+        } else {
+            anyhow::anyhow!(message)
+        });
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -507,8 +621,9 @@ fn cell_str(v: &Value) -> String {
 
 /// `sundial exec ...`
 pub async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
-    let format = args.opts.output;
-    let api = Api::new(args.opts);
+    let opts = args.format.apply_to(args.opts);
+    let format = opts.output;
+    let api = Api::new(opts);
     use reqwest::Method;
     let (method, path) = match &args.command {
         ExecCommand::Get { id } => (Method::GET, format!("/executions/{id}")),

@@ -1,8 +1,10 @@
 //! `sundial`: the one binary. Server roles (`server`, `migrate`), client commands (`job`,
-//! `exec`), tools (`cron`, `demo`). See docs/configuration.md for the command line contract.
+//! `exec`, `workflow`), tools (`cron`, `demo`). See docs/configuration.md for the command line
+//! contract.
 //!
 //! Exit codes: 0 success; 1 a failure (server error, rejected request, unreachable server);
-//! 2 bad usage or an invalid cron expression.
+//! 2 bad usage, an invalid cron expression, or an `apply` file refused as invalid
+//! ([`client::InputError`]).
 
 /// `println!` that ignores a closed standard output (`sundial ... | head`), where `println!`
 /// would panic.
@@ -14,12 +16,14 @@ macro_rules! outln {
 }
 
 mod bench;
+mod bench_workflow;
 mod client;
 mod config;
 mod cron_cmd;
 mod demo;
 mod output;
 mod server;
+mod workflow_cmd;
 
 use std::process::ExitCode;
 
@@ -49,6 +53,8 @@ enum Command {
     Job(client::JobArgs),
     /// Inspect and steer executions through the API.
     Exec(client::ExecArgs),
+    /// Manage workflows (DAGs of tasks) and their runs through the API.
+    Workflow(workflow_cmd::WorkflowArgs),
     /// Evaluate and explain cron expressions.
     Cron(cron_cmd::CronArgs),
     /// Start a server on an embedded store with a local HTTP receiver, apply
@@ -66,6 +72,7 @@ async fn main() -> ExitCode {
         Command::Migrate(args) => server::migrate(args).await,
         Command::Job(args) => client::job(args).await,
         Command::Exec(args) => client::exec(args).await,
+        Command::Workflow(args) => workflow_cmd::run(args).await,
         Command::Cron(args) => return cron_cmd::run(args),
         Command::Demo(args) => demo::run(args).await,
         Command::Bench(args) => bench::run(args).await,
@@ -74,7 +81,11 @@ async fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("sundial: error: {e:#}");
-            ExitCode::FAILURE
+            if e.chain().any(|cause| cause.is::<client::InputError>()) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

@@ -1,4 +1,5 @@
-//! Tables for people: jobs, executions, attempts; and problem documents as one line.
+//! Tables for people: jobs, executions, attempts, workflows, runs and their tasks; and problem
+//! documents as one line.
 
 use serde_json::Value;
 
@@ -31,22 +32,28 @@ fn table(headers: &[&str], rows: Vec<Vec<String>>) {
     }
 }
 
+/// A schedule in words: `cron EXPR (ZONE)`, `every DURATION`, `at INSTANT`; `-` for none (a
+/// workflow that runs only when triggered).
+fn schedule(s: &Value) -> String {
+    if s.is_null() {
+        "-".into()
+    } else if let Some(c) = s["cron"].as_str() {
+        format!("cron {c} ({})", s["timezone"].as_str().unwrap_or("UTC"))
+    } else if let Some(e) = s["every"].as_str() {
+        format!("every {e}")
+    } else {
+        format!("at {}", cell(&s["at"]))
+    }
+}
+
 /// Prints jobs as NAME, SCHEDULE, STATE, NEXT FIRE, LAST.
 pub fn print_jobs(items: &[Value]) {
     let rows = items
         .iter()
         .map(|j| {
-            let s = &j["schedule"];
-            let schedule = if let Some(c) = s["cron"].as_str() {
-                format!("cron {c} ({})", s["timezone"].as_str().unwrap_or("UTC"))
-            } else if let Some(e) = s["every"].as_str() {
-                format!("every {e}")
-            } else {
-                format!("at {}", cell(&s["at"]))
-            };
             vec![
                 cell(&j["name"]),
-                schedule,
+                schedule(&j["schedule"]),
                 cell(&j["state"]),
                 cell(&j["next_fire_at"]),
                 cell(&j["last_execution"]["state"]),
@@ -96,6 +103,92 @@ pub fn print_attempts(items: &[Value]) {
     table(
         &[
             "ATTEMPT", "WORKER", "STARTED", "OUTCOME", "STATUS", "MS", "ERROR",
+        ],
+        rows,
+    );
+}
+
+/// Prints workflows as NAME, STATE, TASKS (how many), SCHEDULE, NEXT FIRE, LAST RUN (its state).
+pub fn print_workflows(items: &[Value]) {
+    let rows = items
+        .iter()
+        .map(|w| {
+            vec![
+                cell(&w["name"]),
+                cell(&w["state"]),
+                w["tasks"]
+                    .as_array()
+                    .map_or_else(|| "-".to_owned(), |t| t.len().to_string()),
+                schedule(&w["schedule"]),
+                cell(&w["next_fire_at"]),
+                cell(&w["last_run"]["state"]),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "NAME",
+            "STATE",
+            "TASKS",
+            "SCHEDULE",
+            "NEXT FIRE",
+            "LAST RUN",
+        ],
+        rows,
+    );
+}
+
+/// Prints workflow runs as ID, STATE, TRIGGER, SCHEDULED AT, STARTED, FINISHED.
+pub fn print_runs(items: &[Value]) {
+    let rows = items
+        .iter()
+        .map(|r| {
+            vec![
+                cell(&r["id"]),
+                cell(&r["state"]),
+                cell(&r["trigger"]),
+                cell(&r["scheduled_at"]),
+                cell(&r["started_at"]),
+                cell(&r["finished_at"]),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "ID",
+            "STATE",
+            "TRIGGER",
+            "SCHEDULED AT",
+            "STARTED",
+            "FINISHED",
+        ],
+        rows,
+    );
+}
+
+/// Prints a run's tasks as TASK, STATE, ATTEMPT, STARTED, FINISHED, EXECUTION (its id).
+pub fn print_run_tasks(items: &[Value]) {
+    let rows = items
+        .iter()
+        .map(|t| {
+            vec![
+                cell(&t["name"]),
+                cell(&t["state"]),
+                cell(&t["attempt"]),
+                cell(&t["started_at"]),
+                cell(&t["finished_at"]),
+                cell(&t["execution_id"]),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "TASK",
+            "STATE",
+            "ATTEMPT",
+            "STARTED",
+            "FINISHED",
+            "EXECUTION",
         ],
         rows,
     );

@@ -1,5 +1,5 @@
-//! The command line against a real server: `job`, `exec`, `cron`, and the refusal of a second
-//! scheduler on one SQLite file.
+//! The command line against a real server: `job`, `exec`, `workflow`, `cron`, and the refusal
+//! of a second scheduler on one SQLite file.
 
 mod common;
 
@@ -66,6 +66,9 @@ fn names_and_ids_that_would_leave_the_namespace_are_refused_before_any_request()
         &["job", "list", "-n", "a/../b"][..],
         &["exec", "cancel", "../../b/executions/x", "-n", "a"][..],
         &["exec", "get", "%2e%2e", "-n", "a"][..],
+        &["workflow", "get", "../jobs/x", "-n", "a"][..],
+        &["workflow", "run", "get", "../../x", "-w", "wf", "-n", "a"][..],
+        &["workflow", "run", "cancel", "r1", "-w", "a/b", "-n", "a"][..],
     ] {
         let o = sundial(&[args, &server[..]].concat());
         assert!(!o.status.success(), "{args:?}");
@@ -159,7 +162,7 @@ async fn job_and_exec_commands_drive_the_api() {
     )
     .unwrap();
     let o = run(&["job", "apply", "-f", bad.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2), "a file refused as invalid");
     let err = stderr(&o);
     for field in [
         "job bad: schedule",
@@ -198,4 +201,316 @@ async fn a_second_server_on_the_same_sqlite_file_is_refused_with_a_clear_message
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);
     assert!(err.contains("another process runs the scheduler"), "{err}");
+}
+
+/// Two workflows in one YAML stream: `etl` (SPEC §9's shape: extract, load after it, alert
+/// after both on one_failed; a yearly schedule that does not fire during the test) and
+/// `slow`, one task on the receiver's 5 s path, triggered only by hand.
+fn workflows_yaml(receiver: &Receiver) -> String {
+    format!(
+        "---\nname: etl\nschedule: {{cron: '0 0 1 1 *'}}\nparams: {{region: eu}}\ntasks:\n\
+         - {{name: extract, target: {{type: http, url: '{ok}'}}}}\n\
+         - {{name: load, depends_on: [extract], target: {{type: http, url: '{ok}'}}}}\n\
+         - {{name: alert, depends_on: [extract, load], trigger_rule: one_failed, target: {{type: http, url: '{ok}'}}}}\n\
+         ---\nname: slow\ntasks:\n- {{name: wait, target: {{type: http, url: '{slow}'}}}}\n",
+        ok = receiver.url("ok"),
+        slow = receiver.url("slow-wf"),
+    )
+}
+
+fn json_of(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: stdout {} stderr {}", stdout(o), stderr(o)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workflow_commands_drive_the_api() {
+    let receiver = Receiver::start().await;
+    let server = Server::start().await;
+    let url = format!("http://{}", server.addr);
+    let run = |args: &[&str]| {
+        let mut cmd = args.to_vec();
+        cmd.extend_from_slice(&["--server", &url, "-n", "wf"]);
+        sundial(&cmd)
+    };
+    let file = server.dir.join("workflows.yaml");
+    std::fs::write(&file, workflows_yaml(&receiver)).unwrap();
+    let o = run(&["workflow", "apply", "-f", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("workflow wf/etl applied (version 1"), "{out}");
+    assert!(out.contains("workflow wf/slow applied (version 1"), "{out}");
+    assert!(
+        out.contains("wf: 2 created, 0 updated, 0 unchanged"),
+        "{out}"
+    );
+    let o = run(&["workflow", "apply", "-f", file.to_str().unwrap()]);
+    assert!(
+        stdout(&o).contains("0 created, 0 updated, 2 unchanged"),
+        "{}",
+        stdout(&o)
+    );
+
+    // list: a table, and the API's JSON.
+    let o = run(&["workflow", "list"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = stdout(&o);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 3, "{table}");
+    let header: Vec<&str> = lines[0]
+        .split("  ")
+        .filter(|c| !c.is_empty())
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "STATE",
+            "TASKS",
+            "SCHEDULE",
+            "NEXT FIRE",
+            "LAST RUN"
+        ]
+    );
+    assert!(
+        lines[1].starts_with("etl ") && lines[1].contains(" active "),
+        "{table}"
+    );
+    assert!(
+        lines[1].contains(" 3 ") && lines[1].contains("cron 0 0 1 1 * (UTC)"),
+        "{table}"
+    );
+    assert!(
+        lines[2].starts_with("slow ") && lines[2].contains(" 1 "),
+        "{table}"
+    );
+    let list = json_of(&run(&["workflow", "list", "-o", "json"]));
+    assert_eq!(list["items"].as_array().unwrap().len(), 2);
+
+    // get: YAML for people, the resource as JSON.
+    let o = run(&["workflow", "get", "etl"]);
+    assert!(stdout(&o).contains("name: etl"), "{}", stdout(&o));
+    let etl = json_of(&run(&["workflow", "get", "etl", "-o", "json"]));
+    assert_eq!(etl["version"], 1);
+    assert_eq!(etl["tasks"].as_array().unwrap().len(), 3);
+
+    // graph: text in topological order, and Graphviz dot.
+    let o = run(&["workflow", "graph", "etl"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "extract\nload     ← extract\nalert    ← extract, load  (one_failed)\n"
+    );
+    let o = run(&["workflow", "graph", "etl", "-o", "dot"]);
+    assert_eq!(
+        stdout(&o),
+        "digraph \"etl\" {\n  rankdir=LR;\n  \"extract\";\n  \"load\";\n  \"alert\";\n  \
+         \"extract\" -> \"load\";\n  \"extract\" -> \"alert\" [label=\"one_failed\"];\n  \
+         \"load\" -> \"alert\" [label=\"one_failed\"];\n}\n"
+    );
+    // -o text and dot are graph's alone, and graph prints nothing else: bad usage.
+    assert_eq!(
+        run(&["workflow", "graph", "etl", "-o", "json"])
+            .status
+            .code(),
+        Some(2)
+    );
+    let o = run(&["workflow", "list", "-o", "dot"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("only `workflow graph`"),
+        "{}",
+        stderr(&o)
+    );
+
+    // trigger with params (JSON where it parses), then watch the run end.
+    let o = run(&[
+        "workflow",
+        "trigger",
+        "etl",
+        "--param",
+        "region=us",
+        "--param",
+        "batch=3",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let triggered = json_of(&o);
+    assert_eq!(triggered["trigger"], "manual");
+    assert_eq!(
+        triggered["params"],
+        serde_json::json!({"region": "us", "batch": 3})
+    );
+    let run_id = triggered["id"].as_str().unwrap().to_owned();
+    server
+        .wait_for(Duration::from_secs(10), async || {
+            let r = json_of(&run(&[
+                "workflow", "run", "get", &run_id, "-w", "etl", "-o", "json",
+            ]));
+            (r["state"] == "succeeded").then_some(())
+        })
+        .await;
+    assert_eq!(
+        receiver.for_path("ok").len(),
+        2,
+        "extract and load ran; alert did not"
+    );
+
+    // run get: the run's row, then one line per task.
+    let o = run(&["workflow", "run", "get", &run_id, "--workflow", "etl"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = stdout(&o);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0].starts_with("ID ") && lines[0].contains("SCHEDULED AT"),
+        "{table}"
+    );
+    assert!(
+        lines[1].starts_with(&run_id) && lines[1].contains(" succeeded  manual "),
+        "{table}"
+    );
+    assert_eq!(lines[2], "", "{table}");
+    let header: Vec<&str> = lines[3]
+        .split("  ")
+        .filter(|c| !c.is_empty())
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "TASK",
+            "STATE",
+            "ATTEMPT",
+            "STARTED",
+            "FINISHED",
+            "EXECUTION"
+        ]
+    );
+    let task_line = |name: &str| {
+        lines[4..]
+            .iter()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no line for {name}: {table}"))
+            .to_string()
+    };
+    assert!(task_line("extract").contains(" succeeded "), "{table}");
+    assert!(task_line("load").contains(" succeeded "), "{table}");
+    assert!(task_line("alert").contains(" skipped "), "{table}");
+
+    // runs: the run, newest first.
+    let o = run(&["workflow", "runs", "etl"]);
+    let table = stdout(&o);
+    assert!(table.starts_with("ID "), "{table}");
+    assert!(
+        table
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with(&run_id) && l.contains("manual")),
+        "{table}"
+    );
+    let runs = json_of(&run(&[
+        "workflow",
+        "runs",
+        "etl",
+        "--state",
+        "succeeded",
+        "-o",
+        "json",
+    ]));
+    assert_eq!(runs["items"].as_array().unwrap().len(), 1);
+
+    // run retry of one task: it and its downstream run again.
+    let o = run(&[
+        "workflow", "run", "retry", &run_id, "-w", "etl", "--task", "load", "-o", "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(json_of(&o)["id"], run_id.as_str());
+    server
+        .wait_for(Duration::from_secs(10), async || {
+            let r = json_of(&run(&[
+                "workflow", "run", "get", &run_id, "-w", "etl", "-o", "json",
+            ]));
+            (r["state"] == "succeeded").then_some(())
+        })
+        .await;
+    assert_eq!(
+        receiver.for_path("ok").len(),
+        3,
+        "load ran again, extract did not"
+    );
+
+    // run cancel: a run whose task is on the 5 s path.
+    let slow = json_of(&run(&["workflow", "trigger", "slow", "-o", "json"]));
+    let slow_id = slow["id"].as_str().unwrap().to_owned();
+    server
+        .wait_for(Duration::from_secs(10), async || {
+            (!receiver.for_path("slow-wf").is_empty()).then_some(())
+        })
+        .await;
+    let o = run(&["workflow", "run", "cancel", &slow_id, "-w", "slow"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o)
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.contains(" cancelled ")),
+        "{}",
+        stdout(&o)
+    );
+    let o = run(&["workflow", "run", "cancel", &slow_id, "-w", "slow"]);
+    assert_eq!(o.status.code(), Some(1), "a terminal run: {}", stderr(&o));
+    // -w is required: bad usage.
+    let o = run(&["workflow", "run", "get", &slow_id]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--workflow"), "{}", stderr(&o));
+
+    // pause and resume.
+    assert!(stdout(&run(&["workflow", "pause", "etl"])).contains("workflow etl paused"));
+    let o = run(&["workflow", "resume", "etl"]);
+    assert!(
+        stdout(&o).contains("workflow etl active; next fire at "),
+        "{}",
+        stdout(&o)
+    );
+
+    // A cycle: the field is named, exit 2, and nothing of the file is written.
+    let bad = server.dir.join("cycle.json");
+    std::fs::write(
+        &bad,
+        serde_json::json!({"workflows": [{"name": "cyclic", "tasks": [
+            {"name": "extract", "depends_on": ["load"], "target": {"type": "http", "url": receiver.url("ok")}},
+            {"name": "load", "depends_on": ["extract"], "target": {"type": "http", "url": receiver.url("ok")}},
+        ]}]})
+        .to_string(),
+    )
+    .unwrap();
+    let o = run(&["workflow", "apply", "-f", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("workflow cyclic: tasks[1].depends_on[0]: cycle load → extract → load"),
+        "{err}"
+    );
+    assert!(err.contains("1 of 1 workflows not applied"), "{err}");
+
+    // An unknown workflow: the problem's text and exit 1, as for jobs.
+    for args in [
+        &["workflow", "get", "cyclic"][..],
+        &["workflow", "graph", "nope"][..],
+        &["workflow", "trigger", "nope"][..],
+        &["workflow", "runs", "nope"][..],
+        &["workflow", "run", "get", &run_id, "-w", "nope"][..],
+    ] {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(stderr(&o).contains("not found"), "{args:?}: {}", stderr(&o));
+    }
+    assert_eq!(run(&["job", "get", "nope"]).status.code(), Some(1));
+
+    let o = run(&["workflow", "delete", "slow"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "workflow slow deleted\n");
+    assert_eq!(run(&["workflow", "get", "slow"]).status.code(), Some(1));
 }

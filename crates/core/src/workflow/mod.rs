@@ -5,6 +5,7 @@
 //!   names, unknown upstream, cycles spelled out, templates that refer to what a task cannot
 //!   see, `output` on a target that gives none).
 //! - [`dag`]: the task graph by index: upstream, downstream, topological order, cycles.
+//! - [`graph`]: the task graph rendered for people, as text or Graphviz `dot`.
 //! - [`release`]: the pure release logic — trigger rules, what a completion makes `queued` or
 //!   ends, a run's state — that each store applies inside the completing transaction.
 //! - [`template`]: `{{ run.* }}` and `{{ tasks.NAME.output.* }}` references in target strings,
@@ -16,6 +17,7 @@
 //! (direct or transitive) that keeps an output.
 
 pub mod dag;
+pub mod graph;
 pub mod release;
 pub mod spec;
 pub mod template;
