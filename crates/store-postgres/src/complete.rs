@@ -112,6 +112,7 @@ pub(crate) async fn attempt_complete_batch(
     // `workflows`), so their release sees every other ending in the run.
     let mut tx = store.begin().await?;
     let runs = workflows::lock_runs_of(&mut tx, &ids).await?;
+    let mut released = false;
     let done: Vec<EndedRow> = sqlx::query_as(&sql)
         .bind(test_now)
         .bind(&ids)
@@ -139,9 +140,15 @@ pub(crate) async fn attempt_complete_batch(
         let now = done.first().map_or(0, |d| d.4);
         if workflows::release_runs_in_tx(&mut tx, &store.workflow_specs, &ended, now).await? > 0 {
             notify_due(&mut tx).await?;
+            released = true;
         }
     }
     commit(tx).await?;
+    // This process's workers are woken at once, without waiting for the notification to
+    // come back through the listener's connection; other processes get the NOTIFY.
+    if released && let Some(signals) = store.signals.get() {
+        signals.due.notify_one();
+    }
     let done: std::collections::HashSet<(String, i64)> =
         done.into_iter().map(|d| (d.0, d.1)).collect();
     Ok(completions
