@@ -1,8 +1,12 @@
 //! Test fixtures shared by the binary's integration suites: a real `sundial server` process on
-//! a temp SQLite file, and a real loopback HTTP receiver that records every delivery.
+//! a temp SQLite file, and a real loopback HTTP receiver that records every delivery; the
+//! failure suites' cluster of processes on PostgreSQL is in [`cluster`].
 
 #![allow(dead_code)]
 
+pub mod cluster;
+
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -26,13 +30,27 @@ pub struct Delivery {
 
 /// A loopback HTTP receiver. Paths: `/fail-once` answers 503 to attempt 1 and 200 after;
 /// `/slow…` waits 5 s then answers 200; `/missing` answers 404; `/unavailable` answers 503;
-/// anything else 200.
+/// anything else 200. The test may also hold an attempt's request until it releases it
+/// ([`Receiver::hold`]) or delay the answers to a family of paths ([`Receiver::delay`]).
 #[derive(Clone, Default)]
 pub struct Receiver {
     pub addr: Option<SocketAddr>,
     deliveries: Arc<Mutex<Vec<Delivery>>>,
-    /// Requests to `/slow` whose caller hung up before the answer: (execution id, when).
+    /// Requests answered late (`/slow`, held, delayed) whose caller hung up before the
+    /// answer: (execution id, when).
     abandoned: Arc<Mutex<Vec<(String, Timestamp)>>>,
+    holds: Holds,
+    /// (path prefix, how long) for [`Receiver::delay`].
+    delays: Arc<Mutex<Vec<(String, Duration)>>>,
+}
+
+/// (path, attempt) → open? Requests held by [`Receiver::hold`] wait while it reads false.
+type Holds = Arc<Mutex<HashMap<(String, u32), tokio::sync::watch::Sender<bool>>>>;
+
+/// What a request waits for before it is answered.
+enum Wait {
+    Released(tokio::sync::watch::Receiver<bool>),
+    Sleep(Duration),
 }
 
 /// Records, when dropped before `done`, that the caller hung up.
@@ -77,20 +95,24 @@ async fn receive(
     };
     assert_eq!(delivery.execution_id, header("sundial-execution-id"));
     r.deliveries.lock().unwrap().push(delivery);
+    if let Some(wait) = r.wait_of(&path, attempt) {
+        let mut guard = HangUp {
+            id: header("idempotency-key"),
+            done: false,
+            log: r.abandoned.clone(),
+        };
+        match wait {
+            Wait::Released(mut open) => {
+                let _ = open.wait_for(|open| *open).await;
+            }
+            Wait::Sleep(d) => tokio::time::sleep(d).await,
+        }
+        guard.done = true;
+    }
     match path.as_str() {
         "ok" => StatusCode::OK,
         "fail-once" if attempt <= 1 => StatusCode::SERVICE_UNAVAILABLE,
         "fail-once" => StatusCode::OK,
-        p if p.starts_with("slow") => {
-            let mut guard = HangUp {
-                id: header("idempotency-key"),
-                done: false,
-                log: r.abandoned.clone(),
-            };
-            tokio::time::sleep(Duration::from_secs(5)).await;
-            guard.done = true;
-            StatusCode::OK
-        }
         "missing" => StatusCode::NOT_FOUND,
         "unavailable" => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::OK,
@@ -120,9 +142,51 @@ impl Receiver {
         self.deliveries.lock().unwrap().clone()
     }
 
-    /// Requests to `/slow` abandoned by the caller: (execution id, when).
+    /// Requests answered late (`/slow`, held, delayed) abandoned by the caller: (execution
+    /// id, when).
     pub fn abandoned(&self) -> Vec<(String, Timestamp)> {
         self.abandoned.lock().unwrap().clone()
+    }
+
+    /// Holds the requests to `/{path}` of attempt `attempt` (received and recorded at once)
+    /// unanswered until [`Receiver::release`] or until their caller hangs up.
+    pub fn hold(&self, path: &str, attempt: u32) {
+        let (open, _) = tokio::sync::watch::channel(false);
+        self.holds
+            .lock()
+            .unwrap()
+            .insert((path.to_owned(), attempt), open);
+    }
+
+    /// Answers the held requests to `/{path}` of attempt `attempt`, and those still to come;
+    /// returns when.
+    pub fn release(&self, path: &str, attempt: u32) -> Timestamp {
+        if let Some(open) = self.holds.lock().unwrap().get(&(path.to_owned(), attempt)) {
+            open.send_replace(true);
+        }
+        Timestamp::now()
+    }
+
+    /// Answers the requests to paths starting with `prefix` after `d`.
+    pub fn delay(&self, prefix: &str, d: Duration) {
+        self.delays.lock().unwrap().push((prefix.to_owned(), d));
+    }
+
+    /// What a request to `/{path}` of `attempt` waits for: a hold, a delay, or `/slow`'s 5 s.
+    fn wait_of(&self, path: &str, attempt: u32) -> Option<Wait> {
+        if let Some(open) = self.holds.lock().unwrap().get(&(path.to_owned(), attempt)) {
+            return Some(Wait::Released(open.subscribe()));
+        }
+        let delayed = self
+            .delays
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(prefix, _)| path.starts_with(prefix.as_str()))
+            .map(|(_, d)| *d);
+        delayed
+            .or_else(|| path.starts_with("slow").then_some(Duration::from_secs(5)))
+            .map(Wait::Sleep)
     }
 
     pub fn for_path(&self, path: &str) -> Vec<Delivery> {
@@ -284,6 +348,14 @@ impl Server {
         }
     }
 
+    /// Starts the process again after [`Server::kill9`] (killing it first if it runs), with
+    /// the same options, address and log, and waits until it is ready.
+    pub async fn restart(&mut self) {
+        self.kill9();
+        self.spawn();
+        self.wait_ready().await;
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
@@ -307,42 +379,102 @@ impl Server {
     }
 
     pub async fn put_job(&self, ns: &str, name: &str, body: Value) -> Value {
-        let (status, v) = self
-            .request(
-                reqwest::Method::PUT,
-                &format!("/v1/namespaces/{ns}/jobs/{name}"),
-                Some(body),
-            )
-            .await;
-        assert!(
-            status == 200 || status == 201,
-            "PUT job {name}: {status} {v}"
-        );
+        self.put(&format!("/v1/namespaces/{ns}/jobs/{name}"), body)
+            .await
+    }
+
+    pub async fn put_workflow(&self, ns: &str, name: &str, body: Value) -> Value {
+        self.put(&format!("/v1/namespaces/{ns}/workflows/{name}"), body)
+            .await
+    }
+
+    /// A PUT that must create (201) or replace (200) the resource at `path`.
+    async fn put(&self, path: &str, body: Value) -> Value {
+        let (status, v) = self.request(reqwest::Method::PUT, path, Some(body)).await;
+        assert!(status == 200 || status == 201, "PUT {path}: {status} {v}");
         v
     }
 
     pub async fn get(&self, path: &str) -> Value {
-        let (status, v) = self.request(reqwest::Method::GET, path, None).await;
-        assert_eq!(status, 200, "GET {path}: {v}");
-        v
+        self.try_get(path)
+            .await
+            .unwrap_or_else(|(status, v)| panic!("GET {path}: {status} {v}"))
+    }
+
+    /// A GET that answered 200, or its status and body (a store briefly unavailable).
+    pub async fn try_get(&self, path: &str) -> Result<Value, (u16, Value)> {
+        match self.request(reqwest::Method::GET, path, None).await {
+            (200, v) => Ok(v),
+            other => Err(other),
+        }
+    }
+
+    /// Every item of a paged listing (`path` with its query, `limit` included), following
+    /// `next_page_token`.
+    pub async fn all_pages(&self, path: &str) -> Vec<Value> {
+        self.try_all_pages(path)
+            .await
+            .unwrap_or_else(|(status, v)| panic!("GET {path}: {status} {v}"))
+    }
+
+    /// [`Server::all_pages`], or the status and body of the first page that did not answer 200.
+    pub async fn try_all_pages(&self, path: &str) -> Result<Vec<Value>, (u16, Value)> {
+        let mut all = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let page = match &token {
+                Some(t) => self.try_get(&format!("{path}&page_token={t}")).await?,
+                None => self.try_get(path).await?,
+            };
+            all.extend(page["items"].as_array().unwrap().iter().cloned());
+            match page["next_page_token"].as_str() {
+                Some(t) => token = Some(t.to_owned()),
+                None => return Ok(all),
+            }
+        }
     }
 
     /// Every execution of a job, following pages.
     pub async fn history(&self, ns: &str, job: &str) -> Vec<Value> {
-        let mut all = Vec::new();
-        let mut token: Option<String> = None;
-        loop {
-            let mut path = format!("/v1/namespaces/{ns}/jobs/{job}/executions?limit=1000");
-            if let Some(t) = &token {
-                path.push_str(&format!("&page_token={t}"));
-            }
-            let page = self.get(&path).await;
-            all.extend(page["items"].as_array().unwrap().iter().cloned());
-            match page["next_page_token"].as_str() {
-                Some(t) => token = Some(t.to_owned()),
-                None => return all,
-            }
-        }
+        self.all_pages(&format!(
+            "/v1/namespaces/{ns}/jobs/{job}/executions?limit=1000"
+        ))
+        .await
+    }
+
+    /// One execution with its attempts.
+    pub async fn execution(&self, ns: &str, id: &str) -> Value {
+        self.get(&format!("/v1/namespaces/{ns}/executions/{id}"))
+            .await
+    }
+
+    /// A manual run of a workflow (the run, as the API returned it).
+    pub async fn trigger_workflow(&self, ns: &str, name: &str) -> Value {
+        let (status, v) = self
+            .request(
+                reqwest::Method::POST,
+                &format!("/v1/namespaces/{ns}/workflows/{name}/trigger"),
+                None,
+            )
+            .await;
+        assert_eq!(status, 201, "trigger workflow {name}: {v}");
+        v
+    }
+
+    /// Every run of a workflow (without tasks), newest first, following pages.
+    pub async fn runs(&self, ns: &str, workflow: &str) -> Vec<Value> {
+        self.all_pages(&format!(
+            "/v1/namespaces/{ns}/workflows/{workflow}/runs?limit=1000"
+        ))
+        .await
+    }
+
+    /// One run with its tasks.
+    pub async fn run(&self, ns: &str, workflow: &str, id: &str) -> Value {
+        self.get(&format!(
+            "/v1/namespaces/{ns}/workflows/{workflow}/runs/{id}"
+        ))
+        .await
     }
 
     /// Polls `check` every 100 ms until it returns Some, for at most `limit`.
