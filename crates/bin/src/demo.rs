@@ -1,5 +1,11 @@
-//! `sundial demo`: a server on an embedded store, a local HTTP receiver, the example jobs, and
-//! each execution printed as it completes.
+//! `sundial demo`: a server on an embedded store, a local HTTP receiver, the example jobs and
+//! workflows (examples/jobs.yaml, examples/workflows.yaml), and each execution printed as it
+//! ends: a job's with its lag behind its fire time, a workflow task's with its workflow and
+//! run; each run is printed when it ends. The workflows without a schedule are triggered once.
+//!
+//! The receiver answers every path with 200 but `/flaky` (503 to the first attempt of each
+//! execution), `/reject` (400, a permanent failure), `/extract` (a JSON body with a
+//! `batch_id`, a task's output) and `/split` (a JSON body with a list of `shards`).
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -10,12 +16,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use clap::Args;
 use jiff::Timestamp;
 use serde_json::Value;
 
-use crate::client::{Api, ClientOpts, Format, parse_jobs};
+use crate::client::{Api, Bulk, ClientOpts, Format, parse_items, parse_jobs};
 use crate::config::{ROLES, ServerConfig};
 
 /// `sundial demo` flags.
@@ -27,12 +34,24 @@ pub struct DemoArgs {
     /// Jobs file; `${RECEIVER}` and `${IN_5S}` are filled in
     #[arg(short = 'f', long, default_value = "examples/jobs.yaml")]
     file: PathBuf,
+    /// Workflows file; `${RECEIVER}` is filled in, and the workflows without a schedule are
+    /// triggered once
+    #[arg(long, default_value = "examples/workflows.yaml")]
+    workflows: PathBuf,
     /// Store URL [default: a fresh SQLite file in the temp directory]
     #[arg(long)]
     database_url: Option<String>,
 }
 
 const BUILTIN_JOBS: &str = include_str!("../../../examples/jobs.yaml");
+const BUILTIN_WORKFLOWS: &str = include_str!("../../../examples/workflows.yaml");
+
+/// How the demo reads its workflows file (one workflow, a list, or several YAML documents).
+const WORKFLOWS: Bulk = Bulk {
+    noun: "workflow",
+    plural: "workflows",
+    batch: sundial_api::workflows::MAX_BATCH,
+};
 
 #[derive(Default)]
 struct Receiver {
@@ -46,26 +65,40 @@ async fn receive(
     State(r): State<Arc<Receiver>>,
     Path(path): Path<String>,
     headers: HeaderMap,
-) -> StatusCode {
-    *r.count
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .entry(path.clone())
-        .or_default() += 1;
+) -> Response {
+    let seen = {
+        let mut count = r.count.lock().unwrap_or_else(|e| e.into_inner());
+        let n = count.entry(path.clone()).or_default();
+        *n += 1;
+        *n
+    };
     let id = headers
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
-    if path == "flaky"
-        && r.flaky_seen
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id)
-    {
-        return StatusCode::SERVICE_UNAVAILABLE;
+    let json = |body: Value| {
+        (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            body.to_string(),
+        )
+            .into_response()
+    };
+    match path.as_str() {
+        "flaky"
+            if r.flaky_seen
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(id) =>
+        {
+            StatusCode::SERVICE_UNAVAILABLE.into_response()
+        }
+        "reject" => StatusCode::BAD_REQUEST.into_response(),
+        "extract" => json(serde_json::json!({"batch_id": format!("b-{seen}"), "rows": 1200})),
+        "split" => json(serde_json::json!({"shards": ["eu-1", "eu-2", "us-1"]})),
+        _ => StatusCode::OK.into_response(),
     }
-    StatusCode::OK
 }
 
 /// Runs the demo.
@@ -77,7 +110,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .context("binding the receiver")?;
     let receiver_addr = listener.local_addr()?;
     let app = axum::Router::new()
-        .route("/{path}", axum::routing::any(receive))
+        .route("/{*path}", axum::routing::any(receive))
         .with_state(receiver.clone());
     tokio::spawn(async move { axum::serve(listener, app).await });
 
@@ -111,14 +144,13 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     );
     outln!("HTTP receiver on http://{receiver_addr}; running for {duration}\n");
 
+    let receiver_url = format!("http://{receiver_addr}");
     let text = std::fs::read_to_string(&args.file).unwrap_or_else(|_| BUILTIN_JOBS.to_owned());
     let in_5s = Timestamp::now() + jiff::SignedDuration::from_secs(5);
-    let text = text
-        .replace("${RECEIVER}", &format!("http://{receiver_addr}"))
-        .replace(
-            "${IN_5S}",
-            &in_5s.round(jiff::Unit::Second).unwrap_or(in_5s).to_string(),
-        );
+    let text = text.replace("${RECEIVER}", &receiver_url).replace(
+        "${IN_5S}",
+        &in_5s.round(jiff::Unit::Second).unwrap_or(in_5s).to_string(),
+    );
     let api = Api::new(ClientOpts {
         server: format!("http://{api_addr}"),
         token: None,
@@ -135,19 +167,58 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             v["next_fire_at"].as_str().unwrap_or("-")
         );
     }
+    let text = std::fs::read_to_string(&args.workflows)
+        .unwrap_or_else(|_| BUILTIN_WORKFLOWS.to_owned())
+        .replace("${RECEIVER}", &receiver_url);
+    let mut workflows = Vec::new();
+    for workflow in parse_items(&text, &WORKFLOWS)? {
+        let name = workflow["name"].as_str().unwrap_or_default().to_owned();
+        let v = api
+            .call(
+                reqwest::Method::PUT,
+                &format!("/workflows/{name}"),
+                Some(&workflow),
+            )
+            .await?;
+        let tasks = v["tasks"].as_array().map_or(0, Vec::len);
+        match v["next_fire_at"].as_str() {
+            Some(next) => outln!("applied workflow {name:<11} {tasks} tasks, next fire at {next}"),
+            None => outln!("applied workflow {name:<11} {tasks} tasks, runs when triggered"),
+        }
+        workflows.push((name, v["schedule"].is_null()));
+    }
+    for (name, _) in workflows.iter().filter(|(_, unscheduled)| *unscheduled) {
+        let run = api
+            .call(
+                reqwest::Method::POST,
+                &format!("/workflows/{name}/trigger"),
+                None,
+            )
+            .await?;
+        outln!(
+            "triggered workflow {name:<9} run {}",
+            run["id"].as_str().unwrap_or("-")
+        );
+    }
     outln!(
-        "\n{:<24}  {:<16}  {:<8}  {:<10}  {:>7}  {:>8}",
+        "\nEach execution as it ends, a job's or a workflow task's (with the end of its run's id),\n\
+         and each workflow run. LAG MS: its start after its fire time; a task's, after it was queued.\n"
+    );
+    outln!(
+        "{:<24}  {:<20}  {:<8}  {:<15}  {:>7}  {:>6}  {}",
         "SCHEDULED",
-        "JOB",
+        "JOB or WORKFLOW/TASK",
         "TRIGGER",
         "STATE",
         "ATTEMPT",
-        "LAG MS"
+        "LAG MS",
+        "RUN"
     );
 
     let deadline = tokio::time::Instant::now() + duration.as_std();
     let mut printed = HashSet::new();
-    let mut finished = 0;
+    let mut runs_ended = HashSet::new();
+    let (mut finished, mut tasks_finished) = (0, 0);
     let interrupted = tokio::signal::ctrl_c();
     tokio::pin!(interrupted);
     while tokio::time::Instant::now() < deadline {
@@ -156,6 +227,26 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             _ = &mut interrupted => {
                 outln!("\ninterrupted; stopping");
                 break;
+            }
+        }
+        // Runs first: a run read as ended has every task ended in the executions read next,
+        // so each run's line comes after its tasks'.
+        let mut ended_runs = Vec::new();
+        for (name, _) in &workflows {
+            let list = api
+                .call(
+                    reqwest::Method::GET,
+                    &format!("/workflows/{name}/runs?limit=50"),
+                    None,
+                )
+                .await?;
+            for run in list["items"].as_array().into_iter().flatten().rev() {
+                let id = run["id"].as_str().unwrap_or("").to_owned();
+                if !matches!(run["state"].as_str(), Some("scheduled" | "running"))
+                    && runs_ended.insert(id.clone())
+                {
+                    ended_runs.push((name.clone(), id));
+                }
             }
         }
         let list = api
@@ -168,7 +259,10 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         items.reverse();
         for e in items {
             let state = e["state"].as_str().unwrap_or("");
-            let terminal = !matches!(state, "scheduled" | "queued" | "running" | "retry_wait");
+            let terminal = !matches!(
+                state,
+                "pending" | "scheduled" | "queued" | "running" | "retry_wait"
+            );
             let id = e["id"].as_str().unwrap_or("").to_owned();
             if !terminal || !printed.insert(id.clone()) {
                 continue;
@@ -181,14 +275,56 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
                 },
                 _ => "-".into(),
             };
-            outln!(
-                "{:<24}  {:<16}  {:<8}  {:<10}  {:>7}  {:>8}",
+            let job = e["job"].as_str().unwrap_or("-");
+            let (what, run) = match (e["task"].as_str(), e["run_id"].as_str()) {
+                (Some(task), Some(run)) => {
+                    tasks_finished += 1;
+                    // A UUIDv7's last 12 digits are random: enough to tell runs apart.
+                    (
+                        format!("{job}/{task}"),
+                        &run[run.len().saturating_sub(12)..],
+                    )
+                }
+                _ => (job.to_owned(), ""),
+            };
+            let line = format!(
+                "{:<24}  {:<20}  {:<8}  {:<15}  {:>7}  {:>6}  {}",
                 e["scheduled_at"].as_str().unwrap_or("-"),
-                e["job"].as_str().unwrap_or("-"),
+                what,
                 e["trigger"].as_str().unwrap_or("-"),
                 state,
                 format!("{}/{}", e["attempt"], e["max_attempts"]),
-                lag
+                lag,
+                run
+            );
+            outln!("{}", line.trim_end());
+        }
+        for (name, id) in ended_runs {
+            let run = api
+                .call(
+                    reqwest::Method::GET,
+                    &format!("/workflows/{name}/runs/{id}"),
+                    None,
+                )
+                .await?;
+            let mut by_state: Vec<(String, usize)> = Vec::new();
+            for task in run["tasks"].as_array().into_iter().flatten() {
+                let state = task["state"].as_str().unwrap_or("?");
+                match by_state.iter_mut().find(|(s, _)| s == state) {
+                    Some((_, n)) => *n += 1,
+                    None => by_state.push((state.to_owned(), 1)),
+                }
+            }
+            let tasks: Vec<String> = by_state.iter().map(|(s, n)| format!("{n} {s}")).collect();
+            outln!(
+                "{:<24}  run {id} of {name} {}{}",
+                run["finished_at"].as_str().unwrap_or("-"),
+                run["state"].as_str().unwrap_or("?"),
+                if tasks.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", tasks.join(", "))
+                }
             );
         }
     }
@@ -199,7 +335,11 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|e| e.into_inner())
         .values()
         .sum();
-    outln!("\n{finished} executions finished; the receiver saw {deliveries} deliveries.");
+    outln!(
+        "\n{finished} executions finished, {tasks_finished} of them workflow tasks; {} workflow \
+         runs ended; the receiver saw {deliveries} deliveries.",
+        runs_ended.len()
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -212,5 +352,43 @@ impl Drop for TempDb {
         for suffix in ["", "-wal", "-shm", ".scheduler.lock"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", self.0.display()));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sundial_core::validate::Context;
+    use sundial_core::workflow::TriggerRule;
+    use sundial_core::workflow::validate::workflow_from_json;
+
+    /// The workflows the demo applies are valid, and one of them ends in a failure that fires
+    /// a `one_failed` alert (its upload goes to the receiver's `/reject`).
+    #[test]
+    fn the_example_workflows_are_valid_and_one_fails_into_an_alert() {
+        let text = BUILTIN_WORKFLOWS.replace("${RECEIVER}", "http://127.0.0.1:9");
+        let items = parse_items(&text, &WORKFLOWS).expect("the file parses");
+        let ctx = Context {
+            namespace: "demo".into(),
+            ..Default::default()
+        };
+        let specs: Vec<_> = items
+            .iter()
+            .map(|item| workflow_from_json(item, &ctx).unwrap_or_else(|e| panic!("{item}: {e:?}")))
+            .collect();
+        let export = specs.iter().find(|s| s.name == "export").expect("export");
+        assert!(export.schedule.is_none(), "the demo triggers it");
+        assert!(
+            serde_json::to_string(&export.tasks)
+                .unwrap()
+                .contains("/reject"),
+            "a task answered 400"
+        );
+        assert!(
+            export
+                .tasks
+                .iter()
+                .any(|t| t.trigger_rule == TriggerRule::OneFailed)
+        );
     }
 }
