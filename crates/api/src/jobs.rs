@@ -205,7 +205,7 @@ pub const WRITE_RACE_RETRIES: u32 = 64;
 ///
 /// # Errors
 /// `attempt`'s own; 503 `store busy` when every run was raced.
-async fn retry_races<F, Fut>(mut attempt: F) -> Result<Response, ApiError>
+pub(crate) async fn retry_races<F, Fut>(mut attempt: F) -> Result<Response, ApiError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<Option<Response>, ApiError>>,
@@ -224,7 +224,7 @@ where
     Err(ApiError::new(
         StatusCode::SERVICE_UNAVAILABLE,
         "store busy",
-        "concurrent writes of this job kept getting there first; nothing was written; retry",
+        "concurrent writes kept getting there first; nothing was written; retry",
     ))
 }
 

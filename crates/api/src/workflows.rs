@@ -23,6 +23,7 @@ use sundial_core::validate::{self, Context, FieldError};
 use sundial_core::workflow::validate::{trigger_params, workflow_from_json};
 use sundial_core::workflow::{RunState, WorkflowSpec};
 use sundial_store::Error as StoreError;
+use sundial_store::workflow::affects_runs;
 use sundial_store::{
     NewRun, RunListQuery, RunRecord, WorkflowListQuery, WorkflowRecord, WorkflowWrite,
 };
@@ -30,6 +31,7 @@ use sundial_store::{
 use crate::AppState;
 use crate::error::ApiError;
 use crate::executions::page_token;
+use crate::jobs::retry_races;
 use crate::request::{Path, Query, if_match, job_page_token, json_body, limit, optional_json_body};
 
 fn context(state: &AppState, ns: &str, name: Option<&str>) -> Context {
@@ -165,13 +167,15 @@ fn next_record(
 }
 
 /// Writes `spec` over `existing` (or creates it), conditional on `expected` (If-Match) when
-/// given, else on the version read; a write of what is stored changes nothing.
+/// given, else on the version read; a write of what is stored changes nothing. `Ok(None)`
+/// when the client gave no If-Match and a concurrent write got there first: the caller reads
+/// again and retries (`jobs::retry_races`).
 async fn write(
     state: &AppState,
     spec: WorkflowSpec,
     existing: Option<WorkflowRecord>,
     expected: Option<i64>,
-) -> Result<WorkflowRecord, ApiError> {
+) -> Result<Option<WorkflowRecord>, ApiError> {
     if let (Some(v), Some(old)) = (expected, &existing)
         && old.version != v
     {
@@ -191,19 +195,29 @@ async fn write(
     let now = state.store.now().await?;
     let record = next_record(spec, existing.as_ref(), now);
     if let Some(old) = existing.as_ref().filter(|old| old.spec == record.spec) {
-        return Ok(old.clone());
+        return Ok(Some(old.clone()));
     }
-    let written = state
+    let created = existing.is_none();
+    let written = match state
         .store
         .workflow_write_batch(&[WorkflowWrite {
+            cancel_not_started: existing
+                .as_ref()
+                .is_some_and(|o| affects_runs(&o.spec, &record.spec)),
             record,
             expected_version: existing.map(|o| o.version),
         }])
-        .await?
-        .pop()
-        .ok_or_else(|| StoreError::Corrupt("a one-workflow batch wrote nothing".into()))?;
+        .await
+    {
+        Ok(mut written) => written
+            .pop()
+            .ok_or_else(|| StoreError::Corrupt("a one-workflow batch wrote nothing".into()))?,
+        Err(StoreError::StaleVersion { .. }) if expected.is_none() => return Ok(None),
+        Err(StoreError::Conflict(_)) if expected.is_none() && created => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
     state.scheduler_wake.notify_one();
-    Ok(written)
+    Ok(Some(written))
 }
 
 async fn load(state: &AppState, ns: &str, name: &str) -> Result<WorkflowRecord, ApiError> {
@@ -226,15 +240,24 @@ pub(crate) async fn put(
     let body = json_body(&headers, body).await?;
     let spec =
         workflow_from_json(&body, &context(&state, &ns, Some(&name))).map_err(ApiError::invalid)?;
-    let existing = state.store.workflow_get(&ns, &name).await?;
-    let status = if existing.is_some() {
-        StatusCode::OK
-    } else {
-        StatusCode::CREATED
-    };
-    let written = write(&state, spec, existing, expected).await?;
-    let now = state.store.now().await?;
-    Ok(with_etag(status, &written, workflow_json(&written, now)))
+    retry_races(|| async {
+        let existing = state.store.workflow_get(&ns, &name).await?;
+        let status = if existing.is_some() {
+            StatusCode::OK
+        } else {
+            StatusCode::CREATED
+        };
+        let Some(written) = write(&state, spec.clone(), existing, expected).await? else {
+            return Ok(None);
+        };
+        let now = state.store.now().await?;
+        Ok(Some(with_etag(
+            status,
+            &written,
+            workflow_json(&written, now),
+        )))
+    })
+    .await
 }
 
 /// `POST /v1/namespaces/{ns}/workflows`: create with `name` in the body; 409 if it exists.
@@ -247,7 +270,20 @@ pub(crate) async fn create(
     check_path(&ns, None)?;
     let body = json_body(&headers, body).await?;
     let spec = workflow_from_json(&body, &context(&state, &ns, None)).map_err(ApiError::invalid)?;
-    let written = write(&state, spec, None, None).await?;
+    // A create that finds the name taken, or loses the race for it, is a conflict.
+    let taken = || {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!("workflow {ns}/{} already exists", spec.name),
+        )
+    };
+    if state.store.workflow_get(&ns, &spec.name).await?.is_some() {
+        return Err(taken());
+    }
+    let written = write(&state, spec.clone(), None, None)
+        .await?
+        .ok_or_else(taken)?;
     let now = state.store.now().await?;
     Ok(with_etag(
         StatusCode::CREATED,
@@ -333,6 +369,9 @@ pub(crate) async fn apply_many(
             continue;
         }
         writes.push(WorkflowWrite {
+            cancel_not_started: existing
+                .as_ref()
+                .is_some_and(|o| affects_runs(&o.spec, &record.spec)),
             record,
             expected_version: existing.map(|o| o.version),
         });
@@ -428,19 +467,24 @@ pub(crate) async fn patch(
             "a merge patch must be a JSON object",
         )]));
     }
-    let existing = load(&state, &ns, &name).await?;
-    let mut doc =
-        serde_json::to_value(&existing.spec).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    validate::merge_patch(&mut doc, &patch);
-    let spec =
-        workflow_from_json(&doc, &context(&state, &ns, Some(&name))).map_err(ApiError::invalid)?;
-    let written = write(&state, spec, Some(existing), expected).await?;
-    let now = state.store.now().await?;
-    Ok(with_etag(
-        StatusCode::OK,
-        &written,
-        workflow_json(&written, now),
-    ))
+    retry_races(|| async {
+        let existing = load(&state, &ns, &name).await?;
+        let mut doc =
+            serde_json::to_value(&existing.spec).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        validate::merge_patch(&mut doc, &patch);
+        let spec = workflow_from_json(&doc, &context(&state, &ns, Some(&name)))
+            .map_err(ApiError::invalid)?;
+        let Some(written) = write(&state, spec, Some(existing), expected).await? else {
+            return Ok(None);
+        };
+        let now = state.store.now().await?;
+        Ok(Some(with_etag(
+            StatusCode::OK,
+            &written,
+            workflow_json(&written, now),
+        )))
+    })
+    .await
 }
 
 /// `DELETE /v1/namespaces/{ns}/workflows/{name}`: 204; unfinished runs are cancelled.
@@ -462,18 +506,23 @@ async fn set_paused(
     paused: bool,
 ) -> Result<Response, ApiError> {
     let expected = if_match(headers)?;
-    let existing = load(state, ns, name).await?;
-    let spec = WorkflowSpec {
-        paused,
-        ..existing.spec.clone()
-    };
-    let written = write(state, spec, Some(existing), expected).await?;
-    let now = state.store.now().await?;
-    Ok(with_etag(
-        StatusCode::OK,
-        &written,
-        workflow_json(&written, now),
-    ))
+    retry_races(|| async {
+        let existing = load(state, ns, name).await?;
+        let spec = WorkflowSpec {
+            paused,
+            ..existing.spec.clone()
+        };
+        let Some(written) = write(state, spec, Some(existing), expected).await? else {
+            return Ok(None);
+        };
+        let now = state.store.now().await?;
+        Ok(Some(with_etag(
+            StatusCode::OK,
+            &written,
+            workflow_json(&written, now),
+        )))
+    })
+    .await
 }
 
 /// `POST .../workflows/{name}/pause`: no new runs; started runs finish.
@@ -505,28 +554,40 @@ pub(crate) async fn trigger(
     check_path(&ns, Some(&name))?;
     let body = optional_json_body(&headers, body).await?;
     let given = trigger_params(&body).map_err(ApiError::invalid)?;
-    let w = load(&state, &ns, &name).await?;
-    let now = state.store.now().await?;
-    let mut params = w.spec.params.clone();
-    params.extend(given);
-    let run = state
-        .store
-        .run_create(&NewRun {
-            id: uuid::Uuid::now_v7().to_string(),
-            namespace: ns,
-            workflow: name,
-            workflow_uid: w.uid.clone(),
-            workflow_version: w.version,
-            shard: w.shard,
-            trigger: Trigger::Manual,
-            scheduled_at: now,
-            fire_at: now,
-            params,
-            recorded_as: None,
-        })
-        .await?;
-    state.worker_wake.notify_one();
-    Ok((StatusCode::CREATED, Json(run_json(&run))).into_response())
+    // A write of the workflow between the read and the run's creation makes the version read
+    // stale; the run is then created from the version read again.
+    retry_races(|| async {
+        let w = load(&state, &ns, &name).await?;
+        let now = state.store.now().await?;
+        let mut params = w.spec.params.clone();
+        params.extend(given.clone());
+        let created = state
+            .store
+            .run_create(&NewRun {
+                id: uuid::Uuid::now_v7().to_string(),
+                namespace: ns.clone(),
+                workflow: name.clone(),
+                workflow_uid: w.uid.clone(),
+                workflow_version: w.version,
+                shard: w.shard,
+                trigger: Trigger::Manual,
+                scheduled_at: now,
+                fire_at: now,
+                params,
+                recorded_as: None,
+            })
+            .await;
+        let run = match created {
+            Ok(run) => run,
+            Err(StoreError::StaleVersion { .. } | StoreError::NotFound(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        state.worker_wake.notify_one();
+        Ok(Some(
+            (StatusCode::CREATED, Json(run_json(&run))).into_response(),
+        ))
+    })
+    .await
 }
 
 /// `GET .../workflows/{name}/runs?state=&limit=&page_token=`, newest first (without tasks).

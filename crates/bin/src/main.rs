@@ -58,7 +58,8 @@ enum Command {
     /// Evaluate and explain cron expressions.
     Cron(cron_cmd::CronArgs),
     /// Start a server on an embedded store with a local HTTP receiver, apply
-    /// examples/jobs.yaml, and print each execution as it completes.
+    /// examples/jobs.yaml and examples/workflows.yaml, and print each execution and workflow
+    /// run as it ends.
     Demo(demo::DemoArgs),
     /// Measure trigger throughput and lag with a built-in load generator and HTTP sink.
     Bench(bench::BenchArgs),

@@ -131,8 +131,9 @@ enum RunCommand {
         #[command(flatten)]
         run: RunRef,
     },
-    /// Re-run a finished run from failure: every task that did not succeed and every task
-    /// downstream of one; with `--task`, those tasks and every task downstream of them.
+    /// Re-run a finished run from failure: every task that ended failed, dead, cancelled or
+    /// upstream_failed and every task downstream of one; with `--task`, those tasks and every
+    /// task downstream of them.
     Retry {
         #[command(flatten)]
         run: RunRef,

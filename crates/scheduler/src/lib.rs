@@ -89,6 +89,9 @@ pub struct PassReport {
     pub dropped: u64,
     /// Workflow runs created (including `missed` records).
     pub runs: u32,
+    /// How long until the earliest run held back for its fire time (a workflow under `skip`
+    /// or `replace`), by the store's clock: the next pass comes no later.
+    pub next_run_in: Option<jiff::SignedDuration>,
 }
 
 /// The scheduler role.
@@ -162,18 +165,23 @@ impl Scheduler {
             if *shutdown.borrow() {
                 break;
             }
-            let more = match self.pass().await {
-                Ok(report) => report.jobs >= self.config.batch,
+            let (more, next_run_in) = match self.pass().await {
+                Ok(report) => (report.jobs >= self.config.batch, report.next_run_in),
                 Err(StoreError::InUse(e)) => return Err(Error::InUse(StoreError::InUse(e))),
                 Err(e) => {
                     tracing::warn!(error = %e, "trigger pass failed");
-                    false
+                    (false, None)
                 }
             };
             if more {
                 continue;
             }
-            let deadline = self.clock.now() + self.config.tick.as_signed();
+            // A run held back for its fire time is created on the dot, not a tick later.
+            let wait = next_run_in.map_or(self.config.tick.as_signed(), |d| {
+                d.max(jiff::SignedDuration::ZERO)
+                    .min(self.config.tick.as_signed())
+            });
+            let deadline = self.clock.now() + wait;
             tokio::select! {
                 _ = self.clock.sleep_until(deadline) => {}
                 _ = self.waker.notified() => {}
@@ -235,7 +243,10 @@ impl Scheduler {
         let horizon = now + self.config.lookahead.as_signed();
         // A workflow that cannot be triggered now must not hold up the jobs' pass.
         match self.trigger_workflows(now, horizon).await {
-            Ok(runs) => report.runs = runs,
+            Ok((runs, held_back)) => {
+                report.runs = runs;
+                report.next_run_in = held_back.map(|at| at.duration_since(now));
+            }
             Err(e @ StoreError::StaleFence(_)) => return Err(e),
             Err(e) => tracing::warn!(error = %e, "triggering workflows failed; retrying next pass"),
         }
@@ -293,7 +304,7 @@ impl Scheduler {
         &mut self,
         now: Timestamp,
         horizon: Timestamp,
-    ) -> Result<u32, StoreError> {
+    ) -> Result<(u32, Option<Timestamp>), StoreError> {
         let due = self
             .store
             .workflow_list_due(&TriggerListDue {
@@ -302,7 +313,7 @@ impl Scheduler {
                 limit: self.config.batch,
             })
             .await?;
-        let mut runs = 0;
+        let (mut runs, mut held_back) = (0, None::<Timestamp>);
         for w in &due {
             let (Some(schedule), Some(next_slot), Some(next_fire)) =
                 (&w.spec.schedule, w.next_slot_at, w.next_fire_at)
@@ -311,6 +322,7 @@ impl Scheduler {
             };
             let exact = w.spec.concurrency_policy != sundial_core::job::ConcurrencyPolicy::Allow;
             if exact && next_fire > now {
+                held_back = Some(held_back.map_or(next_fire, |h| h.min(next_fire)));
                 continue;
             }
             let planned = match Schedule::compile(schedule) {
@@ -386,7 +398,7 @@ impl Scheduler {
                 }
             }
         }
-        Ok(runs)
+        Ok((runs, held_back))
     }
 
     /// Plans one due job. A job whose stored schedule no longer compiles (it was valid when

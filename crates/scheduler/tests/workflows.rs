@@ -61,6 +61,7 @@ impl Rig {
             .workflow_write_batch(&[WorkflowWrite {
                 record,
                 expected_version: None,
+                cancel_not_started: true,
             }])
             .await
             .expect("create workflow")

@@ -1,5 +1,6 @@
 //! Attempts and completion: the heartbeat that extends a running attempt's lease, and the
-//! batch of completions written in one statement, each fenced by its attempt number (and, for
+//! batch of completions written in one statement (and, for workflow tasks, a second one in the
+//! transaction of their release), each fenced by its attempt number (and, for
 //! the reaper, by its lapsed lease), with its attempt row and its queue row.
 
 use super::*;
@@ -44,13 +45,72 @@ pub(crate) async fn attempt_complete_batch(
     store: &PgStore,
     completions: &[AttemptComplete],
 ) -> Result<Vec<bool>> {
-    // One statement for the whole batch: each completion is still fenced on its own
-    // attempt number (and, for the reaper, on its lapsed lease). The queue rows are found
-    // by primary key from an array of the applied ids, never by joining the CTE (see the
-    // claim).
+    // The batch's job executions are one statement on its own (no transaction around it):
+    // each completion is still fenced on its own attempt number (and, for the reaper, on its
+    // lapsed lease). That statement leaves workflow tasks alone and names those among the
+    // completions it did not apply; theirs is a second statement, in a transaction that first
+    // locks their runs (the lock order of `workflows`) and applies their release with them.
     if completions.is_empty() {
         return Ok(Vec::new());
     }
+    let mut done = complete_statement(&store.pool, store, completions, false).await?;
+    let tasks: std::collections::HashSet<String> = done
+        .iter()
+        .filter(|d| d.1 < 0)
+        .map(|d| d.0.clone())
+        .collect();
+    if !tasks.is_empty() {
+        let of_tasks: Vec<AttemptComplete> = completions
+            .iter()
+            .filter(|c| tasks.contains(&c.attempt.id))
+            .cloned()
+            .collect();
+        let ids: Vec<&str> = of_tasks.iter().map(|c| c.attempt.id.as_str()).collect();
+        let mut tx = store.begin().await?;
+        workflows::lock_runs_of(&mut tx, &ids).await?;
+        let ended_tasks = complete_statement(&mut *tx, store, &of_tasks, true).await?;
+        // W3: only the completions that applied and ended their task release anything.
+        let mut ended: Vec<String> = ended_tasks
+            .iter()
+            .filter(|d| d.3.is_some())
+            .filter_map(|d| d.2.clone())
+            .collect();
+        ended.sort_unstable();
+        ended.dedup();
+        let now = ended_tasks.first().map_or(0, |d| d.4);
+        let released =
+            workflows::release_runs_in_tx(&mut tx, &store.workflow_specs, &ended, now).await? > 0;
+        if released {
+            notify_due(&mut tx).await?;
+        }
+        commit(tx).await?;
+        // This process's workers are woken at once, without waiting for the notification to
+        // come back through the listener's connection; other processes get the NOTIFY.
+        if released && let Some(signals) = store.signals.get() {
+            signals.due.notify_one();
+        }
+        done.extend(ended_tasks);
+    }
+    let done: std::collections::HashSet<(String, i64)> =
+        done.into_iter().map(|d| (d.0, d.1)).collect();
+    Ok(completions
+        .iter()
+        .map(|c| done.contains(&(c.attempt.id.clone(), i64::from(c.attempt.attempt))))
+        .collect())
+}
+
+/// Applies in one statement the completions of job executions (`tasks` false) or of
+/// workflow tasks (`tasks` true), each fenced by its attempt number, leaving the others
+/// alone. Returns a row per completion that applied (id, attempt, run id, `finished_at`, the
+/// statement's now) and, with `tasks` false, a row with attempt −1 for each workflow task
+/// among those it did not apply (found by primary key among those ids only, so a batch of
+/// job executions pays for none).
+async fn complete_statement<'e, E: sqlx::PgExecutor<'e>>(
+    executor: E,
+    store: &PgStore,
+    completions: &[AttemptComplete],
+    tasks: bool,
+) -> Result<Vec<EndedRow>> {
     let test_now = store.clock.as_ref().map(|c| ms(c.now()));
     let n = completions.len();
     let mut ids = Vec::with_capacity(n);
@@ -82,6 +142,8 @@ pub(crate) async fn attempt_complete_batch(
                 .filter(|_| w.state == sundial_core::execution::ExecutionState::Succeeded),
         );
     }
+    // The queue rows are found by primary key from an array of the applied ids, never by
+    // joining the CTE (see the claim).
     let sql = format!(
         "WITH now AS (SELECT coalesce($1::bigint, {DB_NOW}) AS t), \
          c AS (SELECT * FROM UNNEST($2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::bool[], \
@@ -91,6 +153,7 @@ pub(crate) async fn attempt_complete_batch(
                  finished_at = CASE WHEN c.retry_at IS NULL THEN (SELECT t FROM now) END, \
                  lease_expires_at = NULL, output = c.output \
                FROM c WHERE x.id = c.id AND x.attempt = c.attempt AND x.state = 'running' \
+                 AND (x.run_id IS NOT NULL) = $12 \
                  AND (NOT c.lapsed_only OR x.lease_expires_at < (SELECT t FROM now)) \
                RETURNING x.id, x.attempt, x.worker, x.attempt_started_at, x.due_at, x.run_id, x.finished_at), \
          done AS (DELETE FROM execution_queue q \
@@ -106,14 +169,13 @@ pub(crate) async fn attempt_complete_batch(
                ON CONFLICT (execution_id, attempt) DO UPDATE SET finished_at = excluded.finished_at, \
                  outcome = excluded.outcome, status_code = excluded.status_code, \
                  error = excluded.error, detail = excluded.detail) \
-         SELECT id, attempt, run_id, finished_at, (SELECT t FROM now) FROM e"
+         SELECT id, attempt, run_id, finished_at, (SELECT t FROM now) FROM e \
+         UNION ALL \
+         SELECT id, -1, run_id, NULL, 0 FROM executions \
+           WHERE NOT $12 AND run_id IS NOT NULL AND id = ANY(ARRAY( \
+             SELECT id FROM c EXCEPT SELECT id FROM e))"
     );
-    // The runs of workflow tasks in the batch are locked first (the lock order of
-    // `workflows`), so their release sees every other ending in the run.
-    let mut tx = store.begin().await?;
-    let runs = workflows::lock_runs_of(&mut tx, &ids).await?;
-    let mut released = false;
-    let done: Vec<EndedRow> = sqlx::query_as(&sql)
+    sqlx::query_as(&sql)
         .bind(test_now)
         .bind(&ids)
         .bind(&attempts)
@@ -125,36 +187,10 @@ pub(crate) async fn attempt_complete_batch(
         .bind(&errors)
         .bind(&details)
         .bind(&outputs)
-        .fetch_all(&mut *tx)
+        .bind(tasks)
+        .fetch_all(executor)
         .await
-        .map_err(db_err)?;
-    if !runs.is_empty() {
-        // W3: only the completions that applied and ended their task release anything.
-        let mut ended: Vec<String> = done
-            .iter()
-            .filter(|d| d.3.is_some())
-            .filter_map(|d| d.2.clone())
-            .collect();
-        ended.sort_unstable();
-        ended.dedup();
-        let now = done.first().map_or(0, |d| d.4);
-        if workflows::release_runs_in_tx(&mut tx, &store.workflow_specs, &ended, now).await? > 0 {
-            notify_due(&mut tx).await?;
-            released = true;
-        }
-    }
-    commit(tx).await?;
-    // This process's workers are woken at once, without waiting for the notification to
-    // come back through the listener's connection; other processes get the NOTIFY.
-    if released && let Some(signals) = store.signals.get() {
-        signals.due.notify_one();
-    }
-    let done: std::collections::HashSet<(String, i64)> =
-        done.into_iter().map(|d| (d.0, d.1)).collect();
-    Ok(completions
-        .iter()
-        .map(|c| done.contains(&(c.attempt.id.clone(), i64::from(c.attempt.attempt))))
-        .collect())
+        .map_err(db_err)
 }
 
 pub(crate) async fn attempt_list_lapsed(

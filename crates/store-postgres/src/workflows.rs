@@ -175,7 +175,7 @@ async fn write_workflow(tx: &mut Tx<'_>, w: &WorkflowWrite, now: i64) -> Result<
         .await
         .map_err(db_err)?;
     // A change cancels the runs that have not started; started ones finish on their version.
-    if w.expected_version.is_some() {
+    if w.expected_version.is_some() && w.cancel_not_started {
         let not_started = lock_runs(
             tx,
             "SELECT id FROM workflow_runs WHERE workflow_uid = $1 AND state = 'scheduled' \

@@ -181,7 +181,7 @@ async fn write_workflow(
         .await
         .map_err(db_err)?;
     // A change cancels the runs that have not started; started ones finish on their version.
-    let not_started: Vec<String> = if w.expected_version.is_some() {
+    let not_started: Vec<String> = if w.expected_version.is_some() && w.cancel_not_started {
         sqlx::query_scalar(
             "SELECT id FROM workflow_runs WHERE workflow_uid = ?1 AND state = 'scheduled' AND fire_at > ?2",
         )

@@ -326,11 +326,15 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         }
     }
 
-    /// Records many attempt outcomes in one transaction (a worker's completions, batched).
+    /// Records many attempt outcomes (a worker's completions, batched): the job executions'
+    /// in one transaction, and on PostgreSQL the workflow tasks' in a second one with their
+    /// release.
     ///
     /// # Contract
     /// Each completion is fenced on its own, as [`Store::attempt_complete`]: the result says,
-    /// in order, which applied (`false`: stale, nothing changed). An `Err` means none applied.
+    /// in order, which applied (`false`: stale, nothing changed). An `Err` means none of the
+    /// workflow tasks' applied; the job executions' may have (a retry of the batch then
+    /// reports them `false`), so a retry is safe.
     async fn attempt_complete_batch(&self, completions: &[AttemptComplete]) -> Result<Vec<bool>>;
 
     /// Running attempts whose lease has lapsed (their worker is presumed dead), at most `limit`.
@@ -363,7 +367,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// - `expected_version: Some(v)` replaces only while the stored version is `v`, else
     ///   [`Error::StaleVersion`] (or [`Error::NotFound`]); the stored version becomes `v + 1`
     ///   and the new version is kept beside the old ones (runs keep theirs, W4).
-    /// - A replace cancels the workflow's runs that have not started (stored `scheduled`,
+    /// - A replace with `cancel_not_started` cancels the workflow's runs that have not started
+    ///   (stored `scheduled`,
     ///   fire time ahead); started runs finish on their version.
     /// - Results are in the order of `writes`; the first failure aborts the batch.
     async fn workflow_write_batch(&self, writes: &[WorkflowWrite]) -> Result<Vec<WorkflowRecord>>;

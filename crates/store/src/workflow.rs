@@ -100,6 +100,19 @@ pub struct WorkflowWrite {
     pub record: WorkflowRecord,
     /// `None` to create; `Some(v)` to replace version `v`.
     pub expected_version: Option<i64>,
+    /// A replace that changes what a run does (anything but the description and labels):
+    /// the workflow's runs that have not started are cancelled ([`affects_runs`]).
+    pub cancel_not_started: bool,
+}
+
+/// Whether writing `new` over `old` changes what a run of it does, or whether it runs: any
+/// change but of the description and labels (SPEC §9: changing a workflow cancels its runs
+/// that have not started; a description or a label is no change to a run).
+pub fn affects_runs(old: &WorkflowSpec, new: &WorkflowSpec) -> bool {
+    let mut same_words = old.clone();
+    same_words.description.clone_from(&new.description);
+    same_words.labels.clone_from(&new.labels);
+    same_words != *new
 }
 
 /// A run to create (a slot of the schedule, or a manual trigger).
@@ -535,6 +548,23 @@ mod tests {
             params: params.as_object().cloned().unwrap_or_default(),
             recorded_as: None,
         }
+    }
+
+    #[test]
+    fn only_the_description_and_labels_leave_runs_alone() {
+        let old = spec(
+            json!({"tasks": [{"name": "a", "target": {"type": "http", "url": "http://h/a"}}]}),
+        );
+        let mut words = old.clone();
+        words.description = "nightly".into();
+        words.labels.insert("team".into(), "etl".into());
+        assert!(!affects_runs(&old, &words));
+        let mut paused = old.clone();
+        paused.paused = true;
+        assert!(affects_runs(&old, &paused));
+        let mut params = old.clone();
+        params.params.insert("region".into(), json!("eu"));
+        assert!(affects_runs(&old, &params));
     }
 
     #[test]

@@ -109,17 +109,24 @@ impl Dag {
         closure(&self.upstream, self.upstream[i].iter().copied())
     }
 
-    /// The tasks in an order where each comes after all its upstream; `None` on a cycle.
+    /// The tasks in an order where each comes after all its upstream, and of the tasks ready
+    /// at one point the first written first (Kahn's algorithm with a min-heap of indices);
+    /// `None` on a cycle.
     pub fn topological_order(&self) -> Option<Vec<usize>> {
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
         let mut missing: Vec<usize> = self.upstream.iter().map(Vec::len).collect();
-        let mut ready: Vec<usize> = (0..self.len()).filter(|&i| missing[i] == 0).collect();
+        let mut ready: BinaryHeap<Reverse<usize>> = (0..self.len())
+            .filter(|&i| missing[i] == 0)
+            .map(Reverse)
+            .collect();
         let mut order = Vec::with_capacity(self.len());
-        while let Some(i) = ready.pop() {
+        while let Some(Reverse(i)) = ready.pop() {
             order.push(i);
             for &d in &self.downstream[i] {
                 missing[d] -= 1;
                 if missing[d] == 0 {
-                    ready.push(d);
+                    ready.push(Reverse(d));
                 }
             }
         }

@@ -29,5 +29,6 @@ pub use spec::{TaskSpec, WorkflowSpec};
 /// The most tasks one workflow may have (SPEC §9).
 pub const MAX_TASKS: usize = 500;
 
-/// The largest task output kept, in bytes of its JSON text: 64 KiB (SPEC §9, "Outputs").
+/// The largest task output kept: a response body of at most 64 KiB that is one JSON value
+/// (SPEC §9, "Outputs").
 pub const MAX_OUTPUT_BYTES: usize = 64 * 1024;

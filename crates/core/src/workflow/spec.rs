@@ -43,8 +43,9 @@ pub struct WorkflowSpec {
     pub misfire_threshold: Dur,
     /// Each slot's fire time is offset by a deterministic value in `[0, jitter)`. Default `0s`.
     pub jitter: Dur,
-    /// A run still unfinished this long after it started fails, its running tasks cancelled,
-    /// by the store's clock. `None`: no limit.
+    /// A run still unfinished this long after its fire time (or its creation, when later; or
+    /// its retry) fails, by the store's clock: its unfinished tasks are cancelled, running
+    /// attempts stopped. `None`: no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_timeout: Option<Dur>,
     /// A paused workflow creates no runs; runs already started finish.

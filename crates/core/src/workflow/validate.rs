@@ -449,19 +449,28 @@ fn templated_target(
     if v.errors.len() > before {
         return None;
     }
-    let target = v.target(&probe, ctx)?;
-    if originals.is_empty() {
-        return Some(target);
-    }
-    Some(map_target_strings(&target, |_, s| {
+    let restore = |s: &str| {
         let mut out = s.to_owned();
         for (placeholder, original) in &originals {
-            if out.contains(placeholder.as_str()) {
-                out = out.replace(placeholder.as_str(), original);
+            // A check may have upper-cased the text (an HTTP method).
+            for form in [placeholder.clone(), placeholder.to_ascii_uppercase()] {
+                if out.contains(form.as_str()) {
+                    out = out.replace(form.as_str(), original);
+                }
             }
         }
         out
-    }))
+    };
+    let target = v.target(&probe, ctx);
+    // Messages quote what the user wrote, templates and all, not the placeholders.
+    for e in &mut v.errors[before..] {
+        e.message = restore(&e.message);
+    }
+    let target = target?;
+    if originals.is_empty() {
+        return Some(target);
+    }
+    Some(map_target_strings(&target, |_, s| restore(s)))
 }
 
 /// `value` with each template in its strings replaced by a placeholder; parse errors go to
@@ -655,6 +664,22 @@ mod tests {
             message("tasks[2].target.body").contains("not upstream of 'c'"),
             "{errors:?}"
         );
+    }
+
+    #[test]
+    fn a_refused_field_is_quoted_with_its_template_not_a_placeholder() {
+        let body = json!({"tasks": [
+            {"name": "a", "target": {"type": "http", "method": "{{ run.params.m }}", "url": "{{ run.params.u }}"}}
+        ]});
+        let errors = bad_fields(&body);
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        for (field, message) in &errors {
+            assert!(
+                !message.to_lowercase().contains("sundialtpl"),
+                "{field}: {message}"
+            );
+            assert!(message.contains("{{ run.params."), "{field}: {message}");
+        }
     }
 
     #[test]

@@ -40,6 +40,7 @@ async fn create_workflow(store: &dyn Store, name: &str, body: Value) -> Workflow
         .workflow_write_batch(&[WorkflowWrite {
             record: workflow_record("ns", name, body),
             expected_version: None,
+            cancel_not_started: true,
         }])
         .await
         .expect("create workflow")
@@ -547,6 +548,7 @@ pub async fn a_run_keeps_the_version_it_was_created_with(h: Harness) {
                 ..workflow_record("ns", "pinned", body("v2"))
             },
             expected_version: Some(v1.version),
+            cancel_not_started: true,
         }])
         .await
         .expect("replace")
@@ -730,6 +732,7 @@ pub async fn a_workflow_trigger_is_fenced_and_idempotent(h: Harness) {
         .workflow_write_batch(&[WorkflowWrite {
             record,
             expected_version: None,
+            cancel_not_started: true,
         }])
         .await
         .expect("create")
