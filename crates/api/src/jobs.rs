@@ -24,10 +24,12 @@ use sundial_store::{JobListQuery, JobRecord, JobWrite, PendingExecutions, RunSpe
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::request::{Path, Query, if_match, job_page_token, json_body, limit};
+use crate::request::{Path, Query, if_match, job_page_token, json_body, limit, list_filters};
 use crate::resource::{execution_json, job_json};
 
-fn context(state: &AppState, ns: &str, name: Option<&str>) -> Context {
+/// What validation needs to know of this server, for a write in namespace `ns` of the job or
+/// workflow `name` (from the path, if any).
+pub(crate) fn context(state: &AppState, ns: &str, name: Option<&str>) -> Context {
     Context {
         connections: state.connections.clone(),
         http_allow: state.http_allow.clone(),
@@ -36,7 +38,11 @@ fn context(state: &AppState, ns: &str, name: Option<&str>) -> Context {
     }
 }
 
-fn check_path(ns: &str, name: Option<&str>) -> Result<(), ApiError> {
+/// Checks the namespace and name of a path against the name pattern.
+///
+/// # Errors
+/// 400 naming `namespace` and `name` when they are not names.
+pub(crate) fn check_path(ns: &str, name: Option<&str>) -> Result<(), ApiError> {
     let mut errors = Vec::new();
     if let Err(m) = sundial_core::names::check_name(ns) {
         errors.push(FieldError::new("namespace", m));
@@ -431,29 +437,7 @@ pub(crate) async fn list(
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
     check_path(&ns, None)?;
-    let paused = match q.get("paused").map(String::as_str) {
-        None => None,
-        Some("true") => Some(true),
-        Some("false") => Some(false),
-        Some(other) => {
-            return Err(ApiError::bad_request(
-                "paused",
-                format!("'{other}' is not true or false"),
-            ));
-        }
-    };
-    let label = match q.get("label") {
-        None => None,
-        Some(text) => match text.split_once('=') {
-            Some((k, v)) if !k.is_empty() => Some((k.to_owned(), v.to_owned())),
-            _ => {
-                return Err(ApiError::bad_request(
-                    "label",
-                    format!("'{text}' is not of the form key=value"),
-                ));
-            }
-        },
-    };
+    let crate::request::ListFilters { paused, label } = list_filters(&q)?;
     let limit = limit(q.get("limit").map(String::as_str))?;
     let after_name = job_page_token(q.get("page_token").map(String::as_str))?;
     let jobs = state

@@ -138,6 +138,48 @@ pub fn if_match_any(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.trim() == "*")
 }
 
+/// The filters of a job or workflow list.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilters {
+    /// `?paused=true|false`.
+    pub paused: Option<bool>,
+    /// `?label=key=value`.
+    pub label: Option<(String, String)>,
+}
+
+/// The filters of a job or workflow list: `?paused=true|false` and `?label=key=value`.
+///
+/// # Errors
+/// 400 naming `paused` or `label` when it is not of that form.
+pub fn list_filters(
+    q: &std::collections::HashMap<String, String>,
+) -> Result<ListFilters, ApiError> {
+    let paused = match q.get("paused").map(String::as_str) {
+        None => None,
+        Some("true") => Some(true),
+        Some("false") => Some(false),
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "paused",
+                format!("'{other}' is not true or false"),
+            ));
+        }
+    };
+    let label = match q.get("label") {
+        None => None,
+        Some(text) => match text.split_once('=') {
+            Some((k, v)) if !k.is_empty() => Some((k.to_owned(), v.to_owned())),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "label",
+                    format!("'{text}' is not of the form key=value"),
+                ));
+            }
+        },
+    };
+    Ok(ListFilters { paused, label })
+}
+
 /// `?limit=`: 1 to 1000, default 100.
 pub fn limit(raw: Option<&str>) -> Result<u32, ApiError> {
     match raw {

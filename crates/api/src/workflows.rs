@@ -19,7 +19,7 @@ use sundial_core::execution::Trigger;
 use sundial_core::hash::shard_of;
 use sundial_core::job::ScheduleKind;
 use sundial_core::schedule::Schedule;
-use sundial_core::validate::{self, Context, FieldError};
+use sundial_core::validate::{self, FieldError};
 use sundial_core::workflow::validate::{trigger_params, workflow_from_json};
 use sundial_core::workflow::{RunState, WorkflowSpec};
 use sundial_store::Error as StoreError;
@@ -31,37 +31,10 @@ use sundial_store::{
 use crate::AppState;
 use crate::error::ApiError;
 use crate::executions::page_token;
-use crate::jobs::retry_races;
-use crate::request::{Path, Query, if_match, job_page_token, json_body, limit, optional_json_body};
-
-fn context(state: &AppState, ns: &str, name: Option<&str>) -> Context {
-    Context {
-        connections: state.connections.clone(),
-        http_allow: state.http_allow.clone(),
-        namespace: ns.to_owned(),
-        name: name.map(str::to_owned),
-    }
-}
-
-fn check_path(ns: &str, name: Option<&str>) -> Result<(), ApiError> {
-    let mut errors = Vec::new();
-    if let Err(m) = sundial_core::names::check_name(ns) {
-        errors.push(FieldError::new("namespace", m));
-    }
-    if let Some(name) = name
-        && let Err(m) = sundial_core::names::check_name(name)
-    {
-        errors.push(FieldError::new("name", m));
-    }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError {
-            status: StatusCode::BAD_REQUEST,
-            ..ApiError::invalid(errors)
-        })
-    }
-}
+use crate::jobs::{check_path, context, retry_races};
+use crate::request::{
+    Path, Query, if_match, job_page_token, json_body, limit, list_filters, optional_json_body,
+};
 
 /// A workflow as the API shows it at `now`: its spec plus `state`, `version`, `created_at`,
 /// `updated_at`, `next_fire_at`, `next_fire_times` (the next five, none while paused or
@@ -408,29 +381,7 @@ pub(crate) async fn list(
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
     check_path(&ns, None)?;
-    let paused = match q.get("paused").map(String::as_str) {
-        None => None,
-        Some("true") => Some(true),
-        Some("false") => Some(false),
-        Some(other) => {
-            return Err(ApiError::bad_request(
-                "paused",
-                format!("'{other}' is not true or false"),
-            ));
-        }
-    };
-    let label = match q.get("label") {
-        None => None,
-        Some(text) => match text.split_once('=') {
-            Some((k, v)) if !k.is_empty() => Some((k.to_owned(), v.to_owned())),
-            _ => {
-                return Err(ApiError::bad_request(
-                    "label",
-                    format!("'{text}' is not of the form key=value"),
-                ));
-            }
-        },
-    };
+    let crate::request::ListFilters { paused, label } = list_filters(&q)?;
     let limit = limit(q.get("limit").map(String::as_str))?;
     let after_name = job_page_token(q.get("page_token").map(String::as_str))?;
     let found = state

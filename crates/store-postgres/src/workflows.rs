@@ -15,7 +15,8 @@ use sundial_core::execution::Trigger;
 use sundial_core::job::ConcurrencyPolicy;
 use sundial_core::workflow::RunState;
 use sundial_store::workflow::{
-    NewTask, RunFacts, SpecCache, TaskFact, plan_run, release, retry_plan, task_run_spec,
+    NewTask, RunCreation, RunFacts, SpecCache, TaskFact, check_cancellable, check_retryable,
+    facts_in_order, order_tasks, release, retry_resets, run_creation,
 };
 use sundial_store::{
     NewRun, RunListQuery, RunRecord, TriggerListDue, WorkflowListQuery, WorkflowRecord,
@@ -415,19 +416,11 @@ pub(crate) async fn create_run_in_tx(
             }
         }
     }
-    let (tasks, ended) = match recorded_as {
-        Some(state) => (Vec::new(), Some(state)),
-        None => plan_run(spec, dag, run),
-    };
-    let state = match ended {
-        Some(s) => s,
-        None if ms(run.fire_at) > now => RunState::Scheduled,
-        None => RunState::Running,
-    };
-    let timeout_at = spec
-        .run_timeout
-        .filter(|_| !state.is_terminal())
-        .map(|t| ms(run.fire_at).max(now) + t.as_millis_i64());
+    let RunCreation {
+        tasks,
+        state,
+        timeout_at,
+    } = run_creation(spec, dag, run, recorded_as, now);
     sqlx::query(
         "INSERT INTO workflow_runs (id, namespace, workflow, workflow_uid, workflow_version, shard, \
            trigger, scheduled_at, fire_at, state, params, created_at, finished_at, timeout_at) \
@@ -693,16 +686,8 @@ pub(crate) async fn release_runs_in_tx(
     for (run_id, uid, version, scheduled_at, params) in &run_rows {
         let parsed = version_spec(&mut **tx, cache, uid, *version).await?;
         let (spec, dag) = (&parsed.spec, &parsed.dag);
-        let mut by_task = facts_by_run.remove(run_id).unwrap_or_default();
-        let tasks = spec
-            .tasks
-            .iter()
-            .map(|t| {
-                by_task.remove(&t.name).ok_or_else(|| {
-                    Error::Corrupt(format!("run {run_id} has no execution for task {}", t.name))
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let by_task = facts_by_run.remove(run_id).unwrap_or_default();
+        let tasks = facts_in_order(spec, by_task, run_id)?;
         let params: serde_json::Map<String, serde_json::Value> =
             serde_json::from_str(params).map_err(|e| Error::Corrupt(format!("params: {e}")))?;
         let step = release(&RunFacts {
@@ -820,13 +805,7 @@ pub(crate) async fn run_get(
         .iter()
         .map(|r| rows::task_record(r, spec, now))
         .collect::<Result<Vec<_>>>()?;
-    let order: HashMap<&str, usize> = spec
-        .tasks
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.name.as_str(), i))
-        .collect();
-    tasks.sort_by_key(|t| order.get(t.name.as_str()).copied().unwrap_or(usize::MAX));
+    order_tasks(spec, &mut tasks);
     run.tasks = tasks;
     Ok(Some(run))
 }
@@ -885,9 +864,7 @@ pub(crate) async fn run_cancel(store: &PgStore, namespace: &str, id: &str) -> Re
     let mut tx = store.begin().await?;
     let now = store.now_ms(&mut *tx).await?;
     let (state, _, _) = locked_run(&mut tx, namespace, id).await?;
-    if state.is_terminal() {
-        return Err(Error::Conflict(format!("run {id} is already {state}")));
-    }
+    check_cancellable(id, state)?;
     cancel_runs_in_tx(&mut tx, &[id.to_owned()], now, RunState::Cancelled).await?;
     commit(tx).await?;
     run_get(store, namespace, id)
@@ -904,16 +881,7 @@ pub(crate) async fn run_retry(
     let mut tx = store.begin().await?;
     let now = store.now_ms(&mut *tx).await?;
     let (state, uid, version) = locked_run(&mut tx, namespace, id).await?;
-    if !state.is_terminal() {
-        return Err(Error::Conflict(format!(
-            "run {id} is {state}; only a terminal run can be retried"
-        )));
-    }
-    if matches!(state, RunState::Skipped | RunState::Missed) {
-        return Err(Error::Conflict(format!(
-            "run {id} was {state} and has no tasks to retry"
-        )));
-    }
+    check_retryable(id, state)?;
     let parsed = version_spec(&mut *tx, &store.workflow_specs, &uid, version).await?;
     let (spec, dag) = (&parsed.spec, &parsed.dag);
     let task_rows = sqlx::query(
@@ -923,31 +891,15 @@ pub(crate) async fn run_retry(
     .fetch_all(&mut *tx)
     .await
     .map_err(db_err)?;
-    let mut by_task: HashMap<String, TaskFact> = task_rows
+    let by_task: HashMap<String, TaskFact> = task_rows
         .iter()
         .map(rows::task_fact)
         .collect::<Result<_>>()?;
-    let facts: Vec<TaskFact> = spec
-        .tasks
-        .iter()
-        .map(|t| {
-            by_task
-                .remove(&t.name)
-                .ok_or_else(|| Error::Corrupt(format!("run {id} has no task {}", t.name)))
-        })
-        .collect::<Result<_>>()?;
-    let states: Vec<ExecutionState> = facts.iter().map(|f| f.state).collect();
-    let reset = retry_plan(spec, dag, &states, names)?;
-    if reset.is_empty() {
-        return Err(Error::Conflict(format!(
-            "run {id} has no failed task to retry; name the tasks to run again"
-        )));
-    }
+    let facts = facts_in_order(spec, by_task, id)?;
     let (mut ids, mut extra, mut runs) = (Vec::new(), Vec::new(), Vec::new());
-    for &i in &reset {
-        let run_spec = task_run_spec(spec, i, spec.tasks[i].target.clone());
-        ids.push(facts[i].execution_id.as_str());
-        extra.push(i64::from(run_spec.retry.max_attempts));
+    for (execution, more, run_spec) in retry_resets(id, spec, dag, &facts, names)? {
+        ids.push(execution);
+        extra.push(i64::from(more));
         runs.push(to_json(&run_spec)?);
     }
     sqlx::query(

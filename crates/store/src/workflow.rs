@@ -461,6 +461,137 @@ pub fn retry_plan(
     Ok((0..mask.len()).filter(|&i| mask[i]).collect())
 }
 
+/// A run's task facts in the order of its version's `tasks`, from the facts read by task name.
+///
+/// # Errors
+/// [`Error::Corrupt`] when a task of the version has no execution in the run.
+pub fn facts_in_order(
+    spec: &WorkflowSpec,
+    mut by_task: HashMap<String, TaskFact>,
+    run_id: &str,
+) -> Result<Vec<TaskFact>> {
+    spec.tasks
+        .iter()
+        .map(|t| {
+            by_task.remove(&t.name).ok_or_else(|| {
+                Error::Corrupt(format!("run {run_id} has no execution for task {}", t.name))
+            })
+        })
+        .collect()
+}
+
+/// Sorts a run's tasks in the order of its version's `tasks`.
+pub fn order_tasks(spec: &WorkflowSpec, tasks: &mut [TaskRecord]) {
+    let order: HashMap<&str, usize> = spec
+        .tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.name.as_str(), i))
+        .collect();
+    tasks.sort_by_key(|t| order.get(t.name.as_str()).copied().unwrap_or(usize::MAX));
+}
+
+/// Whether a run in `state` may be cancelled (SPEC §9, "Cancel").
+///
+/// # Errors
+/// [`Error::Conflict`] for a terminal run.
+pub fn check_cancellable(id: &str, state: RunState) -> Result<()> {
+    if state.is_terminal() {
+        return Err(Error::Conflict(format!("run {id} is already {state}")));
+    }
+    Ok(())
+}
+
+/// Whether a run in `state` may be retried (SPEC §9, "Re-run from failure").
+///
+/// # Errors
+/// [`Error::Conflict`] for a run that is not terminal, or that was `skipped` or `missed` (it
+/// has no tasks).
+pub fn check_retryable(id: &str, state: RunState) -> Result<()> {
+    if !state.is_terminal() {
+        return Err(Error::Conflict(format!(
+            "run {id} is {state}; only a terminal run can be retried"
+        )));
+    }
+    if matches!(state, RunState::Skipped | RunState::Missed) {
+        return Err(Error::Conflict(format!(
+            "run {id} was {state} and has no tasks to retry"
+        )));
+    }
+    Ok(())
+}
+
+/// The tasks a retry of run `id` resets, as [`retry_plan`] picks them, each with the
+/// definition it gets back (its target as written, rendered again when it is released) and
+/// the attempts it is allowed beyond those it had.
+///
+/// # Errors
+/// Those of [`retry_plan`]; [`Error::Conflict`] when nothing would be reset.
+pub fn retry_resets(
+    id: &str,
+    spec: &WorkflowSpec,
+    dag: &Dag,
+    facts: &[TaskFact],
+    names: &[String],
+) -> Result<Vec<(String, u32, RunSpec)>> {
+    let states: Vec<ExecutionState> = facts.iter().map(|f| f.state).collect();
+    let reset = retry_plan(spec, dag, &states, names)?;
+    if reset.is_empty() {
+        return Err(Error::Conflict(format!(
+            "run {id} has no failed task to retry; name the tasks to run again"
+        )));
+    }
+    Ok(reset
+        .into_iter()
+        .map(|i| {
+            let run = task_run_spec(spec, i, spec.tasks[i].target.clone());
+            (facts[i].execution_id.clone(), run.retry.max_attempts, run)
+        })
+        .collect())
+}
+
+/// How a new run is stored: its tasks, its state and its timeout instant (UTC ms).
+#[derive(Debug, Clone)]
+pub struct RunCreation {
+    /// Its task executions (none for a run recorded `skipped` or `missed`).
+    pub tasks: Vec<NewTask>,
+    /// `scheduled` before its fire time, `running` after, or the terminal state it is
+    /// recorded in (or reaches at once, every task ended at creation).
+    pub state: RunState,
+    /// When its `run_timeout` passes, while it is unfinished.
+    pub timeout_at: Option<i64>,
+}
+
+/// How `run` is created at `now` (UTC ms): recorded as `recorded_as` (a policy's `skipped`
+/// or `missed`, no tasks), or with its tasks as [`plan_run`] decides.
+pub fn run_creation(
+    spec: &WorkflowSpec,
+    dag: &Dag,
+    run: &NewRun,
+    recorded_as: Option<RunState>,
+    now: i64,
+) -> RunCreation {
+    let (tasks, ended) = match recorded_as {
+        Some(state) => (Vec::new(), Some(state)),
+        None => plan_run(spec, dag, run),
+    };
+    let fire_at = run.fire_at.as_millisecond();
+    let state = match ended {
+        Some(s) => s,
+        None if fire_at > now => RunState::Scheduled,
+        None => RunState::Running,
+    };
+    let timeout_at = spec
+        .run_timeout
+        .filter(|_| !state.is_terminal())
+        .map(|t| fire_at.max(now) + t.as_millis_i64());
+    RunCreation {
+        tasks,
+        state,
+        timeout_at,
+    }
+}
+
 /// Workflow versions by (uid, version), parsed once per process: a version never changes once
 /// written, so a release reads its spec and graph from here instead of the database after the
 /// first time.
