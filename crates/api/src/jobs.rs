@@ -293,57 +293,10 @@ pub(crate) async fn apply_many(
 ) -> Result<Response, ApiError> {
     check_path(&ns, None)?;
     let body = json_body(&headers, body).await?;
-    let Some(items) = body.get("jobs").and_then(Value::as_array) else {
-        return Err(ApiError::invalid(vec![FieldError::new(
-            "jobs",
-            "is required: an array of jobs",
-        )]));
-    };
-    if items.len() > MAX_BATCH {
-        return Err(ApiError::invalid(vec![FieldError::new(
-            "jobs",
-            format!(
-                "holds {} jobs; at most {MAX_BATCH} per request",
-                items.len()
-            ),
-        )]));
-    }
-    if let Some(extra) = body
-        .as_object()
-        .and_then(|o| o.keys().find(|k| *k != "jobs"))
-    {
-        return Err(ApiError::invalid(vec![FieldError::new(
-            extra.clone(),
-            "unknown field; expected jobs",
-        )]));
-    }
-    let mut specs = Vec::with_capacity(items.len());
-    let mut errors = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for (i, item) in items.iter().enumerate() {
-        match validate::job_from_json(item, &context(&state, &ns, None)) {
-            Ok(spec) => {
-                if !seen.insert(spec.name.clone()) {
-                    errors.push(FieldError::new(
-                        format!("jobs.{i}.name"),
-                        format!("'{}' appears twice in the batch", spec.name),
-                    ));
-                }
-                specs.push(spec);
-            }
-            Err(errs) => errors.extend(errs.into_iter().map(|e| {
-                let field = if e.field.is_empty() {
-                    format!("jobs.{i}")
-                } else {
-                    format!("jobs.{i}.{}", e.field)
-                };
-                FieldError::new(field, e.message)
-            })),
-        }
-    }
-    if !errors.is_empty() {
-        return Err(ApiError::invalid(errors));
-    }
+    let specs = batch(&body, "jobs", MAX_BATCH, |item| {
+        validate::job_from_json(item, &context(&state, &ns, None))
+            .map(|spec| (spec.name.clone(), spec))
+    })?;
     let now = state.store.now().await?;
     let mut writes = Vec::with_capacity(specs.len());
     let mut created = 0;
@@ -383,6 +336,67 @@ pub(crate) async fn apply_many(
         .map(|j| job_json(j, false, now))
         .collect();
     Ok(Json(json!({"items": items, "created": created, "updated": updated, "unchanged": unchanged.len()})).into_response())
+}
+
+/// The items of a bulk request `{"<key>": [item, ...]}` (at most `max`), each validated by
+/// `validate` into its name and value, all or none: errors name `<key>.<i>.<field>`, and a
+/// name given twice is refused at its second place.
+///
+/// # Errors
+/// 422 naming every bad item field, a missing or oversized `<key>`, or another field.
+pub(crate) fn batch<T>(
+    body: &Value,
+    key: &str,
+    max: usize,
+    validate: impl Fn(&Value) -> Result<(String, T), Vec<FieldError>>,
+) -> Result<Vec<T>, ApiError> {
+    let Some(items) = body.get(key).and_then(Value::as_array) else {
+        return Err(ApiError::invalid(vec![FieldError::new(
+            key,
+            format!("is required: an array of {key}"),
+        )]));
+    };
+    if items.len() > max {
+        return Err(ApiError::invalid(vec![FieldError::new(
+            key,
+            format!("holds {} {key}; at most {max} per request", items.len()),
+        )]));
+    }
+    if let Some(extra) = body.as_object().and_then(|o| o.keys().find(|k| *k != key)) {
+        return Err(ApiError::invalid(vec![FieldError::new(
+            extra.clone(),
+            format!("unknown field; expected {key}"),
+        )]));
+    }
+    let mut values = Vec::with_capacity(items.len());
+    let mut errors = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (i, item) in items.iter().enumerate() {
+        match validate(item) {
+            Ok((name, value)) => {
+                if !seen.insert(name.clone()) {
+                    errors.push(FieldError::new(
+                        format!("{key}.{i}.name"),
+                        format!("'{name}' appears twice in the batch"),
+                    ));
+                }
+                values.push(value);
+            }
+            Err(errs) => errors.extend(errs.into_iter().map(|e| {
+                let field = if e.field.is_empty() {
+                    format!("{key}.{i}")
+                } else {
+                    format!("{key}.{i}.{}", e.field)
+                };
+                FieldError::new(field, e.message)
+            })),
+        }
+    }
+    if errors.is_empty() {
+        Ok(values)
+    } else {
+        Err(ApiError::invalid(errors))
+    }
 }
 
 /// `POST /v1/namespaces/{ns}/jobs`: create with `name` in the body; 409 if it exists.

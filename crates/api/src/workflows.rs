@@ -31,7 +31,7 @@ use sundial_store::{
 use crate::AppState;
 use crate::error::ApiError;
 use crate::executions::page_token;
-use crate::jobs::{check_path, context, retry_races};
+use crate::jobs::{batch, check_path, context, retry_races};
 use crate::request::{
     Path, Query, if_match, job_page_token, json_body, limit, list_filters, optional_json_body,
 };
@@ -280,57 +280,9 @@ pub(crate) async fn apply_many(
 ) -> Result<Response, ApiError> {
     check_path(&ns, None)?;
     let body = json_body(&headers, body).await?;
-    let Some(items) = body.get("workflows").and_then(Value::as_array) else {
-        return Err(ApiError::invalid(vec![FieldError::new(
-            "workflows",
-            "is required: an array of workflows",
-        )]));
-    };
-    if items.len() > MAX_BATCH {
-        return Err(ApiError::invalid(vec![FieldError::new(
-            "workflows",
-            format!(
-                "holds {} workflows; at most {MAX_BATCH} per request",
-                items.len()
-            ),
-        )]));
-    }
-    if let Some(extra) = body
-        .as_object()
-        .and_then(|o| o.keys().find(|k| *k != "workflows"))
-    {
-        return Err(ApiError::invalid(vec![FieldError::new(
-            extra.clone(),
-            "unknown field; expected workflows",
-        )]));
-    }
-    let mut specs = Vec::with_capacity(items.len());
-    let mut errors = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for (i, item) in items.iter().enumerate() {
-        match workflow_from_json(item, &context(&state, &ns, None)) {
-            Ok(spec) => {
-                if !seen.insert(spec.name.clone()) {
-                    errors.push(FieldError::new(
-                        format!("workflows.{i}.name"),
-                        format!("'{}' appears twice in the batch", spec.name),
-                    ));
-                }
-                specs.push(spec);
-            }
-            Err(errs) => errors.extend(errs.into_iter().map(|e| {
-                let field = if e.field.is_empty() {
-                    format!("workflows.{i}")
-                } else {
-                    format!("workflows.{i}.{}", e.field)
-                };
-                FieldError::new(field, e.message)
-            })),
-        }
-    }
-    if !errors.is_empty() {
-        return Err(ApiError::invalid(errors));
-    }
+    let specs = batch(&body, "workflows", MAX_BATCH, |item| {
+        workflow_from_json(item, &context(&state, &ns, None)).map(|spec| (spec.name.clone(), spec))
+    })?;
     let now = state.store.now().await?;
     let (mut writes, mut unchanged, mut created) = (Vec::new(), Vec::new(), 0);
     for spec in specs {
