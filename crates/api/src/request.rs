@@ -127,7 +127,7 @@ pub fn if_match(headers: &HeaderMap) -> Result<Option<i64>, ApiError> {
     let bare = text.trim_start_matches("W/").trim_matches('"');
     bare.parse::<i64>()
         .map(Some)
-        .map_err(|_| ApiError::bad_request("If-Match", format!("'{text}' is not a job version")))
+        .map_err(|_| ApiError::bad_request("If-Match", format!("'{text}' is not a version number")))
 }
 
 /// True for `If-Match: *` ("any current version": the job must exist).

@@ -10,8 +10,8 @@ use sundial_core::execution::Trigger;
 use sundial_core::job::ConcurrencyPolicy;
 use sundial_core::workflow::RunState;
 use sundial_store::workflow::{
-    NewTask, RunCreation, RunFacts, SpecCache, TaskFact, check_cancellable, check_retryable,
-    facts_in_order, order_tasks, release, retry_resets, run_creation,
+    NewTask, RunCreation, RunFacts, SpecCache, TaskFact, check_cancellable, check_not_deleted,
+    check_retryable, facts_in_order, order_tasks, release, retry_resets, run_creation,
 };
 use sundial_store::{
     NewRun, RunListQuery, RunRecord, TriggerListDue, WorkflowListQuery, WorkflowRecord,
@@ -824,6 +824,12 @@ pub(crate) async fn run_retry(
     let mut tx = store.begin().await?;
     let (state, uid, version) = locked_run(&mut tx, namespace, id).await?;
     check_retryable(id, state)?;
+    let current: Option<i64> = sqlx::query_scalar("SELECT 1 FROM workflows WHERE uid = ?1")
+        .bind(&uid)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    check_not_deleted(id, current.is_some())?;
     let parsed = version_spec(&mut tx, &store.workflow_specs, &uid, version).await?;
     let (spec, dag) = (&parsed.spec, &parsed.dag);
     let rows_ = sqlx::query("SELECT id, task, state, output FROM executions WHERE run_id = ?1")

@@ -521,6 +521,21 @@ pub fn check_retryable(id: &str, state: RunState) -> Result<()> {
     Ok(())
 }
 
+/// Whether a run may be retried given whether its workflow incarnation still exists: a run
+/// of a deleted workflow stays as it ended.
+///
+/// # Errors
+/// [`Error::Conflict`] when the workflow was deleted.
+pub fn check_not_deleted(id: &str, workflow_exists: bool) -> Result<()> {
+    if workflow_exists {
+        Ok(())
+    } else {
+        Err(Error::Conflict(format!(
+            "run {id} belongs to a workflow that was deleted; it cannot run again"
+        )))
+    }
+}
+
 /// The tasks a retry of run `id` resets, as [`retry_plan`] picks them, each with the
 /// definition it gets back (its target as written, rendered again when it is released) and
 /// the attempts it is allowed beyond those it had.

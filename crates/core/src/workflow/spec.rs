@@ -45,7 +45,7 @@ pub struct WorkflowSpec {
     pub jitter: Dur,
     /// A run still unfinished this long after its fire time (or its creation, when later; or
     /// its retry) fails, by the store's clock: its unfinished tasks are cancelled, running
-    /// attempts stopped. `None`: no limit.
+    /// attempts stopped. `None` (or `0s` when written): no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_timeout: Option<Dur>,
     /// A paused workflow creates no runs; runs already started finish.

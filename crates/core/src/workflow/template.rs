@@ -21,6 +21,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::Value;
 
 use crate::job::TargetSpec;
+use crate::validate::MAX_URL_LEN;
 
 /// What a reference names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -210,6 +211,25 @@ pub enum RenderError {
         /// The target field.
         field: String,
     },
+    /// The rendered field would be longer than [`max_len`] allows.
+    #[error("{field}: the rendered value is longer than {max} bytes")]
+    TooLarge {
+        /// The target field.
+        field: String,
+        /// The most allowed, in bytes.
+        max: usize,
+    },
+    /// A URL would receive nothing, `.` or `..` where a reference stands, which would move
+    /// the request to another host or path.
+    #[error("{field}: {path} is '{value}', which a URL cannot carry in its place")]
+    UrlPart {
+        /// The target field.
+        field: String,
+        /// The reference.
+        path: String,
+        /// What it held.
+        value: String,
+    },
 }
 
 /// Renders one template string for the field `field` (named in errors).
@@ -243,14 +263,45 @@ pub fn render(
                     _ => value.to_string(),
                 };
                 match place {
-                    Place::Url => out.extend(utf8_percent_encode(&inserted, URL_ESCAPED)),
+                    Place::Url => {
+                        // A segment of dots alone would move the path (`..` climbs it), and
+                        // nothing at all where a host or a segment is expected moves the
+                        // request elsewhere: neither is text the URL can carry.
+                        if matches!(inserted.as_str(), "" | "." | "..") {
+                            return Err(RenderError::UrlPart {
+                                field: field.to_owned(),
+                                path: target.to_string(),
+                                value: inserted,
+                            });
+                        }
+                        out.extend(utf8_percent_encode(&inserted, URL_ESCAPED));
+                    }
                     Place::Text | Place::Line => out.push_str(&inserted),
+                }
+                if out.len() > max_len(place) {
+                    return Err(RenderError::TooLarge {
+                        field: field.to_owned(),
+                        max: max_len(place),
+                    });
                 }
             }
         }
     }
     check_line(out, field, place)
 }
+
+/// The longest rendered string, in bytes, for a place: a URL [`MAX_URL_LEN`] (8,000), any
+/// other field [`MAX_FIELD_LEN`] (256 KiB, a job's largest body). Checked while rendering,
+/// so a template that would grow past it stops there.
+pub fn max_len(place: Place) -> usize {
+    match place {
+        Place::Url => MAX_URL_LEN,
+        Place::Text | Place::Line => MAX_FIELD_LEN,
+    }
+}
+
+/// The longest rendered field that is not a URL, in bytes: 256 KiB, as a job's body.
+pub const MAX_FIELD_LEN: usize = 256 * 1024;
 
 /// Everything but RFC 3986's unreserved characters.
 const URL_ESCAPED: &AsciiSet = &NON_ALPHANUMERIC
@@ -501,6 +552,38 @@ mod tests {
             Err(RenderError::ControlCharacter {
                 field: "target.headers.x".into()
             })
+        );
+    }
+
+    #[test]
+    fn a_url_refuses_empty_and_dot_segments_and_everything_stops_at_its_limit() {
+        let params = json!({"empty": "", "up": "..", "big": "x".repeat(10_000)});
+        let params = params.as_object().unwrap().clone();
+        let outputs = BTreeMap::new();
+        let ctx = ctx_with(&params, &outputs);
+        for p in ["empty", "up"] {
+            let e = render(
+                &format!("http://{{{{ run.params.{p} }}}}/x"),
+                "target.url",
+                Place::Url,
+                &ctx,
+            )
+            .unwrap_err();
+            assert!(matches!(e, RenderError::UrlPart { .. }), "{p}: {e}");
+        }
+        let e = render(
+            "http://h/{{ run.params.big }}",
+            "target.url",
+            Place::Url,
+            &ctx,
+        )
+        .unwrap_err();
+        assert!(matches!(e, RenderError::TooLarge { max: 8_000, .. }), "{e}");
+        let many = "{{ run.params.big }}".repeat(30);
+        let e = render(&many, "target.body", Place::Text, &ctx).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "target.body: the rendered value is longer than 262144 bytes"
         );
     }
 

@@ -97,7 +97,7 @@ pub fn workflow_from_json(body: &Value, ctx: &Context) -> Result<WorkflowSpec, V
     let run_timeout = obj
         .get("run_timeout")
         .filter(|t| !t.is_null())
-        .map(|_| v.duration(obj, "run_timeout", "run_timeout", Dur::ZERO, true))
+        .map(|_| v.duration(obj, "run_timeout", "run_timeout", Dur::ZERO, false))
         .filter(|d| !d.is_zero());
     let paused = v.opt_bool(obj, "paused", "paused").unwrap_or(false);
     let defaults = match obj.get("defaults").filter(|d| !d.is_null()) {
@@ -705,6 +705,13 @@ mod tests {
             .collect();
         let wf = workflow_from_json(&json!({"tasks": chain}), &ctx()).unwrap();
         assert_eq!(wf.tasks.len(), MAX_TASKS);
+    }
+
+    #[test]
+    fn a_run_timeout_of_zero_is_no_limit() {
+        let mut body = etl();
+        body["run_timeout"] = json!("0s");
+        assert_eq!(workflow_from_json(&body, &ctx()).unwrap().run_timeout, None);
     }
 
     #[test]

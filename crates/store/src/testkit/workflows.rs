@@ -614,6 +614,11 @@ pub async fn concurrency_policies_act_on_runs(h: Harness) {
         .await
         .expect("delete");
     assert_eq!(run_of(&*store, &new.id).await.state, RunState::Cancelled);
+    // A run of a deleted workflow stays as it ended.
+    assert!(matches!(
+        store.run_retry("ns", &new.id, &[]).await,
+        Err(Error::Conflict(_))
+    ));
 }
 
 /// A task whose template path is missing when it is released fails for good naming the
