@@ -386,16 +386,19 @@ fn task(v: &mut Walker, item: &Value, defaults: &TaskDefaults, ctx: &Context) ->
             None
         }
     };
+    // Judged by the target's written type, so that it is named beside the target's own
+    // errors, whatever they are.
+    let kind = obj
+        .get("target")
+        .and_then(|t| t.get("type"))
+        .and_then(Value::as_str);
     if output.is_some()
-        && let Some(t) = &target
-        && !matches!(t, TargetSpec::Http(_))
+        && let Some(kind) = kind
+        && kind != "http"
     {
         v.err(
             "output",
-            format!(
-                "a {} target gives no output; only http targets do",
-                t.kind()
-            ),
+            format!("a {kind} target gives no output; only http targets do"),
         );
     }
     let retry = retry_overrides(v, obj.get("retry"));
@@ -705,6 +708,21 @@ mod tests {
             .collect();
         let wf = workflow_from_json(&json!({"tasks": chain}), &ctx()).unwrap();
         assert_eq!(wf.tasks.len(), MAX_TASKS);
+    }
+
+    #[test]
+    fn output_on_a_target_that_gives_none_is_named_beside_the_targets_own_errors() {
+        let body = json!({"tasks": [{"name": "a", "output": "json",
+            "target": {"type": "nats", "connection": "nowhere", "subject": "s"}}]});
+        let fields: Vec<String> = bad_fields(&body).into_iter().map(|(f, _)| f).collect();
+        assert!(
+            fields.contains(&"tasks[0].output".to_string()),
+            "{fields:?}"
+        );
+        assert!(
+            fields.contains(&"tasks[0].target.connection".to_string()),
+            "{fields:?}"
+        );
     }
 
     #[test]
