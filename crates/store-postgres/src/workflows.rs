@@ -16,7 +16,8 @@ use sundial_core::job::ConcurrencyPolicy;
 use sundial_core::workflow::RunState;
 use sundial_store::workflow::{
     NewTask, RunCreation, RunFacts, SpecCache, TaskFact, check_cancellable, check_not_deleted,
-    check_retryable, facts_in_order, order_tasks, release, retry_resets, run_creation,
+    check_retryable, facts_in_order, order_tasks, release, retry_policy, retry_resets,
+    run_creation,
 };
 use sundial_store::{
     NewRun, RunListQuery, RunRecord, TriggerListDue, WorkflowListQuery, WorkflowRecord,
@@ -890,6 +891,17 @@ pub(crate) async fn run_retry(
     check_not_deleted(id, current.is_some())?;
     let parsed = version_spec(&mut *tx, &store.workflow_specs, &uid, version).await?;
     let (spec, dag) = (&parsed.spec, &parsed.dag);
+    let others: Vec<String> = sqlx::query_scalar(&format!(
+        "SELECT id FROM workflow_runs WHERE workflow_uid = $1 AND id <> $2 \
+         AND state IN {UNFINISHED_RUN} ORDER BY id FOR UPDATE"
+    ))
+    .bind(&uid)
+    .bind(id)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    let replaced = retry_policy(id, spec.concurrency_policy, others)?;
+    cancel_runs_in_tx(&mut tx, &replaced, now, RunState::Cancelled).await?;
     let task_rows = sqlx::query(
         "SELECT id, task, state, output FROM executions WHERE run_id = $1 ORDER BY id FOR UPDATE",
     )

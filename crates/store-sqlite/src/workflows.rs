@@ -11,7 +11,8 @@ use sundial_core::job::ConcurrencyPolicy;
 use sundial_core::workflow::RunState;
 use sundial_store::workflow::{
     NewTask, RunCreation, RunFacts, SpecCache, TaskFact, check_cancellable, check_not_deleted,
-    check_retryable, facts_in_order, order_tasks, release, retry_resets, run_creation,
+    check_retryable, facts_in_order, order_tasks, release, retry_policy, retry_resets,
+    run_creation,
 };
 use sundial_store::{
     NewRun, RunListQuery, RunRecord, TriggerListDue, WorkflowListQuery, WorkflowRecord,
@@ -832,6 +833,16 @@ pub(crate) async fn run_retry(
     check_not_deleted(id, current.is_some())?;
     let parsed = version_spec(&mut tx, &store.workflow_specs, &uid, version).await?;
     let (spec, dag) = (&parsed.spec, &parsed.dag);
+    let others: Vec<String> = sqlx::query_scalar(&format!(
+        "SELECT id FROM workflow_runs WHERE workflow_uid = ?1 AND id <> ?2 AND state IN {UNFINISHED_RUN}"
+    ))
+    .bind(&uid)
+    .bind(id)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    let replaced = retry_policy(id, spec.concurrency_policy, others)?;
+    let stopped = cancel_runs_in_tx(&mut tx, &replaced, now, RunState::Cancelled).await?;
     let rows_ = sqlx::query("SELECT id, task, state, output FROM executions WHERE run_id = ?1")
         .bind(id)
         .fetch_all(&mut *tx)
@@ -865,6 +876,9 @@ pub(crate) async fn run_retry(
     commit(tx).await?;
     if queued > 0 {
         store.signals.due.notify_one();
+    }
+    for e in stopped {
+        let _ = store.signals.cancelled.send(e);
     }
     run_get(store, namespace, id)
         .await?

@@ -442,7 +442,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// # Contract
     /// [`Error::NotFound`] (also for a task name the run's version lacks);
     /// [`Error::Conflict`] for a run that is not terminal, one that was `skipped` or
-    /// `missed` (it has no tasks), or one whose workflow was deleted.
+    /// `missed` (it has no tasks), or one whose workflow was deleted; under `skip`, while
+    /// another run of the workflow is unfinished (under `replace` those are cancelled).
     async fn run_retry(&self, namespace: &str, id: &str, tasks: &[String]) -> Result<RunRecord>;
 
     /// Re-drives a `dead` or `failed` execution: the same execution goes back to `queued`,

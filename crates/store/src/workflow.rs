@@ -536,6 +536,29 @@ pub fn check_not_deleted(id: &str, workflow_exists: bool) -> Result<()> {
     }
 }
 
+/// What a retry of run `id` does about the workflow's other unfinished runs, under the
+/// concurrency policy of the run's version (SPEC §9, "Policies"): `allow` nothing; `skip`
+/// refuses the retry while another run is unfinished; `replace` has them cancelled (the
+/// runs returned).
+///
+/// # Errors
+/// [`Error::Conflict`] under `skip` while another run is unfinished.
+pub fn retry_policy(
+    id: &str,
+    policy: ConcurrencyPolicy,
+    others_unfinished: Vec<String>,
+) -> Result<Vec<String>> {
+    match policy {
+        _ if others_unfinished.is_empty() => Ok(Vec::new()),
+        ConcurrencyPolicy::Allow => Ok(Vec::new()),
+        ConcurrencyPolicy::Skip => Err(Error::Conflict(format!(
+            "run {id} cannot run again while run {} of its workflow is unfinished (concurrency_policy: skip)",
+            others_unfinished[0]
+        ))),
+        ConcurrencyPolicy::Replace => Ok(others_unfinished),
+    }
+}
+
 /// The tasks a retry of run `id` resets, as [`retry_plan`] picks them, each with the
 /// definition it gets back (its target as written, rendered again when it is released) and
 /// the attempts it is allowed beyond those it had.

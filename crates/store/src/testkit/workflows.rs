@@ -592,6 +592,25 @@ pub async fn concurrency_policies_act_on_runs(h: Harness) {
     assert_eq!(first.state, RunState::Running);
     assert_eq!(second.state, RunState::Skipped);
     assert!(second.tasks.is_empty());
+    // A retry is judged by the policy too: not while another run is unfinished.
+    let done = store
+        .run_create(&manual_run(&skip, t0(), json!({})))
+        .await
+        .expect("third");
+    assert_eq!(done.state, RunState::Skipped);
+    store
+        .run_cancel("ns", &first.id)
+        .await
+        .expect("cancel first");
+    let again = store
+        .run_create(&manual_run(&skip, t0(), json!({})))
+        .await
+        .expect("a run now that none is unfinished");
+    assert_eq!(again.state, RunState::Running);
+    assert!(matches!(
+        store.run_retry("ns", &first.id, &[]).await,
+        Err(Error::Conflict(_))
+    ));
     let replace = create_workflow(
         &*store,
         "replacer",
@@ -608,6 +627,14 @@ pub async fn concurrency_policies_act_on_runs(h: Harness) {
         .expect("new");
     assert_eq!(run_of(&*store, &old.id).await.state, RunState::Cancelled);
     assert_eq!(new.state, RunState::Running);
+    // Retrying the replaced run replaces the unfinished one in turn.
+    let back = store
+        .run_retry("ns", &old.id, &[])
+        .await
+        .expect("retry old");
+    assert_eq!(back.state, RunState::Running);
+    assert_eq!(run_of(&*store, &new.id).await.state, RunState::Cancelled);
+    let new = back;
     // Deleting a workflow cancels its unfinished runs; history is kept.
     store
         .workflow_delete("ns", "replacer", None)
