@@ -62,9 +62,11 @@ pub(crate) fn check_path(ns: &str, name: Option<&str>) -> Result<(), ApiError> {
     }
 }
 
-fn with_etag(status: StatusCode, job: &JobRecord, body: Value) -> Response {
+/// `body` as the answer with `status` and `ETag: "<version>"` (a job's or a workflow's
+/// version, which `If-Match` names).
+pub(crate) fn with_etag(status: StatusCode, version: i64, body: Value) -> Response {
     let mut response = (status, Json(body)).into_response();
-    if let Ok(v) = HeaderValue::from_str(&format!("\"{}\"", job.version)) {
+    if let Ok(v) = HeaderValue::from_str(&format!("\"{version}\"")) {
         response.headers_mut().insert(header::ETAG, v);
     }
     response
@@ -272,7 +274,11 @@ pub(crate) async fn put(
             return Ok(None);
         };
         let now = state.store.now().await?;
-        Ok(Some(with_etag(status, &job, job_json(&job, true, now))))
+        Ok(Some(with_etag(
+            status,
+            job.version,
+            job_json(&job, true, now),
+        )))
     })
     .await
 }
@@ -429,7 +435,7 @@ pub(crate) async fn create(
     let now = state.store.now().await?;
     Ok(with_etag(
         StatusCode::CREATED,
-        &job,
+        job.version,
         job_json(&job, true, now),
     ))
 }
@@ -441,7 +447,11 @@ pub(crate) async fn get_one(
 ) -> Result<Response, ApiError> {
     let job = load(&state, &ns, &name).await?;
     let now = state.store.now().await?;
-    Ok(with_etag(StatusCode::OK, &job, job_json(&job, true, now)))
+    Ok(with_etag(
+        StatusCode::OK,
+        job.version,
+        job_json(&job, true, now),
+    ))
 }
 
 /// `GET /v1/namespaces/{ns}/jobs?paused=&label=k=v&limit=&page_token=`.
@@ -501,7 +511,7 @@ pub(crate) async fn patch(
         let now = state.store.now().await?;
         Ok(Some(with_etag(
             StatusCode::OK,
-            &job,
+            job.version,
             job_json(&job, true, now),
         )))
     })
@@ -533,7 +543,7 @@ async fn set_paused(
         if existing.spec.paused == paused {
             return Ok(Some(with_etag(
                 StatusCode::OK,
-                &existing,
+                existing.version,
                 job_json(&existing, true, now),
             )));
         }
@@ -546,7 +556,7 @@ async fn set_paused(
         };
         Ok(Some(with_etag(
             StatusCode::OK,
-            &job,
+            job.version,
             job_json(&job, true, now),
         )))
     })

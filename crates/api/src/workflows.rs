@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use jiff::Timestamp;
 use serde_json::{Value, json};
@@ -31,7 +31,7 @@ use sundial_store::{
 use crate::AppState;
 use crate::error::ApiError;
 use crate::executions::page_token;
-use crate::jobs::{batch, check_path, context, retry_races};
+use crate::jobs::{batch, check_path, context, retry_races, with_etag};
 use crate::request::{
     Path, Query, if_match, job_page_token, json_body, limit, list_filters, optional_json_body,
 };
@@ -85,14 +85,6 @@ pub fn run_json(r: &RunRecord) -> Value {
         "finished_at": r.finished_at,
         "tasks": r.tasks,
     })
-}
-
-fn with_etag(status: StatusCode, w: &WorkflowRecord, body: Value) -> Response {
-    let mut response = (status, Json(body)).into_response();
-    if let Ok(v) = HeaderValue::from_str(&format!("\"{}\"", w.version)) {
-        response.headers_mut().insert(header::ETAG, v);
-    }
-    response
 }
 
 /// The stored form of `spec` written over `existing` at `now` (module docs).
@@ -226,7 +218,7 @@ pub(crate) async fn put(
         let now = state.store.now().await?;
         Ok(Some(with_etag(
             status,
-            &written,
+            written.version,
             workflow_json(&written, now),
         )))
     })
@@ -260,7 +252,7 @@ pub(crate) async fn create(
     let now = state.store.now().await?;
     Ok(with_etag(
         StatusCode::CREATED,
-        &written,
+        written.version,
         workflow_json(&written, now),
     ))
 }
@@ -323,7 +315,7 @@ pub(crate) async fn get_one(
 ) -> Result<Response, ApiError> {
     let w = load(&state, &ns, &name).await?;
     let now = state.store.now().await?;
-    Ok(with_etag(StatusCode::OK, &w, workflow_json(&w, now)))
+    Ok(with_etag(StatusCode::OK, w.version, workflow_json(&w, now)))
 }
 
 /// `GET /v1/namespaces/{ns}/workflows?paused=&label=k=v&limit=&page_token=`.
@@ -383,7 +375,7 @@ pub(crate) async fn patch(
         let now = state.store.now().await?;
         Ok(Some(with_etag(
             StatusCode::OK,
-            &written,
+            written.version,
             workflow_json(&written, now),
         )))
     })
@@ -421,7 +413,7 @@ async fn set_paused(
         let now = state.store.now().await?;
         Ok(Some(with_etag(
             StatusCode::OK,
-            &written,
+            written.version,
             workflow_json(&written, now),
         )))
     })

@@ -266,6 +266,40 @@ impl Api {
     }
 }
 
+/// Pauses (`paused`) or resumes the `kind` (`job` or `workflow`) `name` through
+/// `POST /<kind>s/{name}/pause|resume`, printing its state (and, resumed, its next fire time).
+///
+/// # Errors
+/// The API's, as [`Api::call`] reports them.
+pub async fn set_paused(
+    api: &Api,
+    format: Format,
+    kind: &str,
+    name: &str,
+    paused: bool,
+) -> anyhow::Result<()> {
+    let verb = if paused { "pause" } else { "resume" };
+    let v = api
+        .call(
+            reqwest::Method::POST,
+            &format!("/{kind}s/{name}/{verb}"),
+            None,
+        )
+        .await?;
+    print(format, &v, |v| {
+        let state = v["state"].as_str().unwrap_or("?");
+        if paused {
+            outln!("{kind} {name} {state}");
+        } else {
+            outln!(
+                "{kind} {name} {state}; next fire at {}",
+                v["next_fire_at"].as_str().unwrap_or("-")
+            );
+        }
+    });
+    Ok(())
+}
+
 /// Prints `value` as the API's JSON, or as `table` prints it for people.
 pub fn print(format: Format, value: &Value, table: impl FnOnce(&Value)) {
     match format {
@@ -424,26 +458,8 @@ pub async fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
                 outln!("{}", serde_yaml_ng::to_string(v).unwrap_or_default())
             });
         }
-        JobCommand::Pause { name } => {
-            let v = api
-                .call(Method::POST, &format!("/jobs/{name}/pause"), None)
-                .await?;
-            print(format, &v, |v| {
-                outln!("job {name} {}", v["state"].as_str().unwrap_or("?"))
-            });
-        }
-        JobCommand::Resume { name } => {
-            let v = api
-                .call(Method::POST, &format!("/jobs/{name}/resume"), None)
-                .await?;
-            print(format, &v, |v| {
-                outln!(
-                    "job {name} {}; next fire at {}",
-                    v["state"].as_str().unwrap_or("?"),
-                    v["next_fire_at"].as_str().unwrap_or("-")
-                )
-            });
-        }
+        JobCommand::Pause { name } => set_paused(&api, format, "job", &name, true).await?,
+        JobCommand::Resume { name } => set_paused(&api, format, "job", &name, false).await?,
         JobCommand::Trigger { name } => {
             let v = api
                 .call(Method::POST, &format!("/jobs/{name}/trigger"), None)

@@ -15,7 +15,7 @@ use reqwest::Method;
 use serde_json::{Map, Value, json};
 use sundial_core::workflow::{WorkflowSpec, graph};
 
-use crate::client::{Api, Bulk, ClientOpts, Format, apply_file, input_error, print};
+use crate::client::{Api, Bulk, ClientOpts, Format, apply_file, input_error, print, set_paused};
 use crate::output::{print_run_tasks, print_runs, print_workflows};
 
 /// Workflows: `POST …/workflows:apply` with `{"workflows": [...]}`, at most the API's batch.
@@ -268,24 +268,10 @@ pub async fn run(args: WorkflowArgs) -> anyhow::Result<ExitCode> {
             });
         }
         WorkflowCommand::Pause { name } => {
-            let v = api
-                .call(Method::POST, &format!("/workflows/{name}/pause"), None)
-                .await?;
-            print(format, &v, |v| {
-                outln!("workflow {name} {}", v["state"].as_str().unwrap_or("?"))
-            });
+            set_paused(&api, format, "workflow", &name, true).await?
         }
         WorkflowCommand::Resume { name } => {
-            let v = api
-                .call(Method::POST, &format!("/workflows/{name}/resume"), None)
-                .await?;
-            print(format, &v, |v| {
-                outln!(
-                    "workflow {name} {}; next fire at {}",
-                    v["state"].as_str().unwrap_or("?"),
-                    v["next_fire_at"].as_str().unwrap_or("-")
-                )
-            });
+            set_paused(&api, format, "workflow", &name, false).await?
         }
         WorkflowCommand::Trigger { name, params } => {
             let body = (!params.is_empty())

@@ -95,7 +95,9 @@ pub(crate) async fn write_job(tx: &mut Tx<'_>, w: &JobWrite, now: i64) -> Result
             .await
             .map_err(db_err)?;
             if updated.rows_affected() == 0 {
-                return Err(version_mismatch(tx, &r.spec.namespace, &r.spec.name, expected).await);
+                return Err(
+                    version_mismatch(tx, "job", &r.spec.namespace, &r.spec.name, expected).await,
+                );
             }
             expected + 1
         }
@@ -170,21 +172,26 @@ pub(crate) async fn cancel_pending(
     Ok(())
 }
 
+/// The error of a conditional write of the `kind` (`job` or `workflow`, the row of the table
+/// `<kind>s`) named `namespace`/`name` that changed nothing: [`Error::StaleVersion`] with the
+/// version found, or [`Error::NotFound`] when there is none.
 pub(crate) async fn version_mismatch(
     tx: &mut Tx<'_>,
+    kind: &str,
     namespace: &str,
     name: &str,
     expected: i64,
 ) -> Error {
-    let found: std::result::Result<Option<i64>, _> =
-        sqlx::query_scalar("SELECT version FROM jobs WHERE namespace = $1 AND name = $2")
-            .bind(namespace)
-            .bind(name)
-            .fetch_optional(&mut **tx)
-            .await;
+    let found: std::result::Result<Option<i64>, _> = sqlx::query_scalar(&format!(
+        "SELECT version FROM {kind}s WHERE namespace = $1 AND name = $2"
+    ))
+    .bind(namespace)
+    .bind(name)
+    .fetch_optional(&mut **tx)
+    .await;
     match found {
         Ok(Some(actual)) => Error::StaleVersion { expected, actual },
-        Ok(None) => Error::NotFound(format!("job {namespace}/{name}")),
+        Ok(None) => Error::NotFound(format!("{kind} {namespace}/{name}")),
         Err(e) => db_err(e),
     }
 }
@@ -294,9 +301,14 @@ pub(crate) async fn job_delete(
     .await
     .map_err(db_err)?;
     let Some(uid) = uid else {
-        return Err(
-            version_mismatch(&mut tx, namespace, name, expected_version.unwrap_or(0)).await,
-        );
+        return Err(version_mismatch(
+            &mut tx,
+            "job",
+            namespace,
+            name,
+            expected_version.unwrap_or(0),
+        )
+        .await);
     };
     cancel_pending(&mut tx, &uid, now, FutureSlots::Cancel).await?;
     commit(tx).await

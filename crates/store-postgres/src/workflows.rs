@@ -165,7 +165,9 @@ async fn write_workflow(tx: &mut Tx<'_>, w: &WorkflowWrite, now: i64) -> Result<
             .map_err(db_err)?;
             match uid {
                 Some(uid) => (uid, expected + 1),
-                None => return Err(version_mismatch(tx, ns, name, expected).await),
+                None => {
+                    return Err(jobs::version_mismatch(tx, "workflow", ns, name, expected).await);
+                }
             }
         }
     };
@@ -212,20 +214,6 @@ async fn lock_runs(tx: &mut Tx<'_>, sql: &str, uid: &str, now: i64) -> Result<Ve
         .map_err(db_err)
 }
 
-async fn version_mismatch(tx: &mut Tx<'_>, namespace: &str, name: &str, expected: i64) -> Error {
-    let found: std::result::Result<Option<i64>, _> =
-        sqlx::query_scalar("SELECT version FROM workflows WHERE namespace = $1 AND name = $2")
-            .bind(namespace)
-            .bind(name)
-            .fetch_optional(&mut **tx)
-            .await;
-    match found {
-        Ok(Some(actual)) => Error::StaleVersion { expected, actual },
-        Ok(None) => Error::NotFound(format!("workflow {namespace}/{name}")),
-        Err(e) => db_err(e),
-    }
-}
-
 pub(crate) async fn workflow_delete(
     store: &PgStore,
     namespace: &str,
@@ -245,9 +233,14 @@ pub(crate) async fn workflow_delete(
     .await
     .map_err(db_err)?;
     let Some(uid) = uid else {
-        return Err(
-            version_mismatch(&mut tx, namespace, name, expected_version.unwrap_or(0)).await,
-        );
+        return Err(jobs::version_mismatch(
+            &mut tx,
+            "workflow",
+            namespace,
+            name,
+            expected_version.unwrap_or(0),
+        )
+        .await);
     };
     let unfinished = lock_runs(
         &mut tx,

@@ -34,8 +34,7 @@ const RUN_COLUMNS: &str = "r.id, r.namespace, r.workflow, r.workflow_uid, r.work
     r.scheduled_at, r.fire_at, r.state, r.params, r.created_at, r.finished_at, \
     (SELECT min(e.started_at) FROM executions e WHERE e.run_id = r.id) AS started_at";
 
-const TASK_COLUMNS: &str =
-    "id, task, state, fire_at, attempt, started_at, finished_at, output, max_attempts";
+const TASK_COLUMNS: &str = "id, task, state, fire_at, attempt, started_at, finished_at, output";
 
 /// The states of a run that is not terminal, as an SQL list.
 const UNFINISHED_RUN: &str = "('scheduled', 'running')";
@@ -171,7 +170,9 @@ async fn write_workflow(
             .map_err(db_err)?;
             match uid {
                 Some(uid) => (uid, expected + 1),
-                None => return Err(version_mismatch(tx, ns, name, expected).await),
+                None => {
+                    return Err(jobs::version_mismatch(tx, "workflow", ns, name, expected).await);
+                }
             }
         }
     };
@@ -210,20 +211,6 @@ async fn write_workflow(
     Ok((record, stopped))
 }
 
-async fn version_mismatch(tx: &mut Tx<'_>, namespace: &str, name: &str, expected: i64) -> Error {
-    let found: std::result::Result<Option<i64>, _> =
-        sqlx::query_scalar("SELECT version FROM workflows WHERE namespace = ?1 AND name = ?2")
-            .bind(namespace)
-            .bind(name)
-            .fetch_optional(&mut **tx)
-            .await;
-    match found {
-        Ok(Some(actual)) => Error::StaleVersion { expected, actual },
-        Ok(None) => Error::NotFound(format!("workflow {namespace}/{name}")),
-        Err(e) => db_err(e),
-    }
-}
-
 pub(crate) async fn workflow_delete(
     store: &SqliteStore,
     namespace: &str,
@@ -243,9 +230,14 @@ pub(crate) async fn workflow_delete(
     .await
     .map_err(db_err)?;
     let Some(uid) = uid else {
-        return Err(
-            version_mismatch(&mut tx, namespace, name, expected_version.unwrap_or(0)).await,
-        );
+        return Err(jobs::version_mismatch(
+            &mut tx,
+            "workflow",
+            namespace,
+            name,
+            expected_version.unwrap_or(0),
+        )
+        .await);
     };
     let unfinished: Vec<String> = sqlx::query_scalar(&format!(
         "SELECT id FROM workflow_runs WHERE workflow_uid = ?1 AND state IN {UNFINISHED_RUN}"
