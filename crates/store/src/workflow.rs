@@ -3,6 +3,9 @@
 //! of a task releases — decided once here over facts the stores fetch
 //! (ARCHITECTURE.md, "Workflows").
 //!
+//! Instants are UTC at millisecond resolution: [`jiff::Timestamp`]s, or `i64` milliseconds
+//! since the Unix epoch where a store passes its clock's reading (`now`).
+//!
 //! Invariants every store keeps, with these decisions:
 //! - One run per slot of a workflow incarnation (`workflow_runs_slot`), and exactly one
 //!   execution per (run, task) (`executions_run_task`): W1.
