@@ -9,7 +9,9 @@
 //!
 //! Reported: the *release lag* — a task's attempt start minus its upstream's completion
 //! commit (its `finished_at`), both by the store's clock — p50/p90/p99/max; the fan-out
-//! spread (last leaf start − root completion, the worst run); tasks/s (deliveries from the
+//! spread (last leaf start − root completion, the worst run); the *delivery lag* — the
+//! sink's first receipt of a task minus its upstream's completion commit, which also counts
+//! the claim and the HTTP delivery (one machine, one clock); tasks/s (deliveries from the
 //! fire time to the last one); lost and duplicated task deliveries; peak RSS.
 
 use std::collections::HashMap;
@@ -180,7 +182,14 @@ pub async fn run(shape: Shape, runs: u32, tasks: u32, common: &Common) -> anyhow
         progress.0
     );
     let peak_rss_mb = nodes.peak_rss_mb();
-    let (release_lags, fanout_spreads) = release_lags(&nodes.api, &names, shape).await?;
+    let received: HashMap<(String, String), Timestamp> = sink_state
+        .seen
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter_map(|(k, r)| Some((k.clone(), r.iter().min().copied()?)))
+        .collect();
+    let lags = release_lags(&nodes.api, &names, shape, &received).await?;
     drop(nodes);
 
     let seen = sink_state.seen.lock().unwrap_or_else(|e| e.into_inner());
@@ -193,8 +202,13 @@ pub async fn run(shape: Shape, runs: u32, tasks: u32, common: &Common) -> anyhow
         .unwrap_or(at);
     let span_s = last.duration_since(at).as_secs_f64().max(0.001);
     let tasks_per_s = seen.len() as f64 / span_s;
-    let mut lags = release_lags;
+    let Lags {
+        release: mut lags,
+        mut delivery,
+        spreads: fanout_spreads,
+    } = lags;
     lags.sort_by(f64::total_cmp);
+    delivery.sort_by(f64::total_cmp);
     let spread_max = fanout_spreads.iter().copied().fold(0.0, f64::max);
     let shape_name = match shape {
         Shape::Chain => "chain",
@@ -206,6 +220,7 @@ pub async fn run(shape: Shape, runs: u32, tasks: u32, common: &Common) -> anyhow
         "drain_s": (span_s * 1000.0).round() / 1000.0,
         "tasks_per_s": tasks_per_s.round(),
         "release_lag_ms": {"p50": percentile(&lags, 50.0), "p90": percentile(&lags, 90.0), "p99": percentile(&lags, 99.0), "max": lags.last().copied().unwrap_or(0.0), "n": lags.len()},
+        "delivery_lag_ms": {"p50": percentile(&delivery, 50.0), "p90": percentile(&delivery, 90.0), "p99": percentile(&delivery, 99.0), "max": delivery.last().copied().unwrap_or(0.0), "n": delivery.len()},
         "fanout_spread_ms_max": spread_max,
         "lost": lost, "duplicates": duplicates, "peak_rss_mb": (peak_rss_mb * 10.0).round() / 10.0,
     });
@@ -225,6 +240,13 @@ pub async fn run(shape: Shape, runs: u32, tasks: u32, common: &Common) -> anyhow
         report["release_lag_ms"]["p99"],
         report["release_lag_ms"]["max"]
     );
+    outln!(
+        "delivery lag ms  p50 {}  p90 {}  p99 {}  max {}   (sink receipt - upstream completion)",
+        report["delivery_lag_ms"]["p50"],
+        report["delivery_lag_ms"]["p90"],
+        report["delivery_lag_ms"]["p99"],
+        report["delivery_lag_ms"]["max"]
+    );
     if shape == Shape::Fanout {
         outln!("fan-out spread   {spread_max} ms   (last leaf start - root completion, worst run)");
     }
@@ -237,16 +259,31 @@ pub async fn run(shape: Shape, runs: u32, tasks: u32, common: &Common) -> anyhow
     })
 }
 
-/// Every release lag (ms) of the runs of `names`, from the runs' records: a task's
-/// `started_at` minus its upstream's `finished_at` (for several upstream, the latest); and
-/// per fan-out run, its last leaf's start minus its root's end.
+/// The lags of a run of the bench, in milliseconds.
+struct Lags {
+    /// Per task with an upstream: its `started_at` minus its upstream's `finished_at`.
+    release: Vec<f64>,
+    /// Per task with an upstream: the sink's first receipt minus its upstream's `finished_at`.
+    delivery: Vec<f64>,
+    /// Per fan-out run: its last leaf's start minus its root's end.
+    spreads: Vec<f64>,
+}
+
+/// The lags of the runs of `names`, from the runs' records (for several upstream, the
+/// latest `finished_at` counts) and from `received`, the sink's first receipt per
+/// (workflow, task).
 async fn release_lags(
     api: &str,
     names: &[String],
     shape: Shape,
-) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
+    received: &HashMap<(String, String), Timestamp>,
+) -> anyhow::Result<Lags> {
     let http = reqwest::Client::new();
-    let (mut lags, mut spreads) = (Vec::new(), Vec::new());
+    let mut out = Lags {
+        release: Vec::new(),
+        delivery: Vec::new(),
+        spreads: Vec::new(),
+    };
     for name in names {
         let runs: Value = serde_json::from_str(
             &http
@@ -287,18 +324,25 @@ async fn release_lags(
                     .max();
                 if let (Some(start), Some(end)) = (at(t, "started_at"), upstream_end) {
                     let lag = (start.as_millisecond() - end.as_millisecond()) as f64;
-                    lags.push(lag);
+                    out.release.push(lag);
                     last_leaf = Some(last_leaf.map_or(lag, |l: f64| l.max(lag)));
+                }
+                let task = t["name"].as_str().unwrap_or_default();
+                if let (Some(got), Some(end)) =
+                    (received.get(&(name.clone(), task.to_owned())), upstream_end)
+                {
+                    out.delivery
+                        .push((got.as_millisecond() - end.as_millisecond()) as f64);
                 }
             }
             if shape == Shape::Fanout
                 && let Some(spread) = last_leaf
             {
-                spreads.push(spread);
+                out.spreads.push(spread);
             }
         }
     }
-    Ok((lags, spreads))
+    Ok(out)
 }
 
 #[cfg(test)]

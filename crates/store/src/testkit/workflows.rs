@@ -331,6 +331,98 @@ pub async fn a_stale_completion_releases_nothing(h: Harness) {
     );
 }
 
+/// A completion that claims in its transaction ([`Store::attempt_complete_and_claim`]) hands
+/// its worker only tasks that completion released, at most its limit, each `running` with
+/// attempt 1 for that worker; what it did not take stays due for an ordinary claim; a stale
+/// completion claims nothing.
+pub async fn a_completion_claims_only_what_it_released(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let wf = create_workflow(
+        &*store,
+        "fan",
+        json!({"tasks": [
+            {"name": "root", "target": http("root")},
+            {"name": "l0", "depends_on": ["root"], "target": http("l0")},
+            {"name": "l1", "depends_on": ["root"], "target": http("l1")},
+            {"name": "l2", "depends_on": ["root"], "target": http("l2")}
+        ]}),
+    )
+    .await;
+    let other = create_workflow(
+        &*store,
+        "bystander",
+        json!({"tasks": [{"name": "solo", "target": http("solo")}]}),
+    )
+    .await;
+    let run = store
+        .run_create(&manual_run(&wf, t0(), json!({})))
+        .await
+        .expect("create run");
+    let root = claim_tasks(&*store).await.remove("root").expect("root");
+    // A task of another run comes due meanwhile: no completion of this run may take it.
+    let bystander = store
+        .run_create(&manual_run(&other, t0(), json!({})))
+        .await
+        .expect("create the other run");
+    // A stale completion of root (a wrong attempt number) claims nothing.
+    let mut stale = ended(&root, NextStep::Succeeded, None);
+    stale.attempt.attempt += 1;
+    let none = store
+        .attempt_complete_and_claim(std::slice::from_ref(&stale), &claim("eager", 10))
+        .await
+        .expect("a stale completion is no error");
+    assert_eq!(none.applied, vec![false]);
+    assert!(none.claimed.is_empty(), "a stale completion claimed tasks");
+    let done = store
+        .attempt_complete_and_claim(
+            &[ended(&root, NextStep::Succeeded, None)],
+            &claim("eager", 2),
+        )
+        .await
+        .expect("complete root");
+    assert_eq!(done.applied, vec![true]);
+    // The embedded store claims nothing here (its claim round is a local call); one that
+    // claims takes at most its limit, and only the leaves root released.
+    assert!(
+        done.claimed.is_empty() || done.claimed.len() == 2,
+        "three were released and the limit is two, but {} were claimed",
+        done.claimed.len()
+    );
+    let tasks = run_of(&*store, &run.id).await.tasks;
+    for c in &done.claimed {
+        let task = tasks
+            .iter()
+            .find(|t| t.execution_id == c.id)
+            .expect("a claimed execution is a task of the completed run");
+        assert!(task.name.starts_with('l'), "claimed {}", task.name);
+        assert_eq!(c.attempt, 1);
+        let read = store
+            .execution_get("ns", &c.id)
+            .await
+            .expect("get")
+            .expect("claimed task");
+        assert_eq!(read.state, ExecutionState::Running);
+        assert_eq!(read.worker.as_deref(), Some("eager"));
+        assert!(c.started_at >= t0());
+    }
+    // The rest is due for anyone, and nothing is handed out twice.
+    let rest = claim_tasks(&*store).await;
+    let mut names: Vec<String> = rest.keys().cloned().collect();
+    names.extend(done.claimed.iter().filter_map(|c| {
+        tasks
+            .iter()
+            .find(|t| t.execution_id == c.id)
+            .map(|t| t.name.clone())
+    }));
+    names.sort();
+    assert_eq!(names, vec!["l0", "l1", "l2", "solo"]);
+    assert_eq!(
+        run_of(&*store, &bystander.id).await.tasks[0].state,
+        ExecutionState::Running
+    );
+}
+
 /// A run's cancel ends every unfinished task, records the running attempt `cancelled`, and
 /// nothing of the run starts or is released afterwards, not even by the late completion of
 /// the attempt that was running (W5); a second cancel is a conflict.
