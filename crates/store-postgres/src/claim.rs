@@ -144,20 +144,6 @@ pub(crate) async fn execution_claim(
 ) -> Result<Vec<ClaimedExecution>> {
     let mut tx = store.begin().await?;
     let now = store.now_ms(&mut *tx).await?;
-    let claimed = claim_in_tx(&mut tx, claim, now, None).await?;
-    commit(tx).await?;
-    Ok(claimed)
-}
-
-/// The claim inside `tx` as of `now` (ms, the store's clock): due executions, or with `only`
-/// just those of these ids that are due (the workflow tasks a completion released in `tx`),
-/// judged by `sundial_store::claim::plan` and handed to `claim.worker`.
-pub(crate) async fn claim_in_tx(
-    tx: &mut Tx<'_>,
-    claim: &ExecutionClaim,
-    now: i64,
-    only: Option<&[String]>,
-) -> Result<Vec<ClaimedExecution>> {
     // Token buckets of the rate-limited namespaces, locked and refilled to now: one claimer
     // at a time spends a namespace's tokens, whichever process it is in.
     let mut buckets = Vec::with_capacity(claim.rate_limits.len());
@@ -168,52 +154,47 @@ pub(crate) async fn claim_in_tx(
         .bind(ns)
         .bind(*rate)
         .bind(now)
-        .execute(&mut **tx)
+        .execute(&mut *tx)
         .await
         .map_err(db_err)?;
         let row: Option<(f64, i64)> = sqlx::query_as(
             "SELECT tokens, updated_at FROM namespace_rates WHERE namespace = $1 FOR UPDATE",
         )
         .bind(ns)
-        .fetch_optional(&mut **tx)
+        .fetch_optional(&mut *tx)
         .await
         .map_err(db_err)?;
         buckets.push((ns.clone(), refill(row, *rate, now)));
     }
     let limited: Vec<String> = claim.rate_limits.keys().cloned().collect();
-    // Two texts, so each keeps its own plan: the released tasks are found by primary key.
-    let only_filter = if only.is_some() {
-        "AND e.id = ANY($4)"
-    } else {
-        ""
-    };
     let due_sql = |filter: &str| {
         format!(
             "SELECT e.id, e.namespace, e.job_uid, e.trigger, e.run, e.scheduled_at, e.fire_at, \
                e.attempt, q.due_at \
              FROM executions e JOIN execution_queue q ON q.id = e.id \
-             WHERE q.due_at <= $1 AND {filter} {only_filter} \
+             WHERE q.due_at <= $1 AND {filter} \
              ORDER BY q.due_at LIMIT $2 FOR UPDATE OF e, q SKIP LOCKED"
         )
     };
-    let sql = due_sql("q.namespace <> ALL($3)");
-    let mut query = sqlx::query(&sql)
+    let mut rows = sqlx::query(&due_sql("q.namespace <> ALL($3)"))
         .bind(now)
         .bind(i64::from(claim.limit))
-        .bind(&limited);
-    if let Some(ids) = only {
-        query = query.bind(ids);
-    }
-    let mut rows = query.fetch_all(&mut **tx).await.map_err(db_err)?;
+        .bind(&limited)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_err)?;
     for (ns, tokens) in &buckets {
         let allowance = sundial_store::claim::allowance(*tokens, claim.limit);
         if allowance > 0 {
-            let sql = due_sql("q.namespace = $3");
-            let mut query = sqlx::query(&sql).bind(now).bind(allowance).bind(ns);
-            if let Some(ids) = only {
-                query = query.bind(ids);
-            }
-            rows.extend(query.fetch_all(&mut **tx).await.map_err(db_err)?);
+            rows.extend(
+                sqlx::query(&due_sql("q.namespace = $3"))
+                    .bind(now)
+                    .bind(allowance)
+                    .bind(ns)
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(db_err)?,
+            );
         }
     }
     let mut due: Vec<DueExecution> = rows
@@ -223,9 +204,9 @@ pub(crate) async fn claim_in_tx(
     if !buckets.is_empty() {
         sundial_store::claim::oldest_due(&mut due, claim.limit);
     }
-    let facts = job_facts(tx, &due, now).await?;
+    let facts = job_facts(&mut tx, &due, now).await?;
     let plan = sundial_store::claim::plan(&due, &facts, &buckets, now);
-    apply_claim_plan(tx, &plan, now).await?;
+    apply_claim_plan(&mut tx, &plan, now).await?;
     let runs = plan.runs(due);
     // The queue rows are found by `id = ANY(ARRAY(SELECT … FROM claimed))`, an index
     // condition on the primary key, never by joining the CTE: the planner estimates a CTE
@@ -245,7 +226,7 @@ pub(crate) async fn claim_in_tx(
         .bind(&claim.worker)
         .bind(now)
         .bind(&plan.run)
-        .fetch_all(&mut **tx)
+        .fetch_all(&mut *tx)
         .await
         .map_err(db_err)?;
     for (ns, tokens) in &plan.buckets {
@@ -253,10 +234,11 @@ pub(crate) async fn claim_in_tx(
             .bind(ns)
             .bind(*tokens)
             .bind(now)
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await
             .map_err(db_err)?;
     }
+    commit(tx).await?;
     rows::claimed_rows(&claimed, runs, now)
 }
 

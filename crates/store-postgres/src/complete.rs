@@ -45,50 +45,30 @@ pub(crate) async fn attempt_complete_batch(
     store: &PgStore,
     completions: &[AttemptComplete],
 ) -> Result<Vec<bool>> {
-    Ok(complete_and_claim(store, completions, None).await?.applied)
-}
-
-/// Writes `completions` and, with `claim`, claims the tasks they release in the releasing
-/// transaction ([`sundial_store::Store::attempt_complete_and_claim`]).
-pub(crate) async fn complete_and_claim(
-    store: &PgStore,
-    completions: &[AttemptComplete],
-    claim: Option<&ExecutionClaim>,
-) -> Result<CompletedBatch> {
     // The batch's job executions are one statement on its own (no transaction around it):
     // each completion is still fenced on its own attempt number (and, for the reaper, on its
-    // lapsed lease). The workflow tasks' completions are a statement in a transaction that
-    // first locks their runs (the lock order of `workflows`) and applies their release with
-    // them. Without a claim (a batch the worker holds no task in, as a rule) the job
-    // statement goes first and names the tasks among the completions it did not apply;
-    // with one, the tasks' transaction goes first over the whole batch (it leaves job
-    // executions alone) and the job statement takes only what it did not apply, so a batch
-    // of tasks is one transaction.
+    // lapsed lease). That statement leaves workflow tasks alone and names those among the
+    // completions it did not apply; theirs is a second statement, in a transaction that first
+    // locks their runs (the lock order of `workflows`) and applies their release with them.
     if completions.is_empty() {
-        return Ok(CompletedBatch::default());
+        return Ok(Vec::new());
     }
-    let mut done = Vec::new();
-    let mut claimed = Vec::new();
-    let tasks: Vec<AttemptComplete> = if claim.is_some() {
-        completions.to_vec()
-    } else {
-        done = complete_statement(&store.pool, store, completions, false).await?;
-        let tasks: std::collections::HashSet<&str> = done
-            .iter()
-            .filter(|d| d.1 < 0)
-            .map(|d| d.0.as_str())
-            .collect();
-        completions
-            .iter()
-            .filter(|c| tasks.contains(c.attempt.id.as_str()))
-            .cloned()
-            .collect()
-    };
+    let mut done = complete_statement(&store.pool, store, completions, false).await?;
+    let tasks: std::collections::HashSet<String> = done
+        .iter()
+        .filter(|d| d.1 < 0)
+        .map(|d| d.0.clone())
+        .collect();
     if !tasks.is_empty() {
-        let ids: Vec<&str> = tasks.iter().map(|c| c.attempt.id.as_str()).collect();
+        let of_tasks: Vec<AttemptComplete> = completions
+            .iter()
+            .filter(|c| tasks.contains(&c.attempt.id))
+            .cloned()
+            .collect();
+        let ids: Vec<&str> = of_tasks.iter().map(|c| c.attempt.id.as_str()).collect();
         let mut tx = store.begin().await?;
         workflows::lock_runs_of(&mut tx, &ids).await?;
-        let ended_tasks = complete_statement(&mut *tx, store, &tasks, true).await?;
+        let ended_tasks = complete_statement(&mut *tx, store, &of_tasks, true).await?;
         // W3: only the completions that applied and ended their task release anything.
         let mut ended: Vec<String> = ended_tasks
             .iter()
@@ -99,48 +79,24 @@ pub(crate) async fn complete_and_claim(
         ended.dedup();
         let now = ended_tasks.first().map_or(0, |d| d.4);
         let released =
-            workflows::release_runs_in_tx(&mut tx, &store.workflow_specs, &ended, now).await?;
-        // Eager dispatch: the completing worker takes what it has room for now, as of a
-        // fresh reading of the store's clock (a task's attempt never starts before it).
-        if let Some(claim) = claim.filter(|c| c.limit > 0 && !released.is_empty()) {
-            let now = store.now_ms(&mut *tx).await?;
-            claimed = claim::claim_in_tx(&mut tx, claim, now, Some(&released)).await?;
-        }
-        let waiting = released.len() > claimed.len();
-        if waiting {
+            workflows::release_runs_in_tx(&mut tx, &store.workflow_specs, &ended, now).await? > 0;
+        if released {
             notify_due(&mut tx).await?;
         }
         commit(tx).await?;
-        // This process's workers are woken at once for what was not claimed, without waiting
-        // for the notification to come back through the listener's connection; other
-        // processes get the NOTIFY.
-        if waiting && let Some(signals) = store.signals.get() {
+        // This process's workers are woken at once, without waiting for the notification to
+        // come back through the listener's connection; other processes get the NOTIFY.
+        if released && let Some(signals) = store.signals.get() {
             signals.due.notify_one();
         }
         done.extend(ended_tasks);
     }
-    if claim.is_some() {
-        // The job executions (and stale completions) the tasks' transaction did not apply.
-        let applied: std::collections::HashSet<&str> = done.iter().map(|d| d.0.as_str()).collect();
-        let rest: Vec<AttemptComplete> = completions
-            .iter()
-            .filter(|c| !applied.contains(c.attempt.id.as_str()))
-            .cloned()
-            .collect();
-        if !rest.is_empty() {
-            let jobs = complete_statement(&store.pool, store, &rest, false).await?;
-            done.extend(jobs.into_iter().filter(|d| d.1 >= 0));
-        }
-    }
     let done: std::collections::HashSet<(String, i64)> =
         done.into_iter().map(|d| (d.0, d.1)).collect();
-    Ok(CompletedBatch {
-        applied: completions
-            .iter()
-            .map(|c| done.contains(&(c.attempt.id.clone(), i64::from(c.attempt.attempt))))
-            .collect(),
-        claimed,
-    })
+    Ok(completions
+        .iter()
+        .map(|c| done.contains(&(c.attempt.id.clone(), i64::from(c.attempt.attempt))))
+        .collect())
 }
 
 /// Applies in one statement the completions of job executions (`tasks` false) or of

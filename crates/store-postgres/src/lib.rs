@@ -52,10 +52,10 @@ use sundial_core::job::ConcurrencyPolicy;
 use sundial_store::claim::{ActiveExecution, ClaimPlan, DueExecution, JobFacts};
 use sundial_store::concurrency::refill;
 use sundial_store::{
-    AttemptComplete, AttemptRef, ClaimedExecution, ClusterStatus, CompletedBatch, DueJob, Error,
-    ExecutionClaim, ExecutionListQuery, ExecutionRecord, FutureSlots, JobListQuery, JobRecord,
-    JobWrite, NewExecution, PendingExecutions, Result, RunSpec, ShardLease, ShardLeaseRequest,
-    Signals, Store, TriggerCommit, TriggerCommitted, TriggerListDue, is_plain_insert,
+    AttemptComplete, AttemptRef, ClaimedExecution, ClusterStatus, DueJob, Error, ExecutionClaim,
+    ExecutionListQuery, ExecutionRecord, FutureSlots, JobListQuery, JobRecord, JobWrite,
+    NewExecution, PendingExecutions, Result, RunSpec, ShardLease, ShardLeaseRequest, Signals,
+    Store, TriggerCommit, TriggerCommitted, TriggerListDue, is_plain_insert,
 };
 use sundial_store::{
     NewRun, RunListQuery, RunRecord, WorkflowListQuery, WorkflowRecord, WorkflowWrite,
@@ -263,14 +263,6 @@ impl Store for PgStore {
 
     async fn attempt_complete_batch(&self, completions: &[AttemptComplete]) -> Result<Vec<bool>> {
         complete::attempt_complete_batch(self, completions).await
-    }
-
-    async fn attempt_complete_and_claim(
-        &self,
-        completions: &[AttemptComplete],
-        claim: &ExecutionClaim,
-    ) -> Result<CompletedBatch> {
-        complete::complete_and_claim(self, completions, Some(claim)).await
     }
 
     async fn attempt_list_lapsed(&self, limit: u32) -> Result<Vec<ClaimedExecution>> {

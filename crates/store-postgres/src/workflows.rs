@@ -638,16 +638,15 @@ pub(crate) async fn lock_runs_of(tx: &mut Tx<'_>, ids: &[&str]) -> Result<Vec<St
 
 /// Applies the release of each run in `runs` (ids whose rows `tx` has locked; runs that are
 /// terminal are left alone) inside `tx`, as `sundial_store::workflow::release` decides from
-/// the run's task states now. Returns the ids of the tasks that became due (the caller
-/// notifies, or claims them).
+/// the run's task states now. Returns how many tasks became due (the caller notifies).
 pub(crate) async fn release_runs_in_tx(
     tx: &mut Tx<'_>,
     cache: &SpecCache,
     runs: &[String],
     now: i64,
-) -> Result<Vec<String>> {
+) -> Result<usize> {
     if runs.is_empty() {
-        return Ok(Vec::new());
+        return Ok(0);
     }
     let run_rows: Vec<(String, String, i64, i64, String)> = sqlx::query_as(&format!(
         "SELECT id, workflow_uid, workflow_version, scheduled_at, params FROM workflow_runs \
@@ -658,7 +657,7 @@ pub(crate) async fn release_runs_in_tx(
     .await
     .map_err(db_err)?;
     if run_rows.is_empty() {
-        return Ok(Vec::new());
+        return Ok(0);
     }
     let live: Vec<&str> = run_rows.iter().map(|r| r.0.as_str()).collect();
     let task_rows = sqlx::query(
@@ -759,7 +758,7 @@ pub(crate) async fn release_runs_in_tx(
         .await
         .map_err(db_err)?;
     }
-    Ok(queued_ids)
+    Ok(queued_ids.len())
 }
 
 pub(crate) async fn run_get(
@@ -934,7 +933,7 @@ pub(crate) async fn run_retry(
     .await
     .map_err(db_err)?;
     let queued = release_runs_in_tx(&mut tx, &store.workflow_specs, &[id.to_owned()], now).await?;
-    if !queued.is_empty() {
+    if queued > 0 {
         notify_due(&mut tx).await?;
     }
     commit(tx).await?;

@@ -337,30 +337,6 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// reports them `false`), so a retry is safe.
     async fn attempt_complete_batch(&self, completions: &[AttemptComplete]) -> Result<Vec<bool>>;
 
-    /// [`Store::attempt_complete_batch`], and in the transaction that releases workflow tasks
-    /// the claim of those tasks for `claim.worker`, at most `claim.limit` (eager dispatch: a
-    /// released task starts without waiting for a claim round; docs/workflows.md#release).
-    /// The claim is judged as [`Store::execution_claim`] judges; a released task it does not
-    /// take waits for the next claim as usual.
-    ///
-    /// # Contract
-    /// As `attempt_complete_batch` for `applied`. `claimed` holds only tasks released by
-    /// these completions, at most `claim.limit`, each `running` for `claim.worker`. On an
-    /// `Err` of unknown outcome the claimed tasks may be running with nobody holding them:
-    /// their lease lapses and the reaper retries them. The default claims nothing (the
-    /// embedded store, whose claim round is a local call anyway).
-    async fn attempt_complete_and_claim(
-        &self,
-        completions: &[AttemptComplete],
-        claim: &ExecutionClaim,
-    ) -> Result<CompletedBatch> {
-        let _ = claim;
-        Ok(CompletedBatch {
-            applied: self.attempt_complete_batch(completions).await?,
-            claimed: Vec::new(),
-        })
-    }
-
     /// Running attempts whose lease has lapsed (their worker is presumed dead), at most `limit`.
     async fn attempt_list_lapsed(&self, limit: u32) -> Result<Vec<ClaimedExecution>>;
 

@@ -237,10 +237,6 @@ pub struct RunSpec {
     /// `output: json`, docs/workflows.md#outputs-and-templates).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub output: bool,
-    /// A workflow task: its completion may release downstream tasks, which the worker may
-    /// claim in the same transaction ([`crate::Store::attempt_complete_and_claim`]).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub task: bool,
 }
 
 fn default_misfire_threshold() -> Dur {
@@ -263,7 +259,6 @@ impl RunSpec {
                 sundial_core::job::ScheduleKind::At { .. }
             ),
             output: false,
-            task: false,
         }
     }
 }
@@ -330,17 +325,6 @@ pub struct ClaimedExecution {
     pub lease_expires_at: Timestamp,
     /// What to run.
     pub run: RunSpec,
-}
-
-/// What [`crate::Store::attempt_complete_and_claim`] did: which completions applied and the
-/// workflow tasks they released that were claimed in the same transaction.
-#[derive(Debug, Clone, Default)]
-pub struct CompletedBatch {
-    /// Per completion, in order, whether it applied (`false`: stale, nothing changed).
-    pub applied: Vec<bool>,
-    /// Released tasks claimed for the completing worker, each `running` with its new
-    /// attempt; the worker starts them at once.
-    pub claimed: Vec<ClaimedExecution>,
 }
 
 /// Names one attempt of one execution: the fencing key of heartbeats and completions.

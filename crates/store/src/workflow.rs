@@ -276,7 +276,6 @@ pub fn task_run_spec(
         misfire_threshold: spec.misfire_threshold,
         one_off: true,
         output: task.output.is_some(),
-        task: true,
     }
 }
 

@@ -53,19 +53,10 @@ use sundial_store::{
 use sundial_target::{Delivery, Error as TargetError, Target};
 use tokio::sync::{Notify, Semaphore, watch};
 
-/// A completion waiting to be written, whether it is a workflow task's (its write may release
-/// and claim downstream tasks), and where to send whether it applied.
+/// A completion waiting to be written, with where to send whether it applied.
 type Completion = (
     AttemptComplete,
-    bool,
     tokio::sync::oneshot::Sender<Result<bool, CompletionError>>,
-);
-
-/// The two permits an attempt holds: its delivery slot (until the target answers) and its
-/// room among the unwritten completions (until its completion is written).
-type Permits = (
-    tokio::sync::OwnedSemaphorePermit,
-    tokio::sync::OwnedSemaphorePermit,
 );
 
 /// Why a completion was not written.
@@ -306,50 +297,42 @@ impl Worker {
     /// # Errors
     /// The store's, when the claim fails.
     pub async fn claim_once(&self) -> Result<usize, StoreError> {
-        let permits = self.reserve(self.config.claim_batch as usize);
-        if permits.is_empty() {
+        let free = self.free().min(self.config.claim_batch as usize);
+        if free == 0 {
             return Ok(0);
         }
         let claimed = self
             .store
             .execution_claim(&ExecutionClaim {
                 worker: self.config.node.clone(),
-                limit: u32::try_from(permits.len()).unwrap_or(u32::MAX),
+                limit: u32::try_from(free).unwrap_or(u32::MAX),
                 rate_limits: self.config.rate_limits.clone(),
             })
             .await?;
         let n = claimed.len();
-        self.start_all(claimed, permits);
-        Ok(n)
-    }
-
-    /// Takes the permits of up to `max` more attempts now, as many as are free. Every claim
-    /// (the claim loop's and the completion writer's eager one) reserves before it asks the
-    /// store, so whatever the store hands out has its permits.
-    fn reserve(&self, max: usize) -> Vec<Permits> {
-        let mut permits = Vec::new();
-        while permits.len() < max {
+        for execution in claimed {
+            // Only this loop takes permits, so the claim's `free` are still there.
             let (Ok(slot), Ok(unwritten)) = (
                 self.slots.clone().try_acquire_owned(),
                 self.unwritten.clone().try_acquire_owned(),
             ) else {
                 break;
             };
-            permits.push((slot, unwritten));
-        }
-        permits
-    }
-
-    /// Starts each claimed attempt with permits reserved for it; the permits left over are
-    /// given back.
-    fn start_all(&self, claimed: Vec<ClaimedExecution>, permits: Vec<Permits>) {
-        for (execution, (slot, unwritten)) in claimed.into_iter().zip(permits) {
             let worker = self.clone();
             tokio::spawn(async move {
                 worker.attempt(execution, slot).await;
                 drop(unwritten);
             });
         }
+        Ok(n)
+    }
+
+    /// How many more attempts this worker may claim now: free delivery slots, bounded by the
+    /// room left for unwritten completions.
+    fn free(&self) -> usize {
+        self.slots
+            .available_permits()
+            .min(self.unwritten.available_permits())
     }
 
     /// Runs one claimed attempt to its completion (or abandons it when the lease is lost),
@@ -413,7 +396,7 @@ impl Worker {
         let Some(result) = result else { return };
         let completion = self.completion(e, attempt.clone(), result, false);
         tokio::select! {
-            () = self.complete(completion, e.run.task) => {}
+            () = self.complete(completion) => {}
             lost = &mut heartbeat => {
                 tracing::warn!(execution = %e.id, attempt = e.attempt, reason = %lost,
                     "attempt lease lost before its completion was written");
@@ -546,11 +529,11 @@ impl Worker {
     /// lease lapses and the reaper re-runs the attempt: at least once, docs/guarantees.md#g2-at-least-once). Completions
     /// of concurrent attempts are written together, one transaction per batch (group commit,
     /// see [`Worker::completion_batcher`]).
-    async fn complete(&self, completion: AttemptComplete, task: bool) {
+    async fn complete(&self, completion: AttemptComplete) {
         let mut backoff = Duration::from_millis(50);
         for _ in 0..8 {
             let (reply, answer) = tokio::sync::oneshot::channel();
-            let result = match self.batcher.send((completion.clone(), task, reply)) {
+            let result = match self.batcher.send((completion.clone(), reply)) {
                 Ok(()) => answer.await.unwrap_or(Err(CompletionError::WriterStopped)),
                 // No batcher running (the worker is driven by hand): write it alone.
                 Err(_) => self
@@ -591,46 +574,21 @@ impl Worker {
     async fn completion_batcher(self, mut queue: tokio::sync::mpsc::UnboundedReceiver<Completion>) {
         let mut batch = Vec::with_capacity(COMPLETION_BATCH);
         while gather(&mut queue, &mut batch, COMPLETION_BATCH, COMPLETION_GATHER).await > 0 {
-            self.write_completions(std::mem::take(&mut batch)).await;
-        }
-    }
-
-    /// Writes one batch of completions and answers each attempt waiting on it. A batch with
-    /// workflow tasks may release downstream tasks: this worker claims what it has room for,
-    /// up to one claim batch, in the same transaction, and starts them at once; the rest of a
-    /// larger fan-out is claimed by the claim loop (woken by the release) while those run.
-    async fn write_completions(&self, mut batch: Vec<Completion>) {
-        let completions: Vec<AttemptComplete> = batch.iter().map(|(c, _, _)| c.clone()).collect();
-        let result = if batch.iter().any(|(_, task, _)| *task) {
-            let permits = self.reserve(self.config.claim_batch as usize);
-            let claim = ExecutionClaim {
-                worker: self.config.node.clone(),
-                limit: u32::try_from(permits.len()).unwrap_or(u32::MAX),
-                rate_limits: self.config.rate_limits.clone(),
-            };
-            self.store
-                .attempt_complete_and_claim(&completions, &claim)
-                .await
-                .map(|done| {
-                    self.start_all(done.claimed, permits);
-                    done.applied
-                })
-        } else {
-            self.store.attempt_complete_batch(&completions).await
-        };
-        match result {
-            Ok(applied) => {
-                for ((_, _, reply), ok) in batch
-                    .drain(..)
-                    .zip(applied.into_iter().chain(std::iter::repeat(false)))
-                {
-                    let _ = reply.send(Ok(ok));
+            let completions: Vec<AttemptComplete> = batch.iter().map(|(c, _)| c.clone()).collect();
+            match self.store.attempt_complete_batch(&completions).await {
+                Ok(applied) => {
+                    for ((_, reply), ok) in batch
+                        .drain(..)
+                        .zip(applied.into_iter().chain(std::iter::repeat(false)))
+                    {
+                        let _ = reply.send(Ok(ok));
+                    }
                 }
-            }
-            Err(e) => {
-                let error = CompletionError::from(&e);
-                for (_, _, reply) in batch.drain(..) {
-                    let _ = reply.send(Err(error.clone()));
+                Err(e) => {
+                    let error = CompletionError::from(&e);
+                    for (_, reply) in batch.drain(..) {
+                        let _ = reply.send(Err(error.clone()));
+                    }
                 }
             }
         }

@@ -346,7 +346,6 @@ macro_rules! conformance_tests {
             a_chain_releases_each_task_when_its_upstream_succeeds,
             trigger_rules_decide_every_task_from_its_upstream,
             a_stale_completion_releases_nothing,
-            a_completion_claims_only_what_it_released,
             a_cancelled_run_starts_nothing_more,
             cancelling_a_task_releases_its_downstream,
             retry_from_failure_keeps_ids_and_numbers_attempts_on,
