@@ -66,15 +66,7 @@ pub async fn json_body(headers: &HeaderMap, body: Body) -> Result<Value, ApiErro
             ));
         }
     }
-    let bytes: Bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
-        .await
-        .map_err(|_| {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload too large",
-                format!("the body is larger than {MAX_BODY_BYTES} bytes"),
-            )
-        })?;
+    let bytes = read_body(body).await?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -91,21 +83,41 @@ pub async fn json_body(headers: &HeaderMap, body: Body) -> Result<Value, ApiErro
     })
 }
 
+/// Reads a whole body of at most [`MAX_BODY_BYTES`].
+///
+/// # Errors
+/// 408 when the body did not arrive within the listener's `request_body_timeout`
+/// (docs/configuration.md, "`[http]`"), 413 when it is longer than the limit (or broke off).
+async fn read_body(body: Body) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|e| {
+            let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+            while let Some(c) = cause {
+                if c.is::<tower_http::timeout::TimeoutError>() {
+                    return ApiError::new(
+                        StatusCode::REQUEST_TIMEOUT,
+                        "request timeout",
+                        "the body did not arrive within the server's request_body_timeout",
+                    );
+                }
+                cause = c.source();
+            }
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload too large",
+                format!("the body is larger than {MAX_BODY_BYTES} bytes"),
+            )
+        })
+}
+
 /// Reads a JSON body that may be left out: `null` for an empty body, otherwise as
 /// [`json_body`] (a workflow trigger without params, a run retry without task names).
 ///
 /// # Errors
 /// Those of [`json_body`] but the empty body's.
 pub async fn optional_json_body(headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
-    let bytes: Bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
-        .await
-        .map_err(|_| {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload too large",
-                format!("the body is larger than {MAX_BODY_BYTES} bytes"),
-            )
-        })?;
+    let bytes = read_body(body).await?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(Value::Null);
     }

@@ -14,6 +14,8 @@ use sundial_core::allow::HostAllowList;
 use sundial_store::maintenance::MaintenanceConfig;
 use sundial_target::{ConnectionKind, Endpoint};
 
+use crate::listener::HttpLimits;
+
 /// Every role a process can run.
 pub const ROLES: [&str; 3] = ["api", "scheduler", "worker"];
 
@@ -79,6 +81,65 @@ struct FileConfig {
     http_targets: Option<HttpTargetsConfig>,
     #[serde(default)]
     maintenance: MaintenanceFile,
+    #[serde(default)]
+    http: HttpFile,
+}
+
+/// `[http]` (docs/configuration.md, "`[http]`"): the listener's limits; each left out keeps
+/// its default ([`crate::listener::HttpLimits`]).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HttpFile {
+    header_read_timeout: Option<String>,
+    request_body_timeout: Option<String>,
+    keep_alive_timeout: Option<String>,
+    max_connections: Option<usize>,
+}
+
+impl HttpFile {
+    /// The limits, over the defaults.
+    ///
+    /// # Errors
+    /// `http.KEY: ...` for a duration that does not parse or is under 100ms, or a connection
+    /// cap outside 1-1000000.
+    fn resolve(&self) -> anyhow::Result<HttpLimits> {
+        let duration = |key: &str,
+                        text: &Option<String>,
+                        default: std::time::Duration|
+         -> anyhow::Result<std::time::Duration> {
+            let Some(text) = text else { return Ok(default) };
+            let d: sundial_core::Dur = text
+                .parse()
+                .map_err(|e| anyhow::anyhow!("http.{key}: {e}"))?;
+            if d.as_millis() < 100 {
+                bail!("http.{key}: {d} is shorter than the minimum of 100ms");
+            }
+            Ok(std::time::Duration::from_millis(d.as_millis()))
+        };
+        let defaults = HttpLimits::default();
+        let max_connections = self.max_connections.unwrap_or(defaults.max_connections);
+        if !(1..=1_000_000).contains(&max_connections) {
+            bail!("http.max_connections: {max_connections} is out of range 1-1000000");
+        }
+        Ok(HttpLimits {
+            header_read_timeout: duration(
+                "header_read_timeout",
+                &self.header_read_timeout,
+                defaults.header_read_timeout,
+            )?,
+            request_body_timeout: duration(
+                "request_body_timeout",
+                &self.request_body_timeout,
+                defaults.request_body_timeout,
+            )?,
+            keep_alive_timeout: duration(
+                "keep_alive_timeout",
+                &self.keep_alive_timeout,
+                defaults.keep_alive_timeout,
+            )?,
+            max_connections,
+        })
+    }
 }
 
 /// `[maintenance]` (docs/configuration.md, "`[maintenance]`"): the periods of the maintenance
@@ -232,6 +293,8 @@ pub struct ServerConfig {
     pub tokens: Option<Arc<Tokens>>,
     /// `[maintenance]`: the periods of the maintenance services.
     pub maintenance: MaintenanceConfig,
+    /// `[http]`: the listener's timeouts and connection cap.
+    pub http: HttpLimits,
 }
 
 /// The default store URL.
@@ -330,6 +393,7 @@ impl ServerConfig {
             bail!("--lease-ttl: {lease_ttl} is shorter than the minimum of 1s");
         }
         let maintenance = file.maintenance.resolve()?;
+        let http = file.http.resolve()?;
         if let Some(every) = maintenance.node_heartbeat_every
             && every >= lease_ttl
         {
@@ -363,6 +427,7 @@ impl ServerConfig {
             http_allow,
             tokens: (!tokens.is_empty()).then(|| Arc::new(tokens)),
             maintenance,
+            http,
         })
     }
 

@@ -135,6 +135,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         http_allow: None,
         tokens: None,
         maintenance: Default::default(),
+        http: Default::default(),
     };
     let running = crate::server::start(&config).await?;
     let api_addr = running.addr;

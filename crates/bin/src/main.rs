@@ -21,6 +21,7 @@ mod client;
 mod config;
 mod cron_cmd;
 mod demo;
+mod listener;
 mod output;
 mod server;
 mod workflow_cmd;

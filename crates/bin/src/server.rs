@@ -111,6 +111,13 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
             config.clock_offset_ms,
         )))
     };
+    // Listening comes first: a taken address stops the start before the store is opened or
+    // a shard lease taken. Every process listens: the api role serves the whole API, others
+    // the probes alone.
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("--listen: cannot listen on {}", config.listen))?;
+    let addr = listener.local_addr()?;
     let store = open_store(&config.database_url, clock.clone()).await?;
     let (shutdown, rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
@@ -186,11 +193,6 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
             Ok(())
         });
     }
-    // Every process listens: the api role serves the whole API, others the probes alone.
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("--listen: cannot listen on {}", config.listen))?;
-    let addr = listener.local_addr()?;
     let state = AppState {
         store: store.clone(),
         scheduler_wake,
@@ -211,14 +213,10 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
     } else {
         health_router(state)
     };
-    let mut rx = rx.clone();
+    let (rx, limits) = (rx.clone(), config.http);
     tasks.spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = rx.wait_for(|stop| *stop).await;
-            })
-            .await
-            .context("API server failed")
+        crate::listener::serve(listener, app, limits, rx).await;
+        Ok(())
     });
     tracing::info!(node = %config.node_id, roles = ?config.roles, store = %redact(&config.database_url), api = %addr, "sundial started");
     Ok(Running {
