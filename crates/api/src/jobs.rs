@@ -145,6 +145,41 @@ pub(crate) fn next_record(
     (record, pending)
 }
 
+/// Why the job `record` (as [`next_record`] made it over `existing`) would never fire, naming
+/// the field, as Quartz refuses a trigger that will never fire: an `end_at` already past `now`,
+/// or a cron expression no date matches through local year 2199 (`0 0 31 2 *`). Only a write
+/// that sets the schedule (a new job, or a changed schedule) is judged, so a job whose
+/// `end_at` has passed can still be edited; a one-off `at` in the past fires at once and
+/// passes.
+pub(crate) fn never_fires(
+    record: &JobRecord,
+    existing: Option<&JobRecord>,
+    now: Timestamp,
+) -> Option<FieldError> {
+    let schedule = &record.spec.schedule;
+    if existing.is_some_and(|old| old.spec.schedule == *schedule) {
+        return None;
+    }
+    let compiled = Schedule::compile(schedule).ok()?;
+    if compiled.first_slot(now).is_some() {
+        return None;
+    }
+    Some(match (schedule.end_at, &schedule.kind) {
+        (Some(end), _) if end < now => FieldError::new(
+            "schedule.end_at",
+            format!("{end} is already past; the job would never fire"),
+        ),
+        (_, ScheduleKind::Cron { .. }) => FieldError::new(
+            "schedule.cron",
+            "no date matches it through local year 2199; the job would never fire",
+        ),
+        _ => FieldError::new(
+            "schedule",
+            "yields no slot from now on; the job would never fire",
+        ),
+    })
+}
+
 /// Writes `spec` over `existing` as read (or creates it), conditional on `expected`
 /// (If-Match) when given, else on the version read. `Ok(None)` when the client gave no
 /// If-Match and a concurrent write of the job got there first: the caller reads again and
@@ -176,6 +211,9 @@ async fn write(
     }
     let now = state.store.now().await?;
     let (record, pending) = next_record(spec, existing.as_ref(), now);
+    if let Some(e) = never_fires(&record, existing.as_ref(), now) {
+        return Err(ApiError::invalid(vec![e]));
+    }
     // Writing back what is stored changes nothing: no new version, no rescheduling.
     if let Some(old) = existing.as_ref().filter(|old| old.spec == record.spec) {
         return Ok(Some(old.clone()));
@@ -315,10 +353,15 @@ pub(crate) async fn apply_many(
         .into_iter()
         .map(|j| (j.spec.name.clone(), j))
         .collect();
-    for spec in specs {
+    let mut never = Vec::new();
+    for (i, spec) in specs.into_iter().enumerate() {
         let existing = existing_jobs.remove(&spec.name);
         created += usize::from(existing.is_none());
         let (record, pending) = next_record(spec, existing.as_ref(), now);
+        if let Some(e) = never_fires(&record, existing.as_ref(), now) {
+            never.push(FieldError::new(format!("jobs.{i}.{}", e.field), e.message));
+            continue;
+        }
         if let Some(old) = existing.as_ref().filter(|old| old.spec == record.spec) {
             unchanged.push(old.clone());
             continue;
@@ -328,6 +371,9 @@ pub(crate) async fn apply_many(
             expected_version: existing.map(|o| o.version),
             pending,
         });
+    }
+    if !never.is_empty() {
+        return Err(ApiError::invalid(never));
     }
     let written = if writes.is_empty() {
         Vec::new()

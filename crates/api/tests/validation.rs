@@ -1157,3 +1157,122 @@ async fn concurrent_writes_without_if_match_all_apply() {
         assert_eq!(p.await.expect("task"), (200, 200));
     }
 }
+
+/// A schedule that can never fire is refused as Quartz refuses such a trigger, naming the
+/// field; a write that leaves a schedule alone is not judged, so a job whose `end_at` has
+/// passed can still be edited; a one-off `at` in the past fires at once and is accepted.
+#[tokio::test]
+async fn a_schedule_that_can_never_fire_is_refused_naming_the_field() {
+    let app = App::new().await;
+    let never = app
+        .call(
+            "PUT",
+            "/v1/namespaces/never/jobs/feb31",
+            &[],
+            Some(set("/schedule", json!({"cron": "0 0 31 2 *"}))),
+        )
+        .await;
+    assert_eq!(
+        never.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        never.body
+    );
+    assert_eq!(
+        never.body["errors"][0]["field"], "schedule.cron",
+        "{}",
+        never.body
+    );
+    let past = app
+        .call(
+            "PUT",
+            "/v1/namespaces/never/jobs/over",
+            &[],
+            Some(set(
+                "/schedule",
+                json!({"every": "1h", "end_at": "2020-01-01T00:00:00Z"}),
+            )),
+        )
+        .await;
+    assert_eq!(
+        past.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        past.body
+    );
+    assert_eq!(
+        past.body["errors"][0]["field"], "schedule.end_at",
+        "{}",
+        past.body
+    );
+    let batch = app
+        .call(
+            "POST",
+            "/v1/namespaces/never/jobs:apply",
+            &[],
+            Some(json!({"jobs": [
+                set("/name", json!("fine")),
+                job_with(|j| {
+                    j["name"] = json!("feb30");
+                    j["schedule"] = json!({"cron": "0 0 30 2 *"});
+                })
+            ]})),
+        )
+        .await;
+    assert_eq!(
+        batch.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        batch.body
+    );
+    assert_eq!(
+        batch.body["errors"][0]["field"], "jobs.1.schedule.cron",
+        "{}",
+        batch.body
+    );
+    for name in ["feb31", "over", "fine", "feb30"] {
+        let got = app
+            .call(
+                "GET",
+                &format!("/v1/namespaces/never/jobs/{name}"),
+                &[],
+                None,
+            )
+            .await;
+        assert_eq!(got.status, StatusCode::NOT_FOUND, "{name} was written");
+    }
+    // A one-off instant already past fires at once.
+    let late = app
+        .call(
+            "PUT",
+            "/v1/namespaces/never/jobs/late",
+            &[],
+            Some(set("/schedule", json!({"at": "2020-01-01T00:00:00Z"}))),
+        )
+        .await;
+    assert_eq!(late.status, StatusCode::CREATED, "{}", late.body);
+    // An end_at a moment away: written; once it has passed, other fields can still change.
+    let soon = (jiff::Timestamp::now() + jiff::SignedDuration::from_millis(300)).to_string();
+    let ending = app
+        .call(
+            "PUT",
+            "/v1/namespaces/never/jobs/ending",
+            &[],
+            Some(set("/schedule", json!({"every": "1h", "end_at": soon}))),
+        )
+        .await;
+    assert_eq!(ending.status, StatusCode::CREATED, "{}", ending.body);
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    let edited = app
+        .call(
+            "PUT",
+            "/v1/namespaces/never/jobs/ending",
+            &[],
+            Some(job_with(|j| {
+                j["schedule"] = json!({"every": "1h", "end_at": soon});
+                j["description"] = json!("edited after its end");
+            })),
+        )
+        .await;
+    assert_eq!(edited.status, StatusCode::OK, "{}", edited.body);
+}

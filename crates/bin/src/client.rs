@@ -69,6 +69,12 @@ impl FormatArg {
     }
 }
 
+/// Whether `-n`/`--namespace` (or `SUNDIAL_NAMESPACE`) was given rather than defaulted; set
+/// once by `main` from the parsed command line. `apply` refuses a file whose items name
+/// another namespace than the one given.
+pub static NAMESPACE_GIVEN: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 /// An error that is the command line's or the input file's fault, not the server's: `main`
 /// exits with status 2 for it, as for bad usage (main.rs).
 #[derive(Debug)]
@@ -117,17 +123,33 @@ enum JobCommand {
         label: Option<String>,
     },
     /// Show one job with its next fire times.
-    Get { name: String },
+    Get {
+        /// The job's name
+        name: String,
+    },
     /// Pause a job.
-    Pause { name: String },
+    Pause {
+        /// The job's name
+        name: String,
+    },
     /// Resume a paused job.
-    Resume { name: String },
+    Resume {
+        /// The job's name
+        name: String,
+    },
     /// Run a job now.
-    Trigger { name: String },
+    Trigger {
+        /// The job's name
+        name: String,
+    },
     /// Delete a job (its history is kept).
-    Delete { name: String },
-    /// A job's executions, newest first.
+    Delete {
+        /// The job's name
+        name: String,
+    },
+    /// A job's executions, newest first, then its upcoming slots apart.
     History {
+        /// The job's name
         name: String,
         /// Only executions in this state
         #[arg(long)]
@@ -152,11 +174,20 @@ pub struct ExecArgs {
 #[derive(Debug, Subcommand)]
 enum ExecCommand {
     /// Show one execution with its attempts.
-    Get { id: String },
+    Get {
+        /// The execution's id
+        id: String,
+    },
     /// Cancel an execution that has not finished.
-    Cancel { id: String },
+    Cancel {
+        /// The execution's id
+        id: String,
+    },
     /// Re-drive a dead or failed execution.
-    Retry { id: String },
+    Retry {
+        /// The execution's id
+        id: String,
+    },
     /// The namespace's executions, newest first (`--state dead` is the dead-letter listing).
     List {
         /// Only executions in this state
@@ -248,7 +279,9 @@ impl Api {
         Ok((status, value))
     }
 
-    /// Like [`Api::send`], but a 4xx/5xx answer becomes an error with the problem's text.
+    /// Like [`Api::send`], but a 4xx/5xx answer becomes an error with the problem's text: a
+    /// 404 names the namespace searched, and a request refused as invalid (400, 413, 422) is an
+    /// [`InputError`] (exit status 2).
     ///
     /// # Errors
     /// Unreachable server or an error status.
@@ -259,6 +292,18 @@ impl Api {
         body: Option<&Value>,
     ) -> anyhow::Result<Value> {
         let (status, value) = self.send(method, path, body).await?;
+        if status == 404 {
+            // Say where it was looked for, unless the server's words already do.
+            let text = problem_text(&value);
+            let ns = &self.opts.namespace;
+            if text.contains(&format!("{ns}/")) {
+                bail!("{text} (give another namespace with -n)");
+            }
+            bail!("{text} (searched namespace '{ns}'; give another with -n)");
+        }
+        if matches!(status, 400 | 413 | 422) {
+            return Err(input_error(problem_text(&value)));
+        }
         if status >= 400 {
             bail!("{}", problem_text(&value));
         }
@@ -482,7 +527,24 @@ pub async fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
             }
             let v = api.call(Method::GET, &path, None).await?;
             print(format, &v, |v| {
-                print_executions(v["items"].as_array().map_or(&[][..], Vec::as_slice))
+                let items = v["items"].as_array().map_or(&[][..], Vec::as_slice);
+                // Slots written ahead (`scheduled`, not yet due) are what will happen, not
+                // what happened: listed apart, after the history.
+                let (upcoming, past): (Vec<Value>, Vec<Value>) = items
+                    .iter()
+                    .cloned()
+                    .partition(|e| e["state"] == "scheduled");
+                if past.is_empty() {
+                    outln!("no executions yet");
+                } else {
+                    print_executions(&past);
+                }
+                if !upcoming.is_empty() {
+                    outln!("\nupcoming (written ahead, not yet due):");
+                    let mut upcoming = upcoming;
+                    upcoming.reverse();
+                    print_executions(&upcoming);
+                }
             });
         }
     }
@@ -523,11 +585,21 @@ pub async fn apply(api: &Api, text: &str, kind: &Bulk) -> anyhow::Result<ExitCod
     } = *kind;
     let items = parse_items(text, kind)?;
     let mut by_namespace: std::collections::BTreeMap<String, Vec<&Value>> = Default::default();
+    let given = NAMESPACE_GIVEN.load(std::sync::atomic::Ordering::Relaxed);
     for item in &items {
-        let ns = item
-            .get("namespace")
-            .and_then(Value::as_str)
-            .unwrap_or(&api.opts.namespace);
+        let named = item.get("namespace").and_then(Value::as_str);
+        if given
+            && let Some(named) = named
+            && named != api.opts.namespace
+        {
+            return Err(input_error(format!(
+                "{noun} {}: the file names namespace '{named}' but -n/--namespace (or \
+                 SUNDIAL_NAMESPACE) names '{}'; remove one of them. Nothing was applied",
+                item["name"].as_str().unwrap_or("?"),
+                api.opts.namespace
+            )));
+        }
+        let ns = named.unwrap_or(&api.opts.namespace);
         by_namespace.entry(ns.to_owned()).or_default().push(item);
     }
     for (ns, items) in &by_namespace {
@@ -587,7 +659,8 @@ pub async fn apply(api: &Api, text: &str, kind: &Bulk) -> anyhow::Result<ExitCod
                     chunk.len()
                 );
             } else {
-                eprintln!("{ns}: {} {plural} rejected, none written", chunk.len());
+                let what = if chunk.len() == 1 { noun } else { plural };
+                eprintln!("{ns}: {} {what} rejected, none written", chunk.len());
             }
             let errors = v["errors"].as_array().map_or(&[][..], Vec::as_slice);
             if errors.is_empty() {
@@ -621,7 +694,11 @@ pub async fn apply(api: &Api, text: &str, kind: &Bulk) -> anyhow::Result<ExitCod
         }
     }
     if rejected > 0 {
-        let message = format!("{rejected} of {} {plural} not applied", items.len());
+        let message = format!(
+            "{rejected} of {} {} not applied",
+            items.len(),
+            if items.len() == 1 { noun } else { plural }
+        );
         return Err(if refused_as_invalid {
             input_error(message)
         } else {

@@ -31,16 +31,20 @@ enum CronCommand {
         #[arg(required = true, num_args = 1..)]
         expr: Vec<String>,
     },
-    /// Describe an expression in words.
+    /// Describe an expression in words, with its next fire time in the zone (or that it
+    /// never fires).
     Explain {
-        /// The expression
+        /// IANA time zone
+        #[arg(long, default_value = "UTC")]
+        tz: String,
+        /// The expression (put it after `--`)
         #[arg(required = true, num_args = 1..)]
         expr: Vec<String>,
     },
 }
 
 fn fail(message: String) -> ExitCode {
-    eprintln!("sundial: {message}");
+    eprintln!("sundial: error: {message}");
     ExitCode::from(2)
 }
 
@@ -79,12 +83,22 @@ pub fn run(args: CronArgs) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        CronCommand::Explain { expr } => match Cron::parse(&expr.join(" ")) {
-            Ok(c) => {
-                outln!("{}", c.describe());
-                ExitCode::SUCCESS
+        CronCommand::Explain { tz, expr } => {
+            let cron = match Cron::parse(&expr.join(" ")) {
+                Ok(c) => c,
+                Err(e) => return fail(format!("invalid cron expression: {e}")),
+            };
+            let Ok(zone) = TimeZone::get(&tz) else {
+                return fail(format!("--tz: '{tz}' is not a known IANA time zone"));
+            };
+            outln!("{} ({tz})", cron.describe());
+            match cron.iter_after(Timestamp::now(), &zone).next() {
+                Some(next) => outln!("next fire: {}", next.strftime("%Y-%m-%dT%H:%M:%S%:z")),
+                None => {
+                    outln!("it never fires: no date matches it from now through local year 2199")
+                }
             }
-            Err(e) => fail(format!("invalid cron expression: {e}")),
-        },
+            ExitCode::SUCCESS
+        }
     }
 }

@@ -28,7 +28,7 @@ mod workflow_cmd;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// mimalloc instead of the system allocator: the server's hot paths (row encoding and
 /// decoding, HTTP deliveries) allocate and free many small buffers per execution, and glibc's
@@ -68,7 +68,12 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    client::NAMESPACE_GIVEN.store(
+        namespace_given(&matches),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let result = match cli.command {
         Command::Server(args) => server::run(args).await,
         Command::Migrate(args) => server::migrate(args).await,
@@ -90,4 +95,24 @@ async fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// True when `-n`/`--namespace` (or `SUNDIAL_NAMESPACE`) was given rather than defaulted, at
+/// any level of the command.
+fn namespace_given(matches: &clap::ArgMatches) -> bool {
+    let mut level = Some(matches);
+    while let Some(m) = level {
+        if m.try_contains_id("namespace").is_ok()
+            && matches!(
+                m.value_source("namespace"),
+                Some(
+                    clap::parser::ValueSource::CommandLine | clap::parser::ValueSource::EnvVariable
+                )
+            )
+        {
+            return true;
+        }
+        level = m.subcommand().map(|(_, sub)| sub);
+    }
+    false
 }

@@ -1,5 +1,6 @@
 //! Tables for people: jobs, executions, attempts, workflows, runs and their tasks; and problem
-//! documents as one line.
+//! documents as one line. Instants are shown in UTC with milliseconds, durations with their
+//! unit.
 
 use serde_json::Value;
 
@@ -8,6 +9,24 @@ fn cell(v: &Value) -> String {
         Value::Null => "-".into(),
         Value::String(s) => s.clone(),
         other => other.to_string(),
+    }
+}
+
+/// An instant in a table: UTC, always with milliseconds (`2026-12-02T05:00:00.120Z`), so
+/// the column lines up; anything that is not an instant as [`cell`] shows it.
+fn when(v: &Value) -> String {
+    match v.as_str().and_then(|t| t.parse::<jiff::Timestamp>().ok()) {
+        Some(t) => t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
+        None => cell(v),
+    }
+}
+
+/// A duration in milliseconds, with its unit.
+fn millis(v: &Value) -> String {
+    match v.as_u64() {
+        Some(ms) if ms >= 10_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        Some(ms) => format!("{ms} ms"),
+        None => cell(v),
     }
 }
 
@@ -55,7 +74,7 @@ pub fn print_jobs(items: &[Value]) {
                 cell(&j["name"]),
                 schedule(&j["schedule"]),
                 cell(&j["state"]),
-                cell(&j["next_fire_at"]),
+                when(&j["next_fire_at"]),
                 cell(&j["last_execution"]["state"]),
             ]
         })
@@ -72,7 +91,7 @@ pub fn print_executions(items: &[Value]) {
                 cell(&e["id"]),
                 cell(&e["job"]),
                 cell(&e["trigger"]),
-                cell(&e["scheduled_at"]),
+                when(&e["scheduled_at"]),
                 cell(&e["state"]),
                 format!("{}/{}", cell(&e["attempt"]), cell(&e["max_attempts"])),
             ]
@@ -84,7 +103,7 @@ pub fn print_executions(items: &[Value]) {
     );
 }
 
-/// Prints attempts as ATTEMPT, WORKER, STARTED, OUTCOME, STATUS, MS, ERROR.
+/// Prints attempts as ATTEMPT, WORKER, STARTED, OUTCOME, STATUS, DURATION, ERROR.
 pub fn print_attempts(items: &[Value]) {
     let rows = items
         .iter()
@@ -92,17 +111,17 @@ pub fn print_attempts(items: &[Value]) {
             vec![
                 cell(&a["attempt"]),
                 cell(&a["worker"]),
-                cell(&a["started_at"]),
+                when(&a["started_at"]),
                 cell(&a["outcome"]),
                 cell(&a["status_code"]),
-                cell(&a["duration_ms"]),
+                millis(&a["duration_ms"]),
                 cell(&a["error"]),
             ]
         })
         .collect();
     table(
         &[
-            "ATTEMPT", "WORKER", "STARTED", "OUTCOME", "STATUS", "MS", "ERROR",
+            "ATTEMPT", "WORKER", "STARTED", "OUTCOME", "STATUS", "DURATION", "ERROR",
         ],
         rows,
     );
@@ -120,7 +139,7 @@ pub fn print_workflows(items: &[Value]) {
                     .as_array()
                     .map_or_else(|| "-".to_owned(), |t| t.len().to_string()),
                 schedule(&w["schedule"]),
-                cell(&w["next_fire_at"]),
+                when(&w["next_fire_at"]),
                 cell(&w["last_run"]["state"]),
             ]
         })
@@ -147,9 +166,9 @@ pub fn print_runs(items: &[Value]) {
                 cell(&r["id"]),
                 cell(&r["state"]),
                 cell(&r["trigger"]),
-                cell(&r["scheduled_at"]),
-                cell(&r["started_at"]),
-                cell(&r["finished_at"]),
+                when(&r["scheduled_at"]),
+                when(&r["started_at"]),
+                when(&r["finished_at"]),
             ]
         })
         .collect();
@@ -175,8 +194,8 @@ pub fn print_run_tasks(items: &[Value]) {
                 cell(&t["name"]),
                 cell(&t["state"]),
                 cell(&t["attempt"]),
-                cell(&t["started_at"]),
-                cell(&t["finished_at"]),
+                when(&t["started_at"]),
+                when(&t["finished_at"]),
                 cell(&t["execution_id"]),
             ]
         })

@@ -82,10 +82,28 @@ fn names_and_ids_that_would_leave_the_namespace_are_refused_before_any_request()
 }
 
 #[test]
-fn cron_explain_describes_in_words() {
-    let o = sundial(&["cron", "explain", "0 2 * * *"]);
+fn cron_explain_describes_in_words_in_a_zone_and_says_when_it_never_fires() {
+    let o = sundial(&["cron", "explain", "--tz", "Europe/Paris", "--", "0 2 * * *"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.lines()
+            .next()
+            .unwrap_or_default()
+            .ends_with("(Europe/Paris)"),
+        "{out}"
+    );
+    assert!(out.contains("next fire: "), "{out}");
+    let o = sundial(&["cron", "explain", "--", "0 0 31 2 *"]);
     assert!(o.status.success());
-    assert!(!stdout(&o).trim().is_empty());
+    assert!(stdout(&o).contains("it never fires"), "{}", stdout(&o));
+    let o = sundial(&["cron", "explain", "--tz", "Mars/Olympus", "--", "0 2 * * *"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).starts_with("sundial: error: --tz"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -102,13 +120,30 @@ async fn job_and_exec_commands_drive_the_api() {
     let mut f = std::fs::File::create(&file).unwrap();
     write!(
         f,
-        "---\nname: hourly\nschedule: {{cron: '0 * * * *', timezone: Europe/Berlin}}\ntarget: {{type: http, url: '{ok}'}}\n\
-         ---\nname: later\nschedule: {{at: '2099-01-01T00:00:00Z'}}\ntarget: {{type: http, url: '{ok}'}}\n\
+        "---\nnamespace: cli\nname: hourly\nschedule: {{cron: '0 * * * *', timezone: Europe/Berlin}}\ntarget: {{type: http, url: '{ok}'}}\n\
+         ---\nnamespace: cli\nname: later\nschedule: {{at: '2099-01-01T00:00:00Z'}}\ntarget: {{type: http, url: '{ok}'}}\n\
          ---\nnamespace: other\nname: elsewhere\nschedule: {{every: 1h}}\ntarget: {{type: http, url: '{ok}'}}\n",
         ok = receiver.url("ok")
     )
     .unwrap();
+    // -n names one namespace and the file another: refused, nothing written.
     let o = run(&["job", "apply", "-f", file.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the file names namespace 'other' but -n/--namespace"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!run(&["job", "get", "hourly"]).status.success());
+    // Without -n each job goes to the namespace it names.
+    let o = sundial(&[
+        "job",
+        "apply",
+        "-f",
+        file.to_str().unwrap(),
+        "--server",
+        &url,
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(
         stdout(&o)
@@ -184,7 +219,38 @@ async fn job_and_exec_commands_drive_the_api() {
 
     let o = run(&["job", "delete", "later"]);
     assert!(o.status.success());
-    assert_eq!(run(&["job", "get", "later"]).status.code(), Some(1));
+    let o = run(&["job", "get", "later"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).starts_with("sundial: error: ") && stderr(&o).contains("namespace"),
+        "a not-found says where it looked: {}",
+        stderr(&o)
+    );
+
+    // A schedule that can never fire is refused naming the field, as bad input (exit 2).
+    let never = server.dir.join("never.yaml");
+    std::fs::write(
+        &never,
+        format!(
+            "name: feb31\nschedule: {{cron: '0 0 31 2 *'}}\ntarget: {{type: http, url: '{ok}'}}\n\
+             ---\nname: over\nschedule: {{every: 1h, end_at: '2020-01-01T00:00:00Z'}}\ntarget: {{type: http, url: '{ok}'}}\n",
+            ok = receiver.url("ok")
+        ),
+    )
+    .unwrap();
+    let o = run(&["job", "apply", "-f", never.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("job feb31: schedule.cron: no date matches it"),
+        "{err}"
+    );
+    assert!(
+        err.contains("job over: schedule.end_at: 2020-01-01T00:00:00Z is already past"),
+        "{err}"
+    );
+    assert!(err.contains("2 of 2 jobs not applied"), "{err}");
+    assert!(!run(&["job", "get", "over"]).status.success());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -493,7 +559,7 @@ async fn workflow_commands_drive_the_api() {
         err.contains("workflow cyclic: tasks[1].depends_on[0]: cycle load → extract → load"),
         "{err}"
     );
-    assert!(err.contains("1 of 1 workflows not applied"), "{err}");
+    assert!(err.contains("1 of 1 workflow not applied"), "{err}");
 
     // An unknown workflow: the problem's text and exit 1, as for jobs.
     for args in [

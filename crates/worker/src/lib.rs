@@ -109,6 +109,30 @@ pub const COMPLETION_BATCH: usize = 256;
 /// injected clock: it paces store calls and has nothing to do with when anything is due.
 pub const COMPLETION_GATHER: Duration = Duration::from_millis(10);
 
+/// Logs how an execution's attempt ended, once its completion is written: one INFO line per
+/// execution that ended `failed` or `dead` (namespace, job, slot, state, attempt, error), so
+/// an operator can follow failures in the log; DEBUG for a success or a retry, which at peak
+/// would be thousands of lines a second.
+fn log_ending(e: &ClaimedExecution, next: NextStep, error: Option<&str>) {
+    let (state, retry_at) = next.state();
+    match next {
+        NextStep::Failed | NextStep::Dead => tracing::info!(
+            namespace = %e.namespace, job = %e.job, slot = %e.scheduled_at, execution = %e.id,
+            state = state.as_str(), attempt = e.attempt, error = error.unwrap_or(""),
+            "execution ended"
+        ),
+        NextStep::Succeeded => tracing::debug!(
+            namespace = %e.namespace, job = %e.job, slot = %e.scheduled_at, execution = %e.id,
+            state = state.as_str(), attempt = e.attempt, "execution ended"
+        ),
+        NextStep::RetryAt(_) => tracing::debug!(
+            namespace = %e.namespace, job = %e.job, slot = %e.scheduled_at, execution = %e.id,
+            attempt = e.attempt, error = error.unwrap_or(""), retry_at = ?retry_at,
+            "attempt failed; retrying"
+        ),
+    }
+}
+
 /// Waits for at least one item of `queue`, then, unless `cap` are already there, lets more
 /// arrive for `wait` and takes those too, up to `cap` in `batch` (group commit). Returns how
 /// many `batch` holds: 0 only when the queue is closed and empty.
@@ -388,15 +412,20 @@ impl Worker {
             }
             _ = cancelled.notified() => {
                 // The store recorded the cancellation; dropping the dispatch stops the work.
-                tracing::info!(execution = %e.id, attempt = e.attempt, "execution cancelled; attempt stopped");
+                tracing::info!(namespace = %e.namespace, job = %e.job, slot = %e.scheduled_at,
+                    execution = %e.id, state = "cancelled", attempt = e.attempt,
+                    "execution cancelled; attempt stopped");
                 None
             }
         };
         drop(slot);
         let Some(result) = result else { return };
         let completion = self.completion(e, attempt.clone(), result, false);
+        let (next, error) = (completion.next, completion.error.clone());
         tokio::select! {
-            () = self.complete(completion) => {}
+            written = self.complete(completion) => if written {
+                log_ending(e, next, error.as_deref());
+            },
             lost = &mut heartbeat => {
                 tracing::warn!(execution = %e.id, attempt = e.attempt, reason = %lost,
                     "attempt lease lost before its completion was written");
@@ -529,7 +558,7 @@ impl Worker {
     /// lease lapses and the reaper re-runs the attempt: at least once, docs/guarantees.md#g2-at-least-once). Completions
     /// of concurrent attempts are written together, one transaction per batch (group commit,
     /// see [`Worker::completion_batcher`]).
-    async fn complete(&self, completion: AttemptComplete) {
+    async fn complete(&self, completion: AttemptComplete) -> bool {
         let mut backoff = Duration::from_millis(50);
         for _ in 0..8 {
             let (reply, answer) = tokio::sync::oneshot::channel();
@@ -544,11 +573,11 @@ impl Worker {
                     .map_err(|e| CompletionError::from(&e)),
             };
             match result {
-                Ok(true) => return,
+                Ok(true) => return true,
                 Ok(false) => {
                     tracing::warn!(execution = %completion.attempt.id, attempt = completion.attempt.attempt,
                         "completion refused: the attempt is no longer current");
-                    return;
+                    return false;
                 }
                 Err(CompletionError::Store {
                     retry: true,
@@ -563,10 +592,11 @@ impl Worker {
                     // reaper retries the attempt.
                     tracing::error!(error = %e, execution = %completion.attempt.id,
                         "completion not written; the reaper will retry the attempt");
-                    return;
+                    return false;
                 }
             }
         }
+        false
     }
 
     /// Writes the completions waiting in the queue, up to [`COMPLETION_BATCH`] per store call,
