@@ -37,6 +37,9 @@ pub struct ClientOpts {
     /// Bearer token
     #[arg(long, global = true, env = "SUNDIAL_TOKEN")]
     pub token: Option<String>,
+    /// A PEM file of CA certificates to trust for an https:// server, besides the system's
+    #[arg(long, global = true, env = "SUNDIAL_CA_CERT")]
+    pub ca_cert: Option<PathBuf>,
     /// Namespace
     #[arg(
         short = 'n',
@@ -220,15 +223,17 @@ fn check_path(namespace: &str, path: &str) -> anyhow::Result<()> {
 
 /// A thin API client.
 pub struct Api {
-    http: reqwest::Client,
+    /// The HTTP client, or why it could not be made (a `--ca-cert` file that cannot be read),
+    /// reported by the first request.
+    http: Result<reqwest::Client, String>,
     opts: ClientOpts,
 }
 
 impl Api {
-    /// A client for the server in `opts`.
+    /// A client for the server in `opts`, trusting `opts.ca_cert`'s certificates too.
     pub fn new(opts: ClientOpts) -> Self {
         Api {
-            http: reqwest::Client::new(),
+            http: http_client(opts.ca_cert.as_deref()),
             opts,
         }
     }
@@ -252,8 +257,9 @@ impl Api {
         body: Option<&Value>,
     ) -> anyhow::Result<(u16, Value)> {
         check_path(&self.opts.namespace, path)?;
+        let http = self.http.as_ref().map_err(|e| input_error(e.clone()))?;
         let url = self.url(path);
-        let mut req = self.http.request(method, &url);
+        let mut req = http.request(method, &url);
         if let Some(token) = &self.opts.token {
             // A token read from a file or a variable often ends in a newline.
             req = req.bearer_auth(token.trim());
@@ -309,6 +315,36 @@ impl Api {
         }
         Ok(value)
     }
+}
+
+/// An HTTP client that also trusts the PEM certificates in `ca_cert`.
+///
+/// # Errors
+/// `--ca-cert: …` when the file cannot be read or holds no certificate.
+fn http_client(ca_cert: Option<&Path>) -> Result<reqwest::Client, String> {
+    let mut builder = reqwest::Client::builder();
+    if let Some(path) = ca_cert {
+        let pem = std::fs::read(path)
+            .map_err(|e| format!("--ca-cert: cannot read {}: {e}", path.display()))?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+            format!(
+                "--ca-cert: {} is not a PEM certificate file: {e}",
+                path.display()
+            )
+        })?;
+        if certs.is_empty() {
+            return Err(format!(
+                "--ca-cert: {} holds no certificate",
+                path.display()
+            ));
+        }
+        for cert in certs {
+            builder = builder.add_root_certificate(cert);
+        }
+    }
+    builder
+        .build()
+        .map_err(|e| format!("cannot make an HTTP client: {e}"))
 }
 
 /// Pauses (`paused`) or resumes the `kind` (`job` or `workflow`) `name` through

@@ -83,6 +83,10 @@ struct FileConfig {
     maintenance: MaintenanceFile,
     #[serde(default)]
     http: HttpFile,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    #[serde(default)]
+    insecure_http: bool,
 }
 
 /// `[http]` (docs/configuration.md, "`[http]`"): the listener's limits; each left out keeps
@@ -295,6 +299,9 @@ pub struct ServerConfig {
     pub maintenance: MaintenanceConfig,
     /// `[http]`: the listener's timeouts and connection cap.
     pub http: HttpLimits,
+    /// `tls_cert` and `tls_key`: the API serves HTTPS with this certificate; `None`: plain
+    /// HTTP.
+    pub tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
 }
 
 /// The default store URL.
@@ -349,6 +356,18 @@ impl ServerConfig {
                 "tokens[{i}].token_sha256: the same token as tokens[{j}]; give each token one entry"
             )
         })?;
+        let tls = match (&file.tls_cert, &file.tls_key) {
+            (None, None) => None,
+            (Some(_), None) => bail!("tls_key: missing; give it with tls_cert, or neither"),
+            (None, Some(_)) => bail!("tls_cert: missing; give it with tls_key, or neither"),
+            (Some(cert), Some(key)) => Some(Arc::new(tls_config(cert, key)?)),
+        };
+        if !tokens.is_empty() && !listen.ip().is_loopback() && tls.is_none() && !file.insecure_http
+        {
+            bail!(
+                "--listen (or SUNDIAL_LISTEN, or listen in the file): {listen} is not a loopback address and API tokens are configured, but tls_cert and tls_key are not: bearer tokens would cross the network in the clear. Give tls_cert and tls_key, or set insecure_http = true when a proxy in front terminates TLS (docs/configuration.md, tls_cert)"
+            );
+        }
         if tokens.is_empty() && !listen.ip().is_loopback() {
             bail!(
                 "--listen (or SUNDIAL_LISTEN, or listen in the file): {listen} is not a loopback address; without API tokens configured the server only listens on loopback (docs/configuration.md, tokens)"
@@ -428,6 +447,7 @@ impl ServerConfig {
             tokens: (!tokens.is_empty()).then(|| Arc::new(tokens)),
             maintenance,
             http,
+            tls,
         })
     }
 
@@ -443,6 +463,32 @@ impl ServerConfig {
     pub fn has(&self, role: &str) -> bool {
         self.roles.iter().any(|r| r == role)
     }
+}
+
+/// The HTTPS settings from a PEM certificate chain and a PEM private key (PKCS#8, PKCS#1 or
+/// SEC1).
+///
+/// # Errors
+/// `tls_cert: …` or `tls_key: …` for a file that cannot be read or holds nothing usable, and
+/// for a key that does not match the certificate.
+fn tls_config(cert: &Path, key: &Path) -> anyhow::Result<tokio_rustls::rustls::ServerConfig> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .and_then(Iterator::collect)
+        .map_err(|e| anyhow::anyhow!("tls_cert: {}: {e}", cert.display()))?;
+    if chain.is_empty() {
+        bail!("tls_cert: {} holds no PEM certificate", cert.display());
+    }
+    let key_der = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| anyhow::anyhow!("tls_key: {}: {e}", key.display()))?;
+    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| anyhow::anyhow!("tls_cert: {e}"))?
+        .with_no_client_auth()
+        .with_single_cert(chain, key_der)
+        .map_err(|e| anyhow::anyhow!("tls_key: {}: {e}", key.display()))
 }
 
 fn read_file(path: &Path) -> anyhow::Result<FileConfig> {

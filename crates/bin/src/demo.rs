@@ -136,6 +136,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         tokens: None,
         maintenance: Default::default(),
         http: Default::default(),
+        tls: None,
     };
     let running = crate::server::start(&config).await?;
     let api_addr = running.addr;
@@ -155,6 +156,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let api = Api::new(ClientOpts {
         server: format!("http://{api_addr}"),
         token: None,
+        ca_cert: None,
         namespace: "demo".into(),
         output: Format::Table,
     });

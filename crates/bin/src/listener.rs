@@ -51,14 +51,19 @@ impl Default for HttpLimits {
     }
 }
 
-/// Serves `app` on `listener` within `limits` until `shutdown` turns true, then waits for
-/// the connections to finish their requests in flight.
+/// TLS settings of the listener (`tls_cert`, `tls_key`).
+pub type Tls = Arc<tokio_rustls::rustls::ServerConfig>;
+
+/// Serves `app` on `listener` within `limits`, over TLS with `tls`, until `shutdown` turns
+/// true, then waits for the connections to finish their requests in flight.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: Router,
     limits: HttpLimits,
+    tls: Option<Tls>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let app = app.layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
         limits.request_body_timeout,
     ));
@@ -100,8 +105,22 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let app = app.clone();
         let shutdown = shutdown.clone();
+        let acceptor = acceptor.clone();
         tokio::spawn(async move {
-            serve_connection(stream, app, limits, shutdown).await;
+            match acceptor {
+                None => serve_connection(stream, app, limits, shutdown).await,
+                // The handshake counts against the header-read timeout: a client that opens
+                // a connection and says nothing is closed all the same.
+                Some(acceptor) => {
+                    match tokio::time::timeout(limits.header_read_timeout, acceptor.accept(stream))
+                        .await
+                    {
+                        Ok(Ok(tls)) => serve_connection(tls, app, limits, shutdown).await,
+                        Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                        Err(_) => tracing::debug!("TLS handshake timed out"),
+                    }
+                }
+            }
             drop(permit);
         });
     }
@@ -130,12 +149,14 @@ impl Activity {
     }
 }
 
-async fn serve_connection(
-    stream: tokio::net::TcpStream,
+async fn serve_connection<S>(
+    stream: S,
     app: Router,
     limits: HttpLimits,
     mut shutdown: watch::Receiver<bool>,
-) {
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let activity = Arc::new(Activity {
         epoch: Instant::now(),
         in_flight: AtomicUsize::new(0),
@@ -205,12 +226,12 @@ async fn serve_connection(
 }
 
 /// A stream that records that it received bytes.
-struct Tracked {
-    inner: tokio::net::TcpStream,
+struct Tracked<S> {
+    inner: S,
     activity: Arc<Activity>,
 }
 
-impl AsyncRead for Tracked {
+impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
     fn poll_read(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
@@ -225,7 +246,7 @@ impl AsyncRead for Tracked {
     }
 }
 
-impl AsyncWrite for Tracked {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
     fn poll_write(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,

@@ -213,9 +213,9 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
     } else {
         health_router(state)
     };
-    let (rx, limits) = (rx.clone(), config.http);
+    let (rx, limits, tls) = (rx.clone(), config.http, config.tls.clone());
     tasks.spawn(async move {
-        crate::listener::serve(listener, app, limits, rx).await;
+        crate::listener::serve(listener, app, limits, tls, rx).await;
         Ok(())
     });
     tracing::info!(node = %config.node_id, roles = ?config.roles, store = %redact(&config.database_url), api = %addr, "sundial started");
@@ -254,7 +254,12 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     let config = ServerConfig::resolve(args)?;
     let running = start(&config).await?;
     eprintln!(
-        "sundial: listening on http://{} (store {})",
+        "sundial: listening on {}://{} (store {})",
+        if config.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        },
         running.addr,
         redact(&config.database_url)
     );

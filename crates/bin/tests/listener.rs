@@ -217,3 +217,206 @@ fn a_bad_http_section_names_the_key() {
         assert!(stderr.contains(named), "{http}: {stderr}");
     }
 }
+
+/// The SHA-256 of `tls-test-token`, as `[[tokens]]` stores it.
+const TOKEN_SHA256: &str = "141f36a48baa07f36c2dbcfdadaa6bdb9e814d82ad40faaed40945f46ae273eb";
+
+/// A self-signed certificate for 127.0.0.1 and its key, made by `openssl` in `dir`.
+fn self_signed(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let out = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "2", "-subj", "/CN=sundial-test"])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1"])
+        // An end-entity certificate (a CA certificate is refused as a server's own).
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (cert, key)
+}
+
+/// A child process killed when dropped, so a failing test leaves no server behind.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn sundial(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_sundial"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn with_tls_the_api_speaks_https_and_the_cli_trusts_a_given_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = self_signed(dir.path());
+    let config = dir.path().join("sundial.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "tls_cert = '{}'\ntls_key = '{}'\n[[tokens]]\ntoken_sha256 = '{TOKEN_SHA256}'\nrole = 'admin'\nnamespaces = ['*']\n",
+            cert.display(),
+            key.display()
+        ),
+    )
+    .unwrap();
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let _server = Killed(
+        std::process::Command::new(env!("CARGO_BIN_EXE_sundial"))
+            .args(["server", "--listen", &addr.to_string(), "--config"])
+            .arg(&config)
+            .arg("--database-url")
+            .arg(format!("sqlite://{}", dir.path().join("s.db").display()))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pem = std::fs::read(&cert).unwrap();
+    let trusting = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&pem).unwrap())
+        .build()
+        .unwrap();
+    let url = format!("https://{addr}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(r) = trusting.get(format!("{url}/readyz")).send().await
+            && r.status().is_success()
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the server did not become ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ca = cert.display().to_string();
+    let ok = sundial(&[
+        "job",
+        "list",
+        "--server",
+        &url,
+        "--token",
+        "tls-test-token",
+        "--ca-cert",
+        &ca,
+    ]);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    // Without the CA the certificate is not trusted, and plain HTTP gets no answer.
+    let untrusted = sundial(&["job", "list", "--server", &url, "--token", "tls-test-token"]);
+    assert_eq!(untrusted.status.code(), Some(1));
+    let plain = reqwest::get(format!("http://{addr}/readyz")).await;
+    assert!(plain.is_err(), "plain HTTP was answered: {plain:?}");
+    let missing = sundial(&[
+        "job",
+        "list",
+        "--server",
+        &url,
+        "--ca-cert",
+        "/nonexistent.pem",
+    ]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&missing.stderr)
+            .contains("--ca-cert: cannot read /nonexistent.pem"),
+        "{}",
+        String::from_utf8_lossy(&missing.stderr)
+    );
+}
+
+#[test]
+fn tokens_off_loopback_without_tls_refuse_to_start_unless_insecure_http_is_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = format!(
+        "[[tokens]]\ntoken_sha256 = '{TOKEN_SHA256}'\nrole = 'admin'\nnamespaces = ['*']\n"
+    );
+    let config = dir.path().join("plain.toml");
+    std::fs::write(&config, &tokens).unwrap();
+    let db = format!("sqlite://{}", dir.path().join("p.db").display());
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_sundial"))
+        .args([
+            "server",
+            "--listen",
+            "0.0.0.0:0",
+            "--database-url",
+            &db,
+            "--config",
+        ])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("insecure_http = true"), "{stderr}");
+    assert!(stderr.contains("tls_cert"), "{stderr}");
+    // Half a TLS setting is named too.
+    std::fs::write(&config, format!("tls_cert = 'c.pem'\n{tokens}")).unwrap();
+    let half = std::process::Command::new(env!("CARGO_BIN_EXE_sundial"))
+        .args([
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--database-url",
+            &db,
+            "--config",
+        ])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&half.stderr).contains("tls_key: missing"),
+        "{}",
+        String::from_utf8_lossy(&half.stderr)
+    );
+    // With insecure_http = true (a proxy in front terminates TLS) it starts.
+    std::fs::write(&config, format!("insecure_http = true\n{tokens}")).unwrap();
+    let mut started = std::process::Command::new(env!("CARGO_BIN_EXE_sundial"))
+        .args([
+            "server",
+            "--listen",
+            "0.0.0.0:0",
+            "--database-url",
+            &db,
+            "--config",
+        ])
+        .arg(&config)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = started.stderr.take().unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stderr));
+    let listening = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.contains("listening on"));
+    let _ = started.kill();
+    let _ = started.wait();
+    assert!(listening.is_some(), "the server did not start");
+}
