@@ -164,20 +164,25 @@ async fn connections_past_the_cap_wait_until_one_closes() {
     );
 }
 
+/// `sundial server --listen LISTEN --database-url DB` with `--config CONFIG` when given; its
+/// standard output dropped.
+fn server_command(listen: &str, db: &str, config: Option<&Path>) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_sundial"));
+    cmd.args(["server", "--listen", listen, "--database-url", db])
+        .stdout(std::process::Stdio::null());
+    if let Some(config) = config {
+        cmd.arg("--config").arg(config);
+    }
+    cmd
+}
+
 #[test]
 fn a_taken_listen_address_stops_the_start_before_the_store_is_opened() {
     let dir = tempfile::tempdir().unwrap();
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let db = dir.path().join("sundial.db");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sundial"))
-        .args([
-            "server",
-            "--listen",
-            &addr,
-            "--database-url",
-            &format!("sqlite://{}", db.display()),
-        ])
+    let out = server_command(&addr, &format!("sqlite://{}", db.display()), None)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -200,16 +205,8 @@ fn a_bad_http_section_names_the_key() {
     ] {
         let config = dir.path().join("bad.toml");
         std::fs::write(&config, format!("[http]\n{http}\n")).unwrap();
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sundial"))
-            .args([
-                "server",
-                "--listen",
-                "127.0.0.1:0",
-                "--config",
-                &config.display().to_string(),
-                "--database-url",
-                &format!("sqlite://{}", dir.path().join("x.db").display()),
-            ])
+        let db = format!("sqlite://{}", dir.path().join("x.db").display());
+        let out = server_command("127.0.0.1:0", &db, Some(&config))
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -286,13 +283,9 @@ async fn with_tls_the_api_speaks_https_and_the_cli_trusts_a_given_ca() {
         .unwrap()
         .local_addr()
         .unwrap();
+    let db = format!("sqlite://{}", dir.path().join("s.db").display());
     let _server = Killed(
-        std::process::Command::new(env!("CARGO_BIN_EXE_sundial"))
-            .args(["server", "--listen", &addr.to_string(), "--config"])
-            .arg(&config)
-            .arg("--database-url")
-            .arg(format!("sqlite://{}", dir.path().join("s.db").display()))
-            .stdout(std::process::Stdio::null())
+        server_command(&addr.to_string(), &db, Some(&config))
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap(),
@@ -360,16 +353,7 @@ fn tokens_off_loopback_without_tls_refuse_to_start_unless_insecure_http_is_set()
     let config = dir.path().join("plain.toml");
     std::fs::write(&config, &tokens).unwrap();
     let db = format!("sqlite://{}", dir.path().join("p.db").display());
-    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_sundial"))
-        .args([
-            "server",
-            "--listen",
-            "0.0.0.0:0",
-            "--database-url",
-            &db,
-            "--config",
-        ])
-        .arg(&config)
+    let refused = server_command("0.0.0.0:0", &db, Some(&config))
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&refused.stderr);
@@ -378,16 +362,7 @@ fn tokens_off_loopback_without_tls_refuse_to_start_unless_insecure_http_is_set()
     assert!(stderr.contains("tls_cert"), "{stderr}");
     // Half a TLS setting is named too.
     std::fs::write(&config, format!("tls_cert = 'c.pem'\n{tokens}")).unwrap();
-    let half = std::process::Command::new(env!("CARGO_BIN_EXE_sundial"))
-        .args([
-            "server",
-            "--listen",
-            "127.0.0.1:0",
-            "--database-url",
-            &db,
-            "--config",
-        ])
-        .arg(&config)
+    let half = server_command("127.0.0.1:0", &db, Some(&config))
         .output()
         .unwrap();
     assert!(
@@ -397,26 +372,15 @@ fn tokens_off_loopback_without_tls_refuse_to_start_unless_insecure_http_is_set()
     );
     // With insecure_http = true (a proxy in front terminates TLS) it starts.
     std::fs::write(&config, format!("insecure_http = true\n{tokens}")).unwrap();
-    let mut started = std::process::Command::new(env!("CARGO_BIN_EXE_sundial"))
-        .args([
-            "server",
-            "--listen",
-            "0.0.0.0:0",
-            "--database-url",
-            &db,
-            "--config",
-        ])
-        .arg(&config)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = started.stderr.take().unwrap();
-    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stderr));
-    let listening = lines
-        .by_ref()
+    let mut started = Killed(
+        server_command("0.0.0.0:0", &db, Some(&config))
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let stderr = started.0.stderr.take().unwrap();
+    let listening = std::io::BufRead::lines(std::io::BufReader::new(stderr))
         .map_while(Result::ok)
         .find(|l| l.contains("listening on"));
-    let _ = started.kill();
-    let _ = started.wait();
     assert!(listening.is_some(), "the server did not start");
 }
