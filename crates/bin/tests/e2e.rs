@@ -354,6 +354,17 @@ async fn a_permanent_4xx_fails_at_once_and_503s_exhaust_the_attempts() {
     assert_eq!(dead["attempt"], 3, "503 is retried until max_attempts");
     assert_eq!(receiver.for_path("missing").len(), 1);
     assert_eq!(receiver.for_path("unavailable").len(), 3);
+    // The dead letter is counted once, by namespace; the failure is not a dead letter.
+    let text = reqwest::get(server.url("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains("sundial_dead_letters_total{namespace=\"e2e\"} 1"),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

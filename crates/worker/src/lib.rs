@@ -112,15 +112,22 @@ pub const COMPLETION_GATHER: Duration = Duration::from_millis(10);
 /// Logs how an execution's attempt ended, once its completion is written: one INFO line per
 /// execution that ended `failed` or `dead` (namespace, job, slot, state, attempt, error), so
 /// an operator can follow failures in the log; DEBUG for a success or a retry, which at peak
-/// would be thousands of lines a second.
+/// would be thousands of lines a second. A dead letter also counts in
+/// `sundial_dead_letters_total{namespace}`.
 fn log_ending(e: &ClaimedExecution, next: NextStep, error: Option<&str>) {
     let (state, retry_at) = next.state();
     match next {
-        NextStep::Failed | NextStep::Dead => tracing::info!(
-            namespace = %e.namespace, job = %e.job, slot = %e.scheduled_at, execution = %e.id,
-            state = state.as_str(), attempt = e.attempt, error = error.unwrap_or(""),
-            "execution ended"
-        ),
+        NextStep::Failed | NextStep::Dead => {
+            if next == NextStep::Dead {
+                metrics::counter!("sundial_dead_letters_total", "namespace" => e.namespace.clone())
+                    .increment(1);
+            }
+            tracing::info!(
+                namespace = %e.namespace, job = %e.job, slot = %e.scheduled_at, execution = %e.id,
+                state = state.as_str(), attempt = e.attempt, error = error.unwrap_or(""),
+                "execution ended"
+            )
+        }
         NextStep::Succeeded => tracing::debug!(
             namespace = %e.namespace, job = %e.job, slot = %e.scheduled_at, execution = %e.id,
             state = state.as_str(), attempt = e.attempt, "execution ended"
@@ -643,6 +650,7 @@ impl Worker {
                 Ok(()) => {
                     reaped += 1;
                     tracing::info!(execution = %e.id, attempt = e.attempt, "reaped an attempt whose lease lapsed");
+                    log_ending(e, completion.next, completion.error.as_deref());
                 }
                 Err(StoreError::StaleFence(_)) => {}
                 Err(err) => return Err(err),
