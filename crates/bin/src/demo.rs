@@ -292,7 +292,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             };
             let line = format!(
                 "{:<24}  {:<20}  {:<8}  {:<15}  {:>7}  {:>6}  {}",
-                e["scheduled_at"].as_str().unwrap_or("-"),
+                crate::output::when(&e["scheduled_at"]),
                 what,
                 e["trigger"].as_str().unwrap_or("-"),
                 state,
@@ -321,7 +321,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             let tasks: Vec<String> = by_state.iter().map(|(s, n)| format!("{n} {s}")).collect();
             outln!(
                 "{:<24}  run {id} of {name} {}{}",
-                run["finished_at"].as_str().unwrap_or("-"),
+                crate::output::when(&run["finished_at"]),
                 run["state"].as_str().unwrap_or("?"),
                 if tasks.is_empty() {
                     String::new()
