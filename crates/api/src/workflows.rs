@@ -135,6 +135,26 @@ fn next_record(
 /// given, else on the version read; a write of what is stored changes nothing. `Ok(None)`
 /// when the client gave no If-Match and a concurrent write got there first: the caller reads
 /// again and retries (`jobs::retry_races`).
+/// [`write`], answered with `status`, the written workflow and its `ETag`; `Ok(None)` as
+/// `write` for a race to run again.
+async fn written_response(
+    state: &AppState,
+    spec: WorkflowSpec,
+    existing: Option<WorkflowRecord>,
+    expected: Option<i64>,
+    status: StatusCode,
+) -> Result<Option<Response>, ApiError> {
+    let Some(written) = write(state, spec, existing, expected).await? else {
+        return Ok(None);
+    };
+    let now = state.store.now().await?;
+    Ok(Some(with_etag(
+        status,
+        written.version,
+        workflow_json(&written, now),
+    )))
+}
+
 async fn write(
     state: &AppState,
     spec: WorkflowSpec,
@@ -212,15 +232,7 @@ pub(crate) async fn put(
         } else {
             StatusCode::CREATED
         };
-        let Some(written) = write(&state, spec.clone(), existing, expected).await? else {
-            return Ok(None);
-        };
-        let now = state.store.now().await?;
-        Ok(Some(with_etag(
-            status,
-            written.version,
-            workflow_json(&written, now),
-        )))
+        written_response(&state, spec.clone(), existing, expected, status).await
     })
     .await
 }
@@ -369,15 +381,7 @@ pub(crate) async fn patch(
         validate::merge_patch(&mut doc, &patch);
         let spec = workflow_from_json(&doc, &context(&state, &ns, Some(&name)))
             .map_err(ApiError::invalid)?;
-        let Some(written) = write(&state, spec, Some(existing), expected).await? else {
-            return Ok(None);
-        };
-        let now = state.store.now().await?;
-        Ok(Some(with_etag(
-            StatusCode::OK,
-            written.version,
-            workflow_json(&written, now),
-        )))
+        written_response(&state, spec, Some(existing), expected, StatusCode::OK).await
     })
     .await
 }
@@ -407,15 +411,7 @@ async fn set_paused(
             paused,
             ..existing.spec.clone()
         };
-        let Some(written) = write(state, spec, Some(existing), expected).await? else {
-            return Ok(None);
-        };
-        let now = state.store.now().await?;
-        Ok(Some(with_etag(
-            StatusCode::OK,
-            written.version,
-            workflow_json(&written, now),
-        )))
+        written_response(state, spec, Some(existing), expected, StatusCode::OK).await
     })
     .await
 }

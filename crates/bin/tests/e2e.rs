@@ -10,6 +10,16 @@ use common::{Receiver, Server, ts, whole_second_after};
 use jiff::SignedDuration;
 use serde_json::json;
 
+/// The server's `/metrics` text.
+async fn metrics(server: &Server) -> String {
+    reqwest::get(server.url("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_one_off_job_fires_once_never_early_and_under_a_second_late() {
     let receiver = Receiver::start().await;
@@ -35,12 +45,7 @@ async fn a_one_off_job_fires_once_never_early_and_under_a_second_late() {
     assert_eq!(job["last_execution"]["state"], "succeeded");
 
     // The run shows in the metrics.
-    let text = reqwest::get(server.url("/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics(&server).await;
     for series in [
         "sundial_triggers_total 1",
         "sundial_attempts_total{outcome=\"succeeded\"} 1",
@@ -355,12 +360,7 @@ async fn a_permanent_4xx_fails_at_once_and_503s_exhaust_the_attempts() {
     assert_eq!(receiver.for_path("missing").len(), 1);
     assert_eq!(receiver.for_path("unavailable").len(), 3);
     // The dead letter is counted once, by namespace; the failure is not a dead letter.
-    let text = reqwest::get(server.url("/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics(&server).await;
     assert!(
         text.contains("sundial_dead_letters_total{namespace=\"e2e\"} 1"),
         "{text}"
