@@ -52,6 +52,11 @@ pub struct ClientOpts {
     /// Output format, set from the command's own `-o` flag
     #[arg(skip = Format::Table)]
     pub output: Format,
+    /// Whether `namespace` was given (`-n`, `--namespace` or `SUNDIAL_NAMESPACE`) rather than
+    /// defaulted, set by `main` from the parsed command line: `apply` refuses a file whose
+    /// items name another namespace than the one given.
+    #[arg(skip)]
+    pub namespace_given: bool,
 }
 
 /// `-o table|json`, which the `job` and `exec` commands take.
@@ -71,12 +76,6 @@ impl FormatArg {
         }
     }
 }
-
-/// Whether `-n`/`--namespace` (or `SUNDIAL_NAMESPACE`) was given rather than defaulted; set
-/// once by `main` from the parsed command line. `apply` refuses a file whose items name
-/// another namespace than the one given.
-pub static NAMESPACE_GIVEN: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(false);
 
 /// An error that is the command line's or the input file's fault, not the server's: `main`
 /// exits with status 2 for it, as for bad usage (main.rs).
@@ -102,7 +101,7 @@ pub struct JobArgs {
     #[command(subcommand)]
     command: JobCommand,
     #[command(flatten)]
-    opts: ClientOpts,
+    pub(crate) opts: ClientOpts,
     #[command(flatten)]
     format: FormatArg,
 }
@@ -169,7 +168,7 @@ pub struct ExecArgs {
     #[command(subcommand)]
     command: ExecCommand,
     #[command(flatten)]
-    opts: ClientOpts,
+    pub(crate) opts: ClientOpts,
     #[command(flatten)]
     format: FormatArg,
 }
@@ -621,7 +620,7 @@ pub async fn apply(api: &Api, text: &str, kind: &Bulk) -> anyhow::Result<ExitCod
     } = *kind;
     let items = parse_items(text, kind)?;
     let mut by_namespace: std::collections::BTreeMap<String, Vec<&Value>> = Default::default();
-    let given = NAMESPACE_GIVEN.load(std::sync::atomic::Ordering::Relaxed);
+    let given = api.opts.namespace_given;
     for item in &items {
         let named = item.get("namespace").and_then(Value::as_str);
         if given

@@ -157,6 +157,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         server: format!("http://{api_addr}"),
         token: None,
         ca_cert: None,
+        namespace_given: false,
         namespace: "demo".into(),
         output: Format::Table,
     });

@@ -69,11 +69,13 @@ enum Command {
 #[tokio::main]
 async fn main() -> ExitCode {
     let matches = Cli::command().get_matches();
-    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    client::NAMESPACE_GIVEN.store(
-        namespace_given(&matches),
-        std::sync::atomic::Ordering::Relaxed,
-    );
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if let Command::Job(client::JobArgs { opts, .. })
+    | Command::Exec(client::ExecArgs { opts, .. })
+    | Command::Workflow(workflow_cmd::WorkflowArgs { opts, .. }) = &mut cli.command
+    {
+        opts.namespace_given = namespace_given(&matches);
+    }
     let result = match cli.command {
         Command::Server(args) => server::run(args).await,
         Command::Migrate(args) => server::migrate(args).await,

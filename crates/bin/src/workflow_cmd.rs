@@ -44,7 +44,7 @@ pub struct WorkflowArgs {
     #[command(subcommand)]
     command: WorkflowCommand,
     #[command(flatten)]
-    opts: ClientOpts,
+    pub(crate) opts: ClientOpts,
     /// Output format: table (the default) or json; for `graph`, text (the default) or dot
     #[arg(short = 'o', long, global = true, value_enum)]
     output: Option<WorkflowFormat>,
