@@ -192,7 +192,8 @@ fn routes(state: AppState) -> Router {
 }
 
 /// `GET /metrics`: this process's counters and histograms (Prometheus text format 0.0.4), and
-/// the store's queue gauges `sundial_executions{state="queued"|"scheduled"|"running"}`.
+/// the store's gauges: `sundial_executions{state="queued"|"scheduled"|"running"|"dead"}`,
+/// `sundial_queue_depth{namespace}` (due and waiting) and `sundial_dead_letters{namespace}`.
 async fn metrics(State(state): State<AppState>) -> Response {
     let Some(render) = &state.metrics else {
         return error::ApiError::new(
@@ -209,8 +210,23 @@ async fn metrics(State(state): State<AppState>) -> Response {
             ("queued", status.queued),
             ("scheduled", status.scheduled),
             ("running", status.running),
+            ("dead", status.dead_by_namespace.values().sum()),
         ] {
             text.push_str(&format!("sundial_executions{{state=\"{st}\"}} {n}\n"));
+        }
+        text.push_str("# HELP sundial_queue_depth Executions due and waiting for a worker, by namespace (what autoscaling reads).\n# TYPE sundial_queue_depth gauge\n");
+        for (ns, n) in &status.queued_by_namespace {
+            text.push_str(&format!(
+                "sundial_queue_depth{{namespace=\"{}\"}} {n}\n",
+                label_value(ns)
+            ));
+        }
+        text.push_str("# HELP sundial_dead_letters Executions in state dead, awaiting re-drive, by namespace.\n# TYPE sundial_dead_letters gauge\n");
+        for (ns, n) in &status.dead_by_namespace {
+            text.push_str(&format!(
+                "sundial_dead_letters{{namespace=\"{}\"}} {n}\n",
+                label_value(ns)
+            ));
         }
     }
     (
@@ -221,6 +237,13 @@ async fn metrics(State(state): State<AppState>) -> Response {
         text,
     )
         .into_response()
+}
+
+/// A Prometheus label value, escaped (text format 0.0.4: backslash, quote, newline).
+fn label_value(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 async fn readyz(State(state): State<AppState>) -> Response {

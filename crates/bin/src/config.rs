@@ -14,6 +14,8 @@ use sundial_core::allow::HostAllowList;
 use sundial_store::maintenance::MaintenanceConfig;
 use sundial_target::{ConnectionKind, Endpoint};
 
+use sundial_worker::AlertRule;
+
 use crate::listener::HttpLimits;
 
 /// Every role a process can run.
@@ -87,6 +89,20 @@ struct FileConfig {
     tls_key: Option<PathBuf>,
     #[serde(default)]
     insecure_http: bool,
+    #[serde(default)]
+    alerts: Vec<AlertFile>,
+    public_url: Option<String>,
+}
+
+/// One `[[alerts]]` entry (docs/configuration.md, "`[[alerts]]`"), checked by
+/// [`resolve_alerts`].
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AlertFile {
+    name: Option<String>,
+    on: Option<Vec<String>>,
+    namespaces: Option<Vec<String>>,
+    target: Option<serde_json::Value>,
 }
 
 /// `[http]` (docs/configuration.md, "`[http]`"): the listener's limits; each left out keeps
@@ -155,6 +171,7 @@ struct MaintenanceFile {
     queue_vacuum_every: Option<String>,
     checkpoint_every: Option<String>,
     node_heartbeat_every: Option<String>,
+    alerts_every: Option<String>,
 }
 
 impl MaintenanceFile {
@@ -182,6 +199,9 @@ impl MaintenanceFile {
                 .unwrap_or(defaults.checkpoint_every),
             node_heartbeat_every: parse("node_heartbeat_every", &self.node_heartbeat_every)?,
         };
+        if parse("alerts_every", &self.alerts_every)?.is_some_and(sundial_core::Dur::is_zero) {
+            bail!("maintenance.alerts_every: must be more than 0s");
+        }
         config
             .validate()
             .map_err(|(key, reason)| anyhow::anyhow!("maintenance.{key}: {reason}"))?;
@@ -302,6 +322,13 @@ pub struct ServerConfig {
     /// `tls_cert` and `tls_key`: the API serves HTTPS with this certificate; `None`: plain
     /// HTTP.
     pub tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    /// `[[alerts]]`, checked; empty: no alert dispatcher runs.
+    pub alerts: Vec<AlertRule>,
+    /// `maintenance.alerts_every`: the alert dispatcher's period (default 1 s).
+    pub alerts_every: sundial_core::Dur,
+    /// `public_url`: where users reach this server, for the UI links in alerts (default
+    /// `http://LISTEN`, `https://` with TLS), without a trailing slash.
+    pub public_url: String,
 }
 
 /// The default store URL.
@@ -427,7 +454,33 @@ impl ServerConfig {
                 "--max-in-flight (or SUNDIAL_MAX_IN_FLIGHT, or max_in_flight in the file): {max_in_flight} is out of range 1-100000"
             );
         }
+        let alerts = resolve_alerts(&file.alerts, &file.connections)?;
+        let alerts_every = match &file.maintenance.alerts_every {
+            Some(t) => t
+                .parse::<sundial_core::Dur>()
+                .map_err(|e| anyhow::anyhow!("maintenance.alerts_every: {e}"))?,
+            None => sundial_worker::ALERTS_EVERY_DEFAULT,
+        };
+        let public_url = match file.public_url {
+            Some(u) => {
+                let host = u
+                    .strip_prefix("https://")
+                    .or_else(|| u.strip_prefix("http://"))
+                    .unwrap_or("");
+                if host.is_empty() || u.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                    bail!("public_url: '{u}' is not an http:// or https:// URL");
+                }
+                u.trim_end_matches('/').to_owned()
+            }
+            None => format!(
+                "{}://{listen}",
+                if tls.is_some() { "https" } else { "http" }
+            ),
+        };
         Ok(ServerConfig {
+            alerts,
+            alerts_every,
+            public_url,
             roles,
             max_in_flight,
             database_url: args
@@ -463,6 +516,88 @@ impl ServerConfig {
     pub fn has(&self, role: &str) -> bool {
         self.roles.iter().any(|r| r == role)
     }
+}
+
+/// The `[[alerts]]` entries, checked (SPEC §10; docs/configuration.md, "`[[alerts]]`").
+///
+/// # Errors
+/// The first bad entry's field, named `alerts[i].FIELD` with the reason: a missing or badly
+/// formed or repeated `name`; a missing or empty `on`, or a state outside
+/// [`sundial_store::ALERT_STATES`]; missing or empty `namespaces`, or one that is neither a
+/// namespace name nor `*`; a missing target, a container target, or any target field a job's
+/// target would be refused for (an unknown connection among them).
+fn resolve_alerts(
+    entries: &[AlertFile],
+    connections: &BTreeMap<String, ConnectionConfig>,
+) -> anyhow::Result<Vec<AlertRule>> {
+    let ctx = sundial_core::validate::Context {
+        connections: connections
+            .iter()
+            .map(|(n, c)| (n.clone(), c.kind.clone()))
+            .collect(),
+        ..Default::default()
+    };
+    let states = sundial_store::ALERT_STATES.join(", ");
+    let mut rules: Vec<AlertRule> = Vec::with_capacity(entries.len());
+    for (i, a) in entries.iter().enumerate() {
+        let Some(name) = &a.name else {
+            bail!("alerts[{i}].name: missing; give each alert a name");
+        };
+        sundial_core::names::check_name(name)
+            .map_err(|m| anyhow::anyhow!("alerts[{i}].name: the name {m}"))?;
+        if let Some(j) = rules.iter().position(|r| r.name == *name) {
+            bail!("alerts[{i}].name: '{name}' is also the name of alerts[{j}]; names must differ");
+        }
+        let on = match &a.on {
+            None => bail!("alerts[{i}].on: missing; name the states to alert on ({states})"),
+            Some(on) if on.is_empty() => {
+                bail!("alerts[{i}].on: empty; name the states to alert on ({states})")
+            }
+            Some(on) => on,
+        };
+        for (j, state) in on.iter().enumerate() {
+            if !sundial_store::ALERT_STATES.contains(&state.as_str()) {
+                bail!("alerts[{i}].on[{j}]: '{state}' is not one of {states}");
+            }
+        }
+        let namespaces = match &a.namespaces {
+            None => {
+                bail!("alerts[{i}].namespaces: missing; name namespaces, or [\"*\"] for every one")
+            }
+            Some(n) if n.is_empty() => {
+                bail!("alerts[{i}].namespaces: empty; name namespaces, or [\"*\"] for every one")
+            }
+            Some(n) => n,
+        };
+        for (j, ns) in namespaces.iter().enumerate() {
+            if ns != "*" {
+                sundial_core::names::check_name(ns)
+                    .map_err(|m| anyhow::anyhow!("alerts[{i}].namespaces[{j}]: the name {m}"))?;
+            }
+        }
+        let Some(target) = &a.target else {
+            bail!("alerts[{i}].target: missing; give an http, nats, amqp or redis target");
+        };
+        if target.get("type").and_then(|t| t.as_str()) == Some("container") {
+            bail!(
+                "alerts[{i}].target.type: a container cannot carry an alert; use http, nats, amqp or redis"
+            );
+        }
+        let target = sundial_core::validate::target_from_json(target, &ctx).map_err(|errors| {
+            let text: Vec<String> = errors
+                .iter()
+                .map(|e| format!("alerts[{i}].{}: {}", e.field, e.message))
+                .collect();
+            anyhow::anyhow!(text.join("; "))
+        })?;
+        rules.push(AlertRule {
+            name: name.clone(),
+            on: on.clone(),
+            namespaces: namespaces.clone(),
+            target,
+        });
+    }
+    Ok(rules)
 }
 
 /// The HTTPS settings from a PEM certificate chain and a PEM private key (PKCS#8, PKCS#1 or

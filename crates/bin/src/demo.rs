@@ -137,6 +137,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         maintenance: Default::default(),
         http: Default::default(),
         tls: None,
+        alerts: Vec::new(),
+        alerts_every: sundial_worker::ALERTS_EVERY_DEFAULT,
+        public_url: String::new(),
     };
     let running = crate::server::start(&config).await?;
     let api_addr = running.addr;

@@ -12,7 +12,7 @@ use sundial_store::maintenance::{NodeHeartbeat, Runner, Service};
 use sundial_store_postgres::PgStore;
 use sundial_store_sqlite::SqliteStore;
 use sundial_target::{Targets, redact};
-use sundial_worker::{Reaper, Worker, WorkerConfig};
+use sundial_worker::{AlertDispatcher, Reaper, Worker, WorkerConfig};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 
@@ -182,6 +182,36 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
             worker.run(rx).await;
             Ok(())
         });
+    }
+    if !config.alerts.is_empty() {
+        // Alerts (SPEC §10): the dispatcher connects to the connections its alerts name, in
+        // whatever roles this process runs, and registers their states so that endings in
+        // them write an alert event from now on.
+        let used: std::collections::BTreeSet<&str> = config
+            .alerts
+            .iter()
+            .filter_map(|a| a.target.connection())
+            .collect();
+        let endpoints = config
+            .endpoints()
+            .into_iter()
+            .filter(|(name, _)| used.contains(name.as_str()))
+            .collect();
+        let targets = Targets::connect(&endpoints, None, sundial_target::DEFAULT_CONNECT_TIMEOUT)
+            .await
+            .context("alerts")?;
+        let dispatcher = AlertDispatcher::new(
+            store.clone(),
+            Arc::new(targets),
+            config.alerts.clone(),
+            config.public_url.clone(),
+            config.alerts_every,
+        );
+        store
+            .alert_states_add(&dispatcher.states())
+            .await
+            .context("cannot register the alert states")?;
+        maintenance.add([Arc::new(dispatcher) as Arc<dyn Service>]);
     }
     {
         tracing::debug!(services = ?maintenance.names(), "maintenance services");

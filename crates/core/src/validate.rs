@@ -214,6 +214,21 @@ fn shortest_interval(spec: &ScheduleSpec) -> Option<Dur> {
     }
 }
 
+/// A target alone (an alert's, docs/configuration.md "alerts"), checked as a job's `target`
+/// is: the same fields, URL and header rules, and named connections of `ctx`.
+///
+/// # Errors
+/// Every bad field, each named from `target` (`target.url`, `target.connection`, ...).
+pub fn target_from_json(value: &Value, ctx: &Context) -> Result<TargetSpec, Vec<FieldError>> {
+    let mut v = Walker::default();
+    let target = v.target(value, ctx);
+    match target {
+        Some(t) if v.errors.is_empty() => Ok(t),
+        _ if v.errors.is_empty() => Err(vec![FieldError::new("target", "is not a valid target")]),
+        _ => Err(v.errors),
+    }
+}
+
 /// Applies a JSON merge patch (RFC 7396) to `target` in place: objects merge recursively,
 /// `null` removes a member, anything else replaces.
 pub fn merge_patch(target: &mut Value, patch: &Value) {

@@ -24,6 +24,7 @@
 
 #![warn(missing_docs)]
 
+mod alerts;
 mod claim;
 mod complete;
 mod executions;
@@ -341,6 +342,27 @@ impl Store for PgStore {
         extra_attempts: u32,
     ) -> Result<ExecutionRecord> {
         executions::execution_redrive(self, namespace, id, extra_attempts).await
+    }
+
+    async fn alert_states_add(&self, states: &[String]) -> Result<()> {
+        alerts::alert_states_add(self, states).await
+    }
+
+    async fn alert_claim(
+        &self,
+        limit: u32,
+        lease: Duration,
+    ) -> Result<Vec<sundial_store::AlertEvent>> {
+        alerts::alert_claim(self, limit, lease).await
+    }
+
+    async fn alert_settle(
+        &self,
+        seq: i64,
+        round: u32,
+        settle: &sundial_store::AlertSettle,
+    ) -> Result<bool> {
+        alerts::alert_settle(self, seq, round, settle).await
     }
 
     async fn node_heartbeat(

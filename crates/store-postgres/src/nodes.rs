@@ -57,11 +57,32 @@ pub(crate) async fn cluster_status(store: &PgStore) -> Result<ClusterStatus> {
     .fetch_one(&store.pool)
     .await
     .map_err(db_err)?;
+    let queued_by_namespace: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT namespace, count(*) FROM execution_queue WHERE due_at <= $1 GROUP BY namespace",
+    )
+    .bind(now)
+    .fetch_all(&store.pool)
+    .await
+    .map_err(db_err)?;
+    let dead_by_namespace: Vec<(String, i64)> =
+        sqlx::query_as("SELECT namespace, count(*) FROM dead_letters GROUP BY namespace")
+            .fetch_all(&store.pool)
+            .await
+            .map_err(db_err)?;
     Ok(ClusterStatus {
         now: ts(now)?,
         nodes,
         queued: u64::try_from(queued).unwrap_or(0),
         scheduled: u64::try_from(scheduled).unwrap_or(0),
         running: u64::try_from(running).unwrap_or(0),
+        queued_by_namespace: counts(queued_by_namespace),
+        dead_by_namespace: counts(dead_by_namespace),
     })
+}
+
+/// Counts per namespace as the store reports them.
+pub(crate) fn counts(rows: Vec<(String, i64)>) -> sundial_store::NamespaceCounts {
+    rows.into_iter()
+        .map(|(ns, n)| (ns, u64::try_from(n).unwrap_or(0)))
+        .collect()
 }

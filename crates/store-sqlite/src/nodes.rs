@@ -60,11 +60,31 @@ pub(crate) async fn cluster_status(store: &SqliteStore) -> Result<ClusterStatus>
     let n = |col: &str| -> Result<u64> {
         Ok(u64::try_from(row.try_get::<i64, _>(col).map_err(db_err)?).unwrap_or(0))
     };
+    let queued_by_namespace: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT namespace, count(*) FROM executions \
+         WHERE due_at IS NOT NULL AND due_at <= ?1 GROUP BY namespace",
+    )
+    .bind(now)
+    .fetch_all(&store.reader)
+    .await
+    .map_err(db_err)?;
+    let dead_by_namespace: Vec<(String, i64)> =
+        sqlx::query_as("SELECT namespace, count(*) FROM dead_letters GROUP BY namespace")
+            .fetch_all(&store.reader)
+            .await
+            .map_err(db_err)?;
+    let counts = |rows: Vec<(String, i64)>| -> sundial_store::NamespaceCounts {
+        rows.into_iter()
+            .map(|(ns, n)| (ns, u64::try_from(n).unwrap_or(0)))
+            .collect()
+    };
     Ok(ClusterStatus {
         now: ts(now)?,
         nodes,
         queued: n("queued")?,
         scheduled: n("scheduled")?,
         running: n("running")?,
+        queued_by_namespace: counts(queued_by_namespace),
+        dead_by_namespace: counts(dead_by_namespace),
     })
 }

@@ -18,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+pub mod alerts;
 pub mod claim;
 pub mod completion;
 pub mod concurrency;
@@ -34,6 +35,7 @@ pub mod workflow;
 use async_trait::async_trait;
 use jiff::Timestamp;
 
+pub use alerts::{ALERT_STATES, AlertEvent, AlertSettle, AlertSubject, NamespaceCounts};
 pub use records::*;
 pub use workflow::{
     NewRun, RunListQuery, RunRecord, RunSummary, TaskRecord, WorkflowListQuery, WorkflowRecord,
@@ -458,6 +460,31 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         id: &str,
         extra_attempts: u32,
     ) -> Result<ExecutionRecord>;
+
+    /// Registers alert states (of [`ALERT_STATES`]) so that executions and runs ending in
+    /// them write an alert event from now on ([`alerts`]'s invariants). Adds to what other
+    /// processes registered; never removes.
+    ///
+    /// # Contract
+    /// Idempotent. [`Error::Defect`] for a state outside [`ALERT_STATES`] (the config's
+    /// validation refuses it first).
+    async fn alert_states_add(&self, states: &[String]) -> Result<()>;
+
+    /// Claims up to `limit` alert events that are due and not held, oldest first, each for
+    /// `lease` from the store's now; the claim is the event's next round.
+    ///
+    /// # Contract
+    /// An event is returned by at most one claim while its lease holds. An event whose
+    /// execution or run no longer exists is deleted, not returned.
+    async fn alert_claim(&self, limit: u32, lease: std::time::Duration) -> Result<Vec<AlertEvent>>;
+
+    /// Settles the claim `round` of event `seq`: deletes it, or puts it back until `due_at`
+    /// with the alerts that took it.
+    ///
+    /// # Contract
+    /// Returns false, changing nothing, when the event is gone or was claimed again since
+    /// (its round moved on).
+    async fn alert_settle(&self, seq: i64, round: u32, settle: &AlertSettle) -> Result<bool>;
 }
 
 /// True for a write that creates a job and touches no executions: a batch of only these can be

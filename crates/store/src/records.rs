@@ -477,6 +477,12 @@ pub struct ClusterStatus {
     pub scheduled: u64,
     /// Executions with a running attempt.
     pub running: u64,
+    /// Executions due and waiting for a worker, per namespace (namespaces with none are
+    /// left out): the queue depth that autoscaling reads.
+    pub queued_by_namespace: crate::NamespaceCounts,
+    /// Executions in state `dead` (dead letters awaiting re-drive), per namespace
+    /// (namespaces with none are left out).
+    pub dead_by_namespace: crate::NamespaceCounts,
 }
 
 /// One node (process).

@@ -35,8 +35,14 @@
 
 #![warn(missing_docs)]
 
+mod alerts;
 mod reaper;
 
+pub use alerts::{
+    ALERT_BATCH, ALERT_DELIVERY_TIMEOUT, ALERT_LEASE, ALERT_MAX_BACKOFF, ALERT_MAX_ROUNDS,
+    ALERTS_EVERY_DEFAULT, AlertDispatcher, AlertRule, backoff as alert_backoff,
+    message as alert_message,
+};
 pub use reaper::Reaper;
 
 use std::sync::Arc;

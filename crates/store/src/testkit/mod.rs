@@ -10,6 +10,7 @@
 //! list with the checks the submodules define ([`checks`]), so a check cannot be left out of
 //! any backend's run.
 
+mod alerts;
 mod claim;
 mod complete;
 mod executions;
@@ -18,6 +19,7 @@ mod nodes;
 mod trigger;
 mod workflows;
 
+pub use alerts::*;
 pub use claim::*;
 pub use complete::*;
 pub use executions::*;
@@ -80,6 +82,7 @@ impl Harness {
 /// [`Harness`]), read from their source: what [`crate::conformance_tests`] must list.
 pub fn checks() -> Vec<&'static str> {
     let sources = [
+        include_str!("alerts.rs"),
         include_str!("claim.rs"),
         include_str!("complete.rs"),
         include_str!("executions.rs"),
@@ -317,6 +320,9 @@ fn complete_ok(id: &str, attempt: u32) -> AttemptComplete {
 macro_rules! conformance_tests {
     ($run:path) => {
         $crate::conformance_tests!(@each $run,
+            dead_letters_and_queue_depth_are_counted_per_namespace,
+            alert_events_follow_registered_states_and_leases,
+            a_failed_run_writes_a_run_alert_event,
             job_writes_are_conditional_on_version,
             job_list_pages_and_filters,
             job_writes_steer_pending_executions,
