@@ -368,6 +368,69 @@ async fn a_permanent_4xx_fails_at_once_and_503s_exhaust_the_attempts() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_reaches_the_alert_webhook_exactly_once() {
+    let receiver = Receiver::start().await;
+    let config = format!(
+        "public_url = \"https://sundial.example/\"\n\
+         [maintenance]\nalerts_every = \"200ms\"\n\
+         [[alerts]]\nname = \"oncall\"\non = [\"dead\", \"failed\"]\nnamespaces = [\"e2e\"]\n\
+         target = {{type = \"http\", method = \"POST\", url = \"{}\"}}\n\
+         [[alerts]]\nname = \"elsewhere\"\non = [\"dead\"]\nnamespaces = [\"other\"]\n\
+         target = {{type = \"http\", url = \"{}\"}}\n",
+        receiver.url("alerts"),
+        receiver.url("elsewhere"),
+    );
+    let (server, _dir) = server_configured(&config, Vec::new()).await;
+    let at = whole_second_after(Duration::from_secs(1));
+    server
+        .put_job(
+            "e2e",
+            "down",
+            json!({
+                "schedule": {"at": at.to_string()},
+                "target": {"type": "http", "url": receiver.url("unavailable")},
+                "retry": {"max_attempts": 2, "initial_interval": "100ms", "jitter": false}
+            }),
+        )
+        .await;
+    let alert = server
+        .wait_for(Duration::from_secs(15), async || {
+            receiver.for_path("alerts").into_iter().next()
+        })
+        .await;
+    let dead = server.history("e2e", "down").await.remove(0);
+    let id = dead["id"].as_str().unwrap();
+    assert_eq!(dead["state"], "dead");
+    assert_eq!(alert.execution_id, format!("{id}:dead"), "the idempotency key");
+    let body: serde_json::Value = serde_json::from_str(&alert.body).unwrap();
+    assert_eq!(body["alert"], "oncall");
+    assert_eq!(body["job"], "down");
+    assert_eq!(body["namespace"], "e2e");
+    assert_eq!(body["state"], "dead");
+    assert_eq!(body["attempt"], 2);
+    let full = server.execution("e2e", id).await;
+    assert_eq!(body["error"], full["attempts"][1]["error"]);
+    assert!(body["error"].as_str().unwrap().contains("503"), "{body}");
+    assert_eq!(
+        body["url"],
+        format!("https://sundial.example/ui/namespaces/e2e/executions/{id}").as_str()
+    );
+    // Several more passes of the dispatcher: nothing is sent again, nor to the other alert.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(receiver.for_path("alerts").len(), 1);
+    assert!(receiver.for_path("elsewhere").is_empty());
+    let text = metrics(&server).await;
+    for line in [
+        "sundial_alerts_total{alert=\"oncall\",outcome=\"delivered\"} 1",
+        "sundial_dead_letters_total{namespace=\"e2e\"} 1",
+        "sundial_dead_letters{namespace=\"e2e\"} 1",
+        "sundial_executions{state=\"dead\"} 1",
+    ] {
+        assert!(text.contains(line), "{line} in {text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_a_running_execution_stops_its_attempt_within_a_second() {
     let receiver = Receiver::start().await;
     let server = Server::start().await;

@@ -26,6 +26,8 @@ pub struct Delivery {
     pub attempt: u32,
     pub scheduled_at: Timestamp,
     pub received_at: Timestamp,
+    /// The request body.
+    pub body: String,
 }
 
 /// A loopback HTTP receiver. Paths: `/fail-once` answers 503 to attempt 1 and 200 after;
@@ -75,6 +77,7 @@ async fn receive(
     State(r): State<Receiver>,
     UrlPath(path): UrlPath<String>,
     headers: HeaderMap,
+    body: String,
 ) -> StatusCode {
     let header = |name: &str| {
         headers
@@ -92,6 +95,7 @@ async fn receive(
             .parse()
             .unwrap_or(Timestamp::UNIX_EPOCH),
         received_at: Timestamp::now(),
+        body,
     };
     assert_eq!(delivery.execution_id, header("sundial-execution-id"));
     r.deliveries.lock().unwrap().push(delivery);
