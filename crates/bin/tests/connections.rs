@@ -154,47 +154,72 @@ fn a_bad_alert_entry_stops_the_server_naming_its_index_and_field() {
     let alert = |body: &str| format!("[[alerts]]\n{body}");
     for (config, expected) in [
         (
-            alert(&format!("on = [\"dead\"]\nnamespaces = [\"*\"]\n{ok_target}")),
+            alert(&format!(
+                "on = [\"dead\"]\nnamespaces = [\"*\"]\n{ok_target}"
+            )),
             "alerts[0].name: missing",
         ),
         (
             format!(
                 "{}\n{}",
-                alert(&format!("name = \"a\"\non = [\"dead\"]\nnamespaces = [\"*\"]\n{ok_target}")),
-                alert(&format!("name = \"b\"\non = [\"dead\", \"succeeded\"]\nnamespaces = [\"*\"]\n{ok_target}"))
+                alert(&format!(
+                    "name = \"a\"\non = [\"dead\"]\nnamespaces = [\"*\"]\n{ok_target}"
+                )),
+                alert(&format!(
+                    "name = \"b\"\non = [\"dead\", \"succeeded\"]\nnamespaces = [\"*\"]\n{ok_target}"
+                ))
             ),
             "alerts[1].on[1]: 'succeeded' is not one of failed, dead, cancelled, run_failed, run_cancelled",
         ),
         (
-            alert(&format!("name = \"a\"\non = []\nnamespaces = [\"*\"]\n{ok_target}")),
+            alert(&format!(
+                "name = \"a\"\non = []\nnamespaces = [\"*\"]\n{ok_target}"
+            )),
             "alerts[0].on: empty",
         ),
         (
-            alert(&format!("name = \"a\"\non = [\"dead\"]\nnamespaces = [\"bad name!\"]\n{ok_target}")),
+            alert(&format!(
+                "name = \"a\"\non = [\"dead\"]\nnamespaces = [\"bad name!\"]\n{ok_target}"
+            )),
             "alerts[0].namespaces[0]: the name",
         ),
         (
-            alert("name = \"a\"\non = [\"dead\"]\nnamespaces = [\"*\"]\ntarget = {type = \"http\", url = \"ftp://x\"}\n"),
+            alert(
+                "name = \"a\"\non = [\"dead\"]\nnamespaces = [\"*\"]\ntarget = {type = \"http\", url = \"ftp://x\"}\n",
+            ),
             "alerts[0].target.url:",
         ),
         (
-            alert("name = \"a\"\non = [\"dead\"]\nnamespaces = [\"*\"]\ntarget = {type = \"nats\", connection = \"nope\", subject = \"s\"}\n"),
+            alert(
+                "name = \"a\"\non = [\"dead\"]\nnamespaces = [\"*\"]\ntarget = {type = \"nats\", connection = \"nope\", subject = \"s\"}\n",
+            ),
             "alerts[0].target.connection:",
         ),
         (
-            alert("name = \"a\"\non = [\"dead\"]\nnamespaces = [\"*\"]\ntarget = {type = \"container\", connection = \"podman\", image = \"x\"}\n"),
+            alert(
+                "name = \"a\"\non = [\"dead\"]\nnamespaces = [\"*\"]\ntarget = {type = \"container\", connection = \"podman\", image = \"x\"}\n",
+            ),
             "alerts[0].target.type: a container cannot carry an alert",
         ),
         (
             format!(
                 "{}\n{}",
-                alert(&format!("name = \"a\"\non = [\"dead\"]\nnamespaces = [\"*\"]\n{ok_target}")),
-                alert(&format!("name = \"a\"\non = [\"failed\"]\nnamespaces = [\"*\"]\n{ok_target}"))
+                alert(&format!(
+                    "name = \"a\"\non = [\"dead\"]\nnamespaces = [\"*\"]\n{ok_target}"
+                )),
+                alert(&format!(
+                    "name = \"a\"\non = [\"failed\"]\nnamespaces = [\"*\"]\n{ok_target}"
+                ))
             ),
             "alerts[1].name: 'a' is also the name of alerts[0]",
         ),
         (
-            format!("public_url = \"sundial.example\"\n{}", alert(&format!("name = \"a\"\non = [\"dead\"]\nnamespaces = [\"*\"]\n{ok_target}"))),
+            format!(
+                "public_url = \"sundial.example\"\n{}",
+                alert(&format!(
+                    "name = \"a\"\non = [\"dead\"]\nnamespaces = [\"*\"]\n{ok_target}"
+                ))
+            ),
             "public_url: 'sundial.example' is not an http:// or https:// URL",
         ),
     ] {

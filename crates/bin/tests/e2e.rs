@@ -401,7 +401,11 @@ async fn a_dead_letter_reaches_the_alert_webhook_exactly_once() {
     let dead = server.history("e2e", "down").await.remove(0);
     let id = dead["id"].as_str().unwrap();
     assert_eq!(dead["state"], "dead");
-    assert_eq!(alert.execution_id, format!("{id}:dead"), "the idempotency key");
+    assert_eq!(
+        alert.execution_id,
+        format!("{id}:dead"),
+        "the idempotency key"
+    );
     let body: serde_json::Value = serde_json::from_str(&alert.body).unwrap();
     assert_eq!(body["alert"], "oncall");
     assert_eq!(body["job"], "down");

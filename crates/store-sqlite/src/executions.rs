@@ -95,6 +95,17 @@ pub(crate) async fn execution_list(
         Some(ExecutionState::Scheduled) => {
             sql.push_str(" AND state = 'scheduled' AND fire_at > ?3")
         }
+        // The dead-letter listing pages through `dead_letters` (0008), never through the
+        // whole history: the ids of one page, then their rows.
+        Some(ExecutionState::Dead) if q.job.is_none() => {
+            sql.push_str(
+                " AND state = ?4 AND id IN (SELECT d.id FROM dead_letters d WHERE d.namespace = ?1",
+            );
+            if q.before.is_some() {
+                sql.push_str(" AND (d.scheduled_at < ?5 OR (d.scheduled_at = ?5 AND d.id < ?6))");
+            }
+            sql.push_str(" ORDER BY d.scheduled_at DESC, d.id DESC LIMIT ?7)");
+        }
         Some(_) => sql.push_str(" AND state = ?4"),
         None => {}
     }

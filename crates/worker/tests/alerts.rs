@@ -98,7 +98,10 @@ fn http_rule(name: &str, url: &str) -> AlertRule {
 
 /// A store with the `dead` alert state registered, and the id of an execution of job
 /// `nightly` in namespace `billing` that then died (HTTP 503 on its only attempt).
-async fn a_dead_letter(dir: &tempfile::TempDir, clock: Arc<ManualClock>) -> (Arc<dyn Store>, String) {
+async fn a_dead_letter(
+    dir: &tempfile::TempDir,
+    clock: Arc<ManualClock>,
+) -> (Arc<dyn Store>, String) {
     let store: Arc<dyn Store> = Arc::new(
         SqliteStore::open(
             &format!("sqlite://{}", dir.path().join("a.db").display()),
@@ -269,7 +272,11 @@ async fn a_dead_letter_reaches_http_nats_amqp_and_redis_once_with_its_key() {
     let alerts = dispatcher(&store, targets, rules);
     assert_eq!(alerts.dispatch_once().await.expect("pass"), 1);
     clock.advance(SignedDuration::from_secs(120));
-    assert_eq!(alerts.dispatch_once().await.expect("pass"), 0, "nothing twice");
+    assert_eq!(
+        alerts.dispatch_once().await.expect("pass"),
+        0,
+        "nothing twice"
+    );
 
     let received = hook.received.lock().unwrap().clone();
     assert_eq!(received.len(), 1, "{received:?}");
@@ -299,7 +306,10 @@ async fn a_dead_letter_reaches_http_nats_amqp_and_redis_once_with_its_key() {
         Some(key.as_str())
     );
     let payload: Value = serde_json::from_slice(&message.payload).expect("JSON");
-    assert_eq!((payload["alert"].as_str(), payload["state"].as_str()), (Some("nats"), Some("dead")));
+    assert_eq!(
+        (payload["alert"].as_str(), payload["state"].as_str()),
+        (Some("nats"), Some("dead"))
+    );
     js.delete_stream(&stream_name).await.expect("delete stream");
 
     let got = channel
@@ -308,7 +318,11 @@ async fn a_dead_letter_reaches_http_nats_amqp_and_redis_once_with_its_key() {
         .expect("get")
         .expect("the alert is in the queue");
     assert_eq!(
-        got.delivery.properties.message_id().as_ref().map(|m| m.as_str()),
+        got.delivery
+            .properties
+            .message_id()
+            .as_ref()
+            .map(|m| m.as_str()),
         Some(key.as_str())
     );
     let payload: Value = serde_json::from_slice(&got.delivery.data).expect("JSON");
@@ -360,18 +374,35 @@ async fn a_failed_round_comes_back_after_its_backoff_for_the_alert_that_failed_o
             http_rule("gone", &gone_url),
         ],
     );
-    assert_eq!(alerts.dispatch_once().await.expect("pass"), 0, "one came back");
-    assert_eq!(alerts.dispatch_once().await.expect("pass"), 0, "not before its backoff");
+    assert_eq!(
+        alerts.dispatch_once().await.expect("pass"),
+        0,
+        "one came back"
+    );
+    assert_eq!(
+        alerts.dispatch_once().await.expect("pass"),
+        0,
+        "not before its backoff"
+    );
     clock.advance(SignedDuration::from_secs(1));
     assert_eq!(alerts.dispatch_once().await.expect("pass"), 1);
     clock.advance(SignedDuration::from_secs(600));
     assert_eq!(alerts.dispatch_once().await.expect("pass"), 0);
 
     let keys = |w: &Webhook| -> Vec<String> {
-        w.received.lock().unwrap().iter().map(|r| r.0.clone()).collect()
+        w.received
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| r.0.clone())
+            .collect()
     };
     let key = format!("{id}:dead");
     assert_eq!(keys(&steady), vec![key.clone()], "taken once, not resent");
-    assert_eq!(keys(&flaky), vec![key.clone(), key.clone()], "503, then taken");
+    assert_eq!(
+        keys(&flaky),
+        vec![key.clone(), key.clone()],
+        "503, then taken"
+    );
     assert_eq!(keys(&gone), vec![key], "a 404 is given up at once");
 }
