@@ -63,6 +63,16 @@ pub enum Namespaces {
     Only(BTreeSet<String>),
 }
 
+impl Namespaces {
+    /// True when `ns` is one of them.
+    pub fn allows(&self, ns: &str) -> bool {
+        match self {
+            Namespaces::All => true,
+            Namespaces::Only(names) => names.contains(ns),
+        }
+    }
+}
+
 /// One configured token.
 #[derive(Debug, Clone)]
 pub struct ApiToken {
@@ -169,7 +179,7 @@ fn parse_digest(hex: &str) -> Option<[u8; 32]> {
 /// a namespace the token does not name.
 pub async fn authorize(
     State(tokens): State<Arc<Tokens>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     let path = request.uri().path();
@@ -216,11 +226,7 @@ pub async fn authorize(
     }
     if let Some(rest) = path.strip_prefix("/v1/namespaces/") {
         let ns = rest.split('/').next().unwrap_or_default();
-        let allowed = match &token.namespaces {
-            Namespaces::All => true,
-            Namespaces::Only(names) => names.contains(ns),
-        };
-        if !allowed {
+        if !token.namespaces.allows(ns) {
             return ApiError::new(
                 StatusCode::FORBIDDEN,
                 "forbidden",
@@ -229,6 +235,8 @@ pub async fn authorize(
             .into_response();
         }
     }
+    // Routes that list across namespaces (`GET /v1/namespaces`) show only the token's.
+    request.extensions_mut().insert(token.namespaces.clone());
     next.run(request).await
 }
 

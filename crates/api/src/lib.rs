@@ -104,6 +104,7 @@ fn routes(state: AppState) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/v1/cluster", get(cluster))
+        .route("/v1/namespaces", get(namespaces))
         .route("/v1/cron/next", post(jobs::cron_next))
         .route(&format!("{ns}/jobs"), get(jobs::list).post(jobs::create))
         .route(&format!("{ns}/jobs:apply"), post(jobs::apply_many))
@@ -244,6 +245,26 @@ fn label_value(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
+}
+
+/// `GET /v1/namespaces`: `{"items": [{"name": ...}], "next_page_token": null}`, the
+/// namespaces that hold a job or a workflow, sorted, and of those only the ones the request's
+/// token may touch ([`auth::authorize`] leaves its grant in the request).
+async fn namespaces(
+    State(state): State<AppState>,
+    grant: Option<axum::Extension<auth::Namespaces>>,
+) -> Response {
+    match state.store.namespace_list().await {
+        Ok(names) => {
+            let items: Vec<serde_json::Value> = names
+                .into_iter()
+                .filter(|n| grant.as_ref().is_none_or(|g| g.allows(n)))
+                .map(|n| json!({ "name": n }))
+                .collect();
+            axum::Json(json!({"items": items, "next_page_token": null})).into_response()
+        }
+        Err(e) => error::ApiError::from(e).into_response(),
+    }
 }
 
 async fn readyz(State(state): State<AppState>) -> Response {

@@ -188,3 +188,44 @@ async fn roles_and_namespaces_bound_what_a_token_does() {
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert_eq!(app.jobs("a").await, 1);
 }
+
+#[tokio::test]
+async fn the_namespace_listing_shows_only_the_token_s_namespaces() {
+    let app = App::new().await;
+    for ns in ["a", "b"] {
+        let (status, _) = app
+            .send("PUT", &format!("/v1/namespaces/{ns}/jobs/j"), Some("admin"))
+            .await;
+        assert_eq!(status, StatusCode::CREATED);
+    }
+    let names = |token: &'static str| {
+        let router = app.router.clone();
+        async move {
+            let response = router
+                .oneshot(
+                    Request::builder()
+                        .uri("/v1/namespaces")
+                        .header(header::AUTHORIZATION, format!("Bearer {token}"))
+                        .body(Body::empty())
+                        .unwrap(),
+                )
+                .await
+                .unwrap();
+            assert_eq!(response.status(), StatusCode::OK);
+            let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+                .await
+                .unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            v["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i["name"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(names("admin").await, vec!["a", "b"]);
+    assert_eq!(names("view-a").await, vec!["a"]);
+    let (status, _) = app.send("GET", "/v1/namespaces", None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}

@@ -123,6 +123,9 @@ enum JobCommand {
         /// Only jobs with this label, as key=value
         #[arg(long)]
         label: Option<String>,
+        /// List the jobs of every namespace (the token may see), with a NAMESPACE column
+        #[arg(short = 'A', long)]
+        all_namespaces: bool,
     },
     /// Show one job with its next fire times.
     Get {
@@ -243,6 +246,94 @@ impl Api {
             self.opts.server.trim_end_matches('/'),
             self.opts.namespace
         )
+    }
+
+    /// The same client in namespace `ns`.
+    pub fn in_namespace(&self, ns: &str) -> Api {
+        Api {
+            http: self.http.clone(),
+            opts: ClientOpts {
+                namespace: ns.to_owned(),
+                ..self.opts.clone()
+            },
+        }
+    }
+
+    /// The namespaces that hold a job or a workflow and that the token may see
+    /// (`GET /v1/namespaces`), sorted.
+    ///
+    /// # Errors
+    /// Unreachable server or an error status.
+    pub async fn namespaces(&self) -> anyhow::Result<Vec<String>> {
+        let http = self.http.as_ref().map_err(|e| input_error(e.clone()))?;
+        let url = format!("{}/v1/namespaces", self.opts.server.trim_end_matches('/'));
+        let mut req = http.get(&url);
+        if let Some(token) = &self.opts.token {
+            req = req.bearer_auth(token.trim());
+        }
+        let resp = req.send().await.with_context(|| {
+            format!(
+                "cannot reach the Sundial API at {} (is `sundial server` running?)",
+                self.opts.server
+            )
+        })?;
+        let status = resp.status().as_u16();
+        let text = resp.text().await.context("reading the response")?;
+        let value: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        if status >= 400 {
+            bail!("{}", problem_text(&value));
+        }
+        Ok(value["items"]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|i| i["name"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    /// The listing `path` (e.g. `/jobs?limit=1000`) in the namespace given, or with `all` in
+    /// every namespace [`Api::namespaces`] names, as one `{"items": [...]}` (each item names its
+    /// namespace).
+    ///
+    /// # Errors
+    /// As [`Api::call`].
+    pub async fn list_across(&self, path: &str, all: bool) -> anyhow::Result<Value> {
+        if !all {
+            return self.call(reqwest::Method::GET, path, None).await;
+        }
+        let mut items = Vec::new();
+        for ns in self.namespaces().await? {
+            let v = self
+                .in_namespace(&ns)
+                .call(reqwest::Method::GET, path, None)
+                .await?;
+            items.extend(v["items"].as_array().cloned().unwrap_or_default());
+        }
+        Ok(serde_json::json!({"items": items, "next_page_token": null}))
+    }
+
+    /// After an empty listing of `what` (`jobs`, `workflows`) in the namespace given, says so
+    /// on stderr and names the namespaces that do hold something, so a newcomer finds them.
+    pub async fn hint_other_namespaces(&self, what: &str) {
+        let ns = &self.opts.namespace;
+        let others: Vec<String> = self
+            .namespaces()
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|n| n != ns)
+            .collect();
+        if others.is_empty() {
+            eprintln!("no {what} in namespace '{ns}'");
+        } else {
+            eprintln!(
+                "no {what} in namespace '{ns}'; namespaces with jobs or workflows: {} (give one with -n, or list all with -A)",
+                others.join(", ")
+            );
+        }
     }
 
     /// Sends a request to `path` under the namespace; returns the status and the JSON body.
@@ -515,7 +606,11 @@ pub async fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
     }
     match args.command {
         JobCommand::Apply { file } => return apply_file(&api, &file, &JOBS).await,
-        JobCommand::List { paused, label } => {
+        JobCommand::List {
+            paused,
+            label,
+            all_namespaces,
+        } => {
             let mut query = vec!["limit=1000".to_owned()];
             if let Some(p) = paused {
                 query.push(format!("paused={p}"));
@@ -524,11 +619,13 @@ pub async fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
                 query.push(format!("label={l}"));
             }
             let v = api
-                .call(Method::GET, &format!("/jobs?{}", query.join("&")), None)
+                .list_across(&format!("/jobs?{}", query.join("&")), all_namespaces)
                 .await?;
-            print(format, &v, |v| {
-                print_jobs(v["items"].as_array().map_or(&[][..], Vec::as_slice))
-            });
+            let items = v["items"].as_array().map_or(&[][..], Vec::as_slice);
+            print(format, &v, |_| print_jobs(items, all_namespaces));
+            if format == Format::Table && items.is_empty() && !all_namespaces {
+                api.hint_other_namespaces("jobs").await;
+            }
         }
         JobCommand::Get { name } => {
             let v = api

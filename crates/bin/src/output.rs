@@ -65,8 +65,9 @@ fn schedule(s: &Value) -> String {
     }
 }
 
-/// Prints jobs as NAME, SCHEDULE, STATE, NEXT FIRE, LAST.
-pub fn print_jobs(items: &[Value]) {
+/// Prints jobs as NAME, SCHEDULE, STATE, NEXT FIRE, LAST; with `namespaces`, a NAMESPACE
+/// column first (a listing across namespaces).
+pub fn print_jobs(items: &[Value], namespaces: bool) {
     let rows = items
         .iter()
         .map(|j| {
@@ -79,7 +80,34 @@ pub fn print_jobs(items: &[Value]) {
             ]
         })
         .collect();
-    table(&["NAME", "SCHEDULE", "STATE", "NEXT FIRE", "LAST"], rows);
+    table_in(
+        namespaces.then_some(items),
+        &["NAME", "SCHEDULE", "STATE", "NEXT FIRE", "LAST"],
+        rows,
+    );
+}
+
+/// A table, with a NAMESPACE column first taken from each item's `namespace` when `items`
+/// is given.
+fn table_in(items: Option<&[Value]>, headers: &[&str], rows: Vec<Vec<String>>) {
+    match items {
+        None => table(headers, rows),
+        Some(items) => {
+            let headers: Vec<&str> = std::iter::once("NAMESPACE")
+                .chain(headers.iter().copied())
+                .collect();
+            let rows = items
+                .iter()
+                .zip(rows)
+                .map(|(item, row)| {
+                    std::iter::once(cell(&item["namespace"]))
+                        .chain(row)
+                        .collect()
+                })
+                .collect();
+            table(&headers, rows);
+        }
+    }
 }
 
 /// Prints executions as ID, JOB, TRIGGER, SCHEDULED, STATE, ATTEMPT.
@@ -128,7 +156,7 @@ pub fn print_attempts(items: &[Value]) {
 }
 
 /// Prints workflows as NAME, STATE, TASKS (how many), SCHEDULE, NEXT FIRE, LAST RUN (its state).
-pub fn print_workflows(items: &[Value]) {
+pub fn print_workflows(items: &[Value], namespaces: bool) {
     let rows = items
         .iter()
         .map(|w| {
@@ -144,7 +172,8 @@ pub fn print_workflows(items: &[Value]) {
             ]
         })
         .collect();
-    table(
+    table_in(
+        namespaces.then_some(items),
         &[
             "NAME",
             "STATE",

@@ -68,6 +68,9 @@ enum WorkflowCommand {
         /// Only workflows with this label, as key=value
         #[arg(long)]
         label: Option<String>,
+        /// List the workflows of every namespace (the token may see), with a NAMESPACE column
+        #[arg(short = 'A', long)]
+        all_namespaces: bool,
     },
     /// Show one workflow with its next fire times.
     Get { name: String },
@@ -240,7 +243,11 @@ pub async fn run(args: WorkflowArgs) -> anyhow::Result<ExitCode> {
     let format = table_or_json(output)?;
     match command {
         WorkflowCommand::Apply { file } => return apply_file(&api, &file, &WORKFLOWS).await,
-        WorkflowCommand::List { paused, label } => {
+        WorkflowCommand::List {
+            paused,
+            label,
+            all_namespaces,
+        } => {
             let mut query = vec!["limit=1000".to_owned()];
             if let Some(p) = paused {
                 query.push(format!("paused={p}"));
@@ -249,15 +256,13 @@ pub async fn run(args: WorkflowArgs) -> anyhow::Result<ExitCode> {
                 query.push(format!("label={l}"));
             }
             let v = api
-                .call(
-                    Method::GET,
-                    &format!("/workflows?{}", query.join("&")),
-                    None,
-                )
+                .list_across(&format!("/workflows?{}", query.join("&")), all_namespaces)
                 .await?;
-            print(format, &v, |v| {
-                print_workflows(v["items"].as_array().map_or(&[][..], Vec::as_slice))
-            });
+            let items = v["items"].as_array().map_or(&[][..], Vec::as_slice);
+            print(format, &v, |_| print_workflows(items, all_namespaces));
+            if format == Format::Table && items.is_empty() && !all_namespaces {
+                api.hint_other_namespaces("workflows").await;
+            }
         }
         WorkflowCommand::Get { name } => {
             let v = api

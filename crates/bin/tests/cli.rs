@@ -160,6 +160,37 @@ async fn job_and_exec_commands_drive_the_api() {
     assert_eq!(list["items"].as_array().unwrap().len(), 2);
     let o = run(&["job", "list"]);
     assert!(stdout(&o).starts_with("NAME"), "{}", stdout(&o));
+    // -A lists every namespace's jobs with a NAMESPACE column; an empty namespace's listing
+    // names the namespaces that hold something.
+    let o = sundial(&["job", "list", "-A", "--server", &url]);
+    let table = stdout(&o);
+    assert!(table.starts_with("NAMESPACE"), "{table}");
+    for (ns, name) in [("cli", "hourly"), ("cli", "later"), ("other", "elsewhere")] {
+        assert!(
+            table.lines().any(|l| l.starts_with(ns) && l.contains(name)),
+            "{ns}/{name} in {table}"
+        );
+    }
+    let o = sundial(&[
+        "job",
+        "list",
+        "--all-namespaces",
+        "-o",
+        "json",
+        "--server",
+        &url,
+    ]);
+    let all: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(all["items"].as_array().unwrap().len(), 3);
+    let o = sundial(&["job", "list", "-n", "empty", "--server", &url]);
+    assert!(o.status.success());
+    assert!(
+        stderr(&o).contains(
+            "no jobs in namespace 'empty'; namespaces with jobs or workflows: cli, other"
+        ),
+        "{}",
+        stderr(&o)
+    );
 
     let o = run(&["job", "pause", "hourly"]);
     assert!(stdout(&o).contains("paused"), "{}", stdout(&o));

@@ -371,6 +371,22 @@ impl Store for SqliteStore {
         executions::execution_redrive(self, namespace, id, extra_attempts).await
     }
 
+    async fn namespace_list(&self) -> Result<Vec<String>> {
+        // A skip scan: one index lookup per namespace, on each table's primary key.
+        sqlx::query_scalar(
+            "WITH RECURSIVE j AS ( \
+           SELECT min(namespace) AS ns FROM jobs \
+           UNION ALL SELECT (SELECT min(namespace) FROM jobs WHERE namespace > j.ns) FROM j WHERE j.ns IS NOT NULL), \
+         w AS ( \
+           SELECT min(namespace) AS ns FROM workflows \
+           UNION ALL SELECT (SELECT min(namespace) FROM workflows WHERE namespace > w.ns) FROM w WHERE w.ns IS NOT NULL) \
+         SELECT ns FROM j WHERE ns IS NOT NULL UNION SELECT ns FROM w WHERE ns IS NOT NULL ORDER BY 1",
+        )
+        .fetch_all(&self.reader)
+        .await
+        .map_err(db_err)
+    }
+
     async fn alert_states_add(&self, states: &[String]) -> Result<()> {
         alerts::alert_states_add(self, states).await
     }

@@ -461,6 +461,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         extra_attempts: u32,
     ) -> Result<ExecutionRecord>;
 
+    /// The namespaces that hold at least one job or workflow, sorted by name.
+    ///
+    /// # Contract
+    /// Reads only; costs a lookup per namespace (a skip scan of the primary keys), not a
+    /// scan of the jobs.
+    async fn namespace_list(&self) -> Result<Vec<String>>;
+
     /// Registers alert states (of [`ALERT_STATES`]) so that executions and runs ending in
     /// them write an alert event from now on ([`alerts`]'s invariants). Adds to what other
     /// processes registered; never removes.

@@ -310,3 +310,31 @@ pub async fn a_pause_removes_what_was_written_ahead_and_cancels_what_is_due(h: H
         .expect("trigger");
     assert_eq!(inserted, 2, "the slots after the resume fire");
 }
+
+/// The namespaces listed are those holding a job or a workflow, each once, sorted.
+pub async fn namespaces_are_listed_from_jobs_and_workflows(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    assert!(store.namespace_list().await.expect("list").is_empty());
+    for (ns, name) in [("zeta", "a"), ("alpha", "a"), ("alpha", "b"), ("mid", "x")] {
+        create(&*store, ns, name).await;
+    }
+    store
+        .workflow_write_batch(&[crate::WorkflowWrite {
+            record: super::workflows::workflow_record(
+                "wf-only",
+                "etl",
+                serde_json::json!({"tasks": [
+                    {"name": "t", "target": {"type": "http", "url": "http://127.0.0.1:9/t"}}
+                ]}),
+            ),
+            expected_version: None,
+            cancel_not_started: true,
+        }])
+        .await
+        .expect("workflow");
+    assert_eq!(
+        store.namespace_list().await.expect("list"),
+        vec!["alpha", "mid", "wf-only", "zeta"]
+    );
+}

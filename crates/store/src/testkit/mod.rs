@@ -324,6 +324,7 @@ macro_rules! conformance_tests {
             alert_events_follow_registered_states_and_leases,
             a_failed_run_writes_a_run_alert_event,
             job_writes_are_conditional_on_version,
+            namespaces_are_listed_from_jobs_and_workflows,
             job_list_pages_and_filters,
             job_writes_steer_pending_executions,
             a_pause_removes_what_was_written_ahead_and_cancels_what_is_due,
