@@ -6,7 +6,8 @@
 //! Invariants:
 //! - With tokens configured, a request to `/v1/…` runs only when it carries a configured
 //!   token; otherwise it is answered 401 with `WWW-Authenticate: Bearer` and nothing runs.
-//!   `/healthz`, `/readyz` and `/metrics` answer without a token (probes and scrapers).
+//!   `/healthz`, `/readyz` and `/metrics` answer without a token (probes and scrapers), and
+//!   so does `/v1/openapi.json`.
 //! - A token acts only inside its namespaces: a request under `/v1/namespaces/{ns}/` for
 //!   another namespace is answered 403 and nothing runs. Routes outside a namespace
 //!   (`/v1/cluster`, `/v1/cron/next`) only read, and any token may call them.
@@ -183,7 +184,8 @@ pub async fn authorize(
     next: Next,
 ) -> Response {
     let path = request.uri().path();
-    if !path.starts_with("/v1/") {
+    // The API's description is public, as the probes are.
+    if !path.starts_with("/v1/") || path == "/v1/openapi.json" {
         return next.run(request).await;
     }
     let mut values = request.headers().get_all(header::AUTHORIZATION).iter();

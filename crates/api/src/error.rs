@@ -2,7 +2,6 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 use sundial_core::validate::FieldError;
 use sundial_store::Error as StoreError;
 
@@ -127,18 +126,34 @@ impl From<StoreError> for ApiError {
     }
 }
 
+/// The problem document of RFC 9457 every error answers with (`application/problem+json`).
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct Problem {
+    /// Always `about:blank`: the status and title say what kind of problem it is.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// A short, fixed summary of the problem type (`invalid request`, `not found`, …).
+    pub title: &'static str,
+    /// The HTTP status code.
+    pub status: u16,
+    /// This occurrence, in words.
+    pub detail: String,
+    /// Every offending field, for a request refused as invalid (400, 422).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<FieldError>,
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = json!({
-            "type": "about:blank",
-            "title": self.title,
-            "status": self.status.as_u16(),
-            "detail": self.detail,
-        });
-        if !self.errors.is_empty() {
-            body["errors"] = json!(self.errors);
-        }
-        let mut response = (self.status, body.to_string()).into_response();
+        let body = Problem {
+            kind: "about:blank",
+            title: self.title,
+            status: self.status.as_u16(),
+            detail: self.detail,
+            errors: self.errors,
+        };
+        let text = serde_json::to_string(&body).unwrap_or_default();
+        let mut response = (self.status, text).into_response();
         response.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),

@@ -84,6 +84,14 @@ async fn list(
 }
 
 /// `GET /v1/namespaces/{ns}/jobs/{name}/executions?state=&limit=&page_token=`, newest first.
+#[utoipa::path(
+    get,
+    path = "/v1/namespaces/{ns}/jobs/{name}/executions",
+    tag = "executions",
+    summary = "A job's executions, newest first",
+    params(("ns" = String, Path, description = "Namespace"), ("name" = String, Path, description = "Job name"), ("state" = Option<sundial_core::execution::ExecutionState>, Query, description = "Only executions in this state; dead is the dead-letter listing"), ("limit" = Option<u32>, Query, description = "Page size, 1 to 1000 (default 100)"), ("page_token" = Option<String>, Query, description = "The next_page_token of the previous page")),
+    responses((status = 200, description = "A page of executions", body = crate::resource::Page<crate::resource::ExecutionResource>), crate::openapi::Problems)
+)]
 pub(crate) async fn list_for_job(
     State(state): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
@@ -93,6 +101,14 @@ pub(crate) async fn list_for_job(
 }
 
 /// `GET /v1/namespaces/{ns}/executions?state=&limit=&page_token=`, newest first.
+#[utoipa::path(
+    get,
+    path = "/v1/namespaces/{ns}/executions",
+    tag = "executions",
+    summary = "The namespace's executions, newest first; ?state=dead lists dead letters",
+    params(("ns" = String, Path, description = "Namespace"), ("state" = Option<sundial_core::execution::ExecutionState>, Query, description = "Only executions in this state; dead is the dead-letter listing"), ("limit" = Option<u32>, Query, description = "Page size, 1 to 1000 (default 100)"), ("page_token" = Option<String>, Query, description = "The next_page_token of the previous page")),
+    responses((status = 200, description = "A page of executions", body = crate::resource::Page<crate::resource::ExecutionResource>), crate::openapi::Problems)
+)]
 pub(crate) async fn list_for_namespace(
     State(state): State<AppState>,
     Path(ns): Path<String>,
@@ -102,6 +118,14 @@ pub(crate) async fn list_for_namespace(
 }
 
 /// `GET /v1/namespaces/{ns}/executions/{id}` with its attempts.
+#[utoipa::path(
+    get,
+    path = "/v1/namespaces/{ns}/executions/{id}",
+    tag = "executions",
+    summary = "One execution with its attempts",
+    params(("ns" = String, Path, description = "Namespace"), ("id" = String, Path, description = "Execution id")),
+    responses((status = 200, description = "The execution", body = crate::resource::ExecutionResource), crate::openapi::Problems)
+)]
 pub(crate) async fn get_one(
     State(state): State<AppState>,
     Path((ns, id)): Path<(String, String)>,
@@ -116,6 +140,14 @@ pub(crate) async fn get_one(
 }
 
 /// `POST .../executions/{id}/cancel`: 409 when already terminal.
+#[utoipa::path(
+    post,
+    path = "/v1/namespaces/{ns}/executions/{id}/cancel",
+    tag = "executions",
+    summary = "Cancel an execution that has not ended; a running attempt is stopped",
+    params(("ns" = String, Path, description = "Namespace"), ("id" = String, Path, description = "Execution id")),
+    responses((status = 200, description = "Cancelled", body = crate::resource::ExecutionResource), crate::openapi::Problems)
+)]
 pub(crate) async fn cancel(
     State(state): State<AppState>,
     Path((ns, id)): Path<(String, String)>,
@@ -127,6 +159,14 @@ pub(crate) async fn cancel(
 
 /// `POST .../executions/{id}/retry`: re-drives a `dead` or `failed` execution with a fresh
 /// allowance of its job's `max_attempts`; 409 for any other state.
+#[utoipa::path(
+    post,
+    path = "/v1/namespaces/{ns}/executions/{id}/retry",
+    tag = "executions",
+    summary = "Re-drive a dead or failed execution",
+    params(("ns" = String, Path, description = "Namespace"), ("id" = String, Path, description = "Execution id")),
+    responses((status = 200, description = "Queued again", body = crate::resource::ExecutionResource), crate::openapi::Problems)
+)]
 pub(crate) async fn retry(
     State(state): State<AppState>,
     Path((ns, id)): Path<(String, String)>,

@@ -283,6 +283,15 @@ async fn load(state: &AppState, ns: &str, name: &str) -> Result<JobRecord, ApiEr
 }
 
 /// `PUT /v1/namespaces/{ns}/jobs/{name}`: create (201) or replace (200).
+#[utoipa::path(
+    put,
+    path = "/v1/namespaces/{ns}/jobs/{name}",
+    tag = "jobs",
+    summary = "Create (201) or replace (200) a job",
+    params(("ns" = String, Path, description = "Namespace"), ("name" = String, Path, description = "Job name"), ("If-Match" = Option<String>, Header, description = "The version the change applies to; 412 when it is not the current one")),
+    request_body = crate::openapi::JobInput,
+    responses((status = 200, description = "Replaced", body = crate::resource::JobResource), (status = 201, description = "Created", body = crate::resource::JobResource), crate::openapi::Problems)
+)]
 pub(crate) async fn put(
     State(state): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
@@ -329,6 +338,15 @@ pub const MAX_BATCH: usize = 1000;
 /// `jobs.<i>.<field>`), then all are written in one transaction. Answers
 /// `{"items": [job, ...], "created": n, "updated": m, "unchanged": k}` (a job written back as
 /// stored is left alone).
+#[utoipa::path(
+    post,
+    path = "/v1/namespaces/{ns}/jobs:apply",
+    tag = "jobs",
+    summary = "Create or replace up to 1,000 jobs, all or none",
+    params(("ns" = String, Path, description = "Namespace")),
+    request_body = crate::openapi::JobsApply,
+    responses((status = 200, description = "Written", body = crate::resource::Applied<crate::resource::JobResource>), crate::openapi::Problems)
+)]
 pub(crate) async fn apply_many(
     State(state): State<AppState>,
     Path(ns): Path<String>,
@@ -452,6 +470,15 @@ pub(crate) fn batch<T>(
 }
 
 /// `POST /v1/namespaces/{ns}/jobs`: create with `name` in the body; 409 if it exists.
+#[utoipa::path(
+    post,
+    path = "/v1/namespaces/{ns}/jobs",
+    tag = "jobs",
+    summary = "Create a job named in the body; 409 if it exists",
+    params(("ns" = String, Path, description = "Namespace")),
+    request_body = crate::openapi::JobInput,
+    responses((status = 201, description = "Created", body = crate::resource::JobResource), crate::openapi::Problems)
+)]
 pub(crate) async fn create(
     State(state): State<AppState>,
     Path(ns): Path<String>,
@@ -487,6 +514,14 @@ pub(crate) async fn create(
 }
 
 /// `GET /v1/namespaces/{ns}/jobs/{name}`, with `next_fire_times`.
+#[utoipa::path(
+    get,
+    path = "/v1/namespaces/{ns}/jobs/{name}",
+    tag = "jobs",
+    summary = "One job, with its next five fire times",
+    params(("ns" = String, Path, description = "Namespace"), ("name" = String, Path, description = "Job name")),
+    responses((status = 200, description = "The job", body = crate::resource::JobResource), crate::openapi::Problems)
+)]
 pub(crate) async fn get_one(
     State(state): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
@@ -501,6 +536,14 @@ pub(crate) async fn get_one(
 }
 
 /// `GET /v1/namespaces/{ns}/jobs?paused=&label=k=v&limit=&page_token=`.
+#[utoipa::path(
+    get,
+    path = "/v1/namespaces/{ns}/jobs",
+    tag = "jobs",
+    summary = "The namespace's jobs, by name",
+    params(("ns" = String, Path, description = "Namespace"), ("limit" = Option<u32>, Query, description = "Page size, 1 to 1000 (default 100)"), ("page_token" = Option<String>, Query, description = "The next_page_token of the previous page"), ("paused" = Option<bool>, Query, description = "Only paused (true) or unpaused (false)"), ("label" = Option<String>, Query, description = "Only those with this label, as key=value")),
+    responses((status = 200, description = "A page of jobs", body = crate::resource::Page<crate::resource::JobResource>), crate::openapi::Problems)
+)]
 pub(crate) async fn list(
     State(state): State<AppState>,
     Path(ns): Path<String>,
@@ -529,6 +572,15 @@ pub(crate) async fn list(
 }
 
 /// `PATCH /v1/namespaces/{ns}/jobs/{name}`: JSON merge patch (RFC 7396) of the writable fields.
+#[utoipa::path(
+    patch,
+    path = "/v1/namespaces/{ns}/jobs/{name}",
+    tag = "jobs",
+    summary = "Change a job by a JSON merge patch (RFC 7396)",
+    params(("ns" = String, Path, description = "Namespace"), ("name" = String, Path, description = "Job name"), ("If-Match" = Option<String>, Header, description = "The version the change applies to; 412 when it is not the current one")),
+    request_body = crate::openapi::MergePatch,
+    responses((status = 200, description = "Changed", body = crate::resource::JobResource), crate::openapi::Problems)
+)]
 pub(crate) async fn patch(
     State(state): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
@@ -565,6 +617,14 @@ pub(crate) async fn patch(
 }
 
 /// `DELETE /v1/namespaces/{ns}/jobs/{name}`: 204; not-started executions are cancelled.
+#[utoipa::path(
+    delete,
+    path = "/v1/namespaces/{ns}/jobs/{name}",
+    tag = "jobs",
+    summary = "Delete a job; its executions not started are cancelled, history kept",
+    params(("ns" = String, Path, description = "Namespace"), ("name" = String, Path, description = "Job name"), ("If-Match" = Option<String>, Header, description = "The version the change applies to; 412 when it is not the current one")),
+    responses((status = 204, description = "Deleted"), crate::openapi::Problems)
+)]
 pub(crate) async fn delete(
     State(state): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
@@ -611,6 +671,14 @@ async fn set_paused(
 
 /// `POST .../pause`: slots that pass while paused are not fired; not-started executions are
 /// cancelled.
+#[utoipa::path(
+    post,
+    path = "/v1/namespaces/{ns}/jobs/{name}/pause",
+    tag = "jobs",
+    summary = "Pause a job",
+    params(("ns" = String, Path, description = "Namespace"), ("name" = String, Path, description = "Job name")),
+    responses((status = 200, description = "Paused", body = crate::resource::JobResource), crate::openapi::Problems)
+)]
 pub(crate) async fn pause(
     State(state): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
@@ -620,6 +688,14 @@ pub(crate) async fn pause(
 }
 
 /// `POST .../resume`: continues with the first slot after now.
+#[utoipa::path(
+    post,
+    path = "/v1/namespaces/{ns}/jobs/{name}/resume",
+    tag = "jobs",
+    summary = "Resume a job from the first slot after now",
+    params(("ns" = String, Path, description = "Namespace"), ("name" = String, Path, description = "Job name")),
+    responses((status = 200, description = "Resumed", body = crate::resource::JobResource), crate::openapi::Problems)
+)]
 pub(crate) async fn resume(
     State(state): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
@@ -629,6 +705,14 @@ pub(crate) async fn resume(
 }
 
 /// `POST .../trigger`: a manual execution, queued at once (201).
+#[utoipa::path(
+    post,
+    path = "/v1/namespaces/{ns}/jobs/{name}/trigger",
+    tag = "jobs",
+    summary = "Run a job now (trigger: manual)",
+    params(("ns" = String, Path, description = "Namespace"), ("name" = String, Path, description = "Job name")),
+    responses((status = 201, description = "The execution", body = crate::resource::ExecutionResource), crate::openapi::Problems)
+)]
 pub(crate) async fn trigger(
     State(state): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
@@ -645,6 +729,14 @@ pub(crate) async fn trigger(
 
 /// `POST /v1/cron/next` with `{"cron", "timezone"?, "from"?, "count"?}` →
 /// `{"fire_times": [RFC 3339 with the zone's offset]}`; `count` 1-1000, default 5.
+#[utoipa::path(
+    post,
+    path = "/v1/cron/next",
+    tag = "cluster",
+    summary = "The next fire times of a cron expression in a zone",
+    request_body = crate::openapi::CronNextRequest,
+    responses((status = 200, description = "Fire times", body = crate::openapi::CronNextResponse), crate::openapi::Problems)
+)]
 pub(crate) async fn cron_next(
     State(state): State<AppState>,
     headers: HeaderMap,

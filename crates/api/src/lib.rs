@@ -16,6 +16,7 @@ pub mod auth;
 pub mod error;
 mod executions;
 mod jobs;
+pub mod openapi;
 mod request;
 pub mod resource;
 pub mod workflows;
@@ -27,7 +28,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::get;
 use serde_json::json;
 use sundial_store::Store;
 use tokio::sync::Notify;
@@ -95,7 +96,44 @@ pub fn router(state: AppState) -> Router {
 }
 
 fn routes(state: AppState) -> Router {
-    let ns = "/v1/namespaces/{ns}";
+    use utoipa_axum::routes;
+    // Every `/v1` route goes through `routes!`, which reads its path from the handler's
+    // `#[utoipa::path]`: the router and the document are built from this one list.
+    let (v1, doc) = utoipa_axum::router::OpenApiRouter::<AppState>::with_openapi(
+        <openapi::ApiDoc as utoipa::OpenApi>::openapi(),
+    )
+    .routes(routes!(openapi_json))
+    .routes(routes!(cluster))
+    .routes(routes!(namespaces))
+    .routes(routes!(jobs::cron_next))
+    .routes(routes!(jobs::list, jobs::create))
+    .routes(routes!(jobs::apply_many))
+    .routes(routes!(jobs::get_one, jobs::put, jobs::patch, jobs::delete))
+    .routes(routes!(jobs::pause))
+    .routes(routes!(jobs::resume))
+    .routes(routes!(jobs::trigger))
+    .routes(routes!(executions::list_for_job))
+    .routes(routes!(executions::list_for_namespace))
+    .routes(routes!(executions::get_one))
+    .routes(routes!(executions::cancel))
+    .routes(routes!(executions::retry))
+    .routes(routes!(workflows::list, workflows::create))
+    .routes(routes!(workflows::apply_many))
+    .routes(routes!(
+        workflows::get_one,
+        workflows::put,
+        workflows::patch,
+        workflows::delete
+    ))
+    .routes(routes!(workflows::pause))
+    .routes(routes!(workflows::resume))
+    .routes(routes!(workflows::trigger))
+    .routes(routes!(workflows::runs))
+    .routes(routes!(workflows::run_get))
+    .routes(routes!(workflows::run_cancel))
+    .routes(routes!(workflows::run_retry))
+    .split_for_parts();
+    OPENAPI_JSON.get_or_init(|| doc.to_pretty_json().unwrap_or_default());
     Router::new()
         .route(
             "/healthz",
@@ -103,81 +141,7 @@ fn routes(state: AppState) -> Router {
         )
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .route("/v1/cluster", get(cluster))
-        .route("/v1/namespaces", get(namespaces))
-        .route("/v1/cron/next", post(jobs::cron_next))
-        .route(&format!("{ns}/jobs"), get(jobs::list).post(jobs::create))
-        .route(&format!("{ns}/jobs:apply"), post(jobs::apply_many))
-        .route(
-            &format!("{ns}/jobs/{{name}}"),
-            get(jobs::get_one)
-                .put(jobs::put)
-                .patch(jobs::patch)
-                .delete(jobs::delete),
-        )
-        .route(&format!("{ns}/jobs/{{name}}/pause"), post(jobs::pause))
-        .route(&format!("{ns}/jobs/{{name}}/resume"), post(jobs::resume))
-        .route(&format!("{ns}/jobs/{{name}}/trigger"), post(jobs::trigger))
-        .route(
-            &format!("{ns}/jobs/{{name}}/executions"),
-            get(executions::list_for_job),
-        )
-        .route(
-            &format!("{ns}/executions"),
-            get(executions::list_for_namespace),
-        )
-        .route(&format!("{ns}/executions/{{id}}"), get(executions::get_one))
-        .route(
-            &format!("{ns}/executions/{{id}}/cancel"),
-            post(executions::cancel),
-        )
-        .route(
-            &format!("{ns}/executions/{{id}}/retry"),
-            post(executions::retry),
-        )
-        .route(
-            &format!("{ns}/workflows"),
-            get(workflows::list).post(workflows::create),
-        )
-        .route(
-            &format!("{ns}/workflows:apply"),
-            post(workflows::apply_many),
-        )
-        .route(
-            &format!("{ns}/workflows/{{name}}"),
-            get(workflows::get_one)
-                .put(workflows::put)
-                .patch(workflows::patch)
-                .delete(workflows::delete),
-        )
-        .route(
-            &format!("{ns}/workflows/{{name}}/pause"),
-            post(workflows::pause),
-        )
-        .route(
-            &format!("{ns}/workflows/{{name}}/resume"),
-            post(workflows::resume),
-        )
-        .route(
-            &format!("{ns}/workflows/{{name}}/trigger"),
-            post(workflows::trigger),
-        )
-        .route(
-            &format!("{ns}/workflows/{{name}}/runs"),
-            get(workflows::runs),
-        )
-        .route(
-            &format!("{ns}/workflows/{{name}}/runs/{{run_id}}"),
-            get(workflows::run_get),
-        )
-        .route(
-            &format!("{ns}/workflows/{{name}}/runs/{{run_id}}/cancel"),
-            post(workflows::run_cancel),
-        )
-        .route(
-            &format!("{ns}/workflows/{{name}}/runs/{{run_id}}/retry"),
-            post(workflows::run_retry),
-        )
+        .merge(v1)
         .fallback(|| async {
             error::ApiError::new(StatusCode::NOT_FOUND, "not found", "no such route")
         })
@@ -190,6 +154,26 @@ fn routes(state: AppState) -> Router {
         })
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
+}
+
+/// The OpenAPI document as served, built once per process with the first router.
+static OPENAPI_JSON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// `GET /v1/openapi.json`: the OpenAPI 3.1 document of the `/v1` API ([`openapi`]), served
+/// without a token.
+#[utoipa::path(
+    get,
+    path = "/v1/openapi.json",
+    tag = "cluster",
+    summary = "This document",
+    responses((status = 200, description = "The OpenAPI 3.1 document", content_type = "application/json", body = Object))
+)]
+async fn openapi_json() -> Response {
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        OPENAPI_JSON.get().cloned().unwrap_or_default(),
+    )
+        .into_response()
 }
 
 /// `GET /metrics`: this process's counters and histograms (Prometheus text format 0.0.4), and
@@ -250,6 +234,13 @@ fn label_value(v: &str) -> String {
 /// `GET /v1/namespaces`: `{"items": [{"name": ...}], "next_page_token": null}`, the
 /// namespaces that hold a job or a workflow, sorted, and of those only the ones the request's
 /// token may touch ([`auth::authorize`] leaves its grant in the request).
+#[utoipa::path(
+    get,
+    path = "/v1/namespaces",
+    tag = "cluster",
+    summary = "The namespaces that hold a job or a workflow (those the token may see)",
+    responses((status = 200, description = "Namespaces", body = crate::resource::Page<crate::openapi::Namespace>), crate::openapi::Problems)
+)]
 async fn namespaces(
     State(state): State<AppState>,
     grant: Option<axum::Extension<auth::Namespaces>>,
@@ -274,6 +265,13 @@ async fn readyz(State(state): State<AppState>) -> Response {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/cluster",
+    tag = "cluster",
+    summary = "Nodes, roles, shard ownership and queue depth",
+    responses((status = 200, description = "The cluster", body = crate::openapi::Cluster), crate::openapi::Problems)
+)]
 async fn cluster(State(state): State<AppState>) -> Response {
     match state.store.cluster_status().await {
         Ok(status) => axum::Json(json!({

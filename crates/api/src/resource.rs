@@ -1,26 +1,28 @@
 //! The JSON shapes of the job and execution resources (README.md "A job", ARCHITECTURE.md "Execution states").
 
 use jiff::Timestamp;
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
+use sundial_core::execution::{ExecutionState, Trigger};
+use sundial_core::job::JobSpec;
 use sundial_core::schedule::Schedule;
-use sundial_store::{ExecutionRecord, JobRecord};
+use sundial_store::{AttemptRecord, ExecutionRecord, ExecutionSummary, JobRecord};
+use utoipa::ToSchema;
 
 /// A job as the API shows it at `now`: its spec plus the read-only fields; `next_fire_at` is
 /// when it fires next (an execution already created for a slot counts); with `with_upcoming`,
 /// `next_fire_times` lists the next five fire times of its schedule from `next_fire_at` on,
 /// that one first (none while paused or completed).
 pub fn job_json(job: &JobRecord, with_upcoming: bool, now: Timestamp) -> Value {
-    let mut v = serde_json::to_value(&job.spec).unwrap_or_else(|_| json!({}));
-    v["state"] = json!(job.state());
-    v["version"] = json!(job.version);
-    v["created_at"] = json!(job.created_at);
-    v["updated_at"] = json!(job.updated_at);
-    v["next_fire_at"] = json!(job.upcoming_fire_at());
-    v["last_execution"] = json!(job.last_execution);
-    if with_upcoming {
+    to_value(&job_resource(job, with_upcoming, now))
+}
+
+/// The typed form of [`job_json`].
+pub fn job_resource(job: &JobRecord, with_upcoming: bool, now: Timestamp) -> JobResource {
+    let next_fire_times = with_upcoming.then(|| {
         // From the job's next fire time, which may be a moment before `now` (an `every` job's
         // first slot is its creation instant) or its slot a jitter earlier.
-        let upcoming: Vec<Timestamp> = match (
+        match (
             Schedule::compile(&job.spec.schedule),
             job.upcoming_fire_at(),
         ) {
@@ -36,36 +38,139 @@ pub fn job_json(job: &JobRecord, with_upcoming: bool, now: Timestamp) -> Value {
                     .collect()
             }
             _ => Vec::new(),
-        };
-        v["next_fire_times"] = json!(upcoming);
+        }
+    });
+    JobResource {
+        spec: job.spec.clone(),
+        state: job.state(),
+        version: job.version,
+        created_at: job.created_at,
+        updated_at: job.updated_at,
+        next_fire_at: job.upcoming_fire_at(),
+        last_execution: job.last_execution.clone(),
+        next_fire_times,
     }
-    v
 }
 
 /// An execution as the API shows it at `now` (a due `scheduled` execution reads `queued`);
 /// a workflow task's also carries `run_id` and `task`.
 pub fn execution_json(e: &ExecutionRecord, now: Timestamp) -> Value {
-    let mut v = json!({
-        "id": e.id,
-        "namespace": e.namespace,
-        "job": e.job,
-        "job_version": e.job_version,
-        "trigger": e.trigger,
-        "scheduled_at": e.scheduled_at,
-        "fire_at": e.fire_at,
-        "queued_at": e.queued_at,
-        "started_at": e.started_at,
-        "finished_at": e.finished_at,
-        "state": e.state.as_of(e.fire_at, now),
-        "attempt": e.attempt,
-        "max_attempts": e.max_attempts,
-        "next_attempt_at": e.next_attempt_at,
-        "worker": e.worker,
-        "attempts": e.attempts,
-    });
-    if let Some(run) = &e.run_id {
-        v["run_id"] = json!(run);
-        v["task"] = json!(e.task);
+    to_value(&execution_resource(e, now))
+}
+
+/// The typed form of [`execution_json`].
+pub fn execution_resource(e: &ExecutionRecord, now: Timestamp) -> ExecutionResource {
+    ExecutionResource {
+        id: e.id.clone(),
+        namespace: e.namespace.clone(),
+        job: e.job.clone(),
+        job_version: e.job_version,
+        trigger: e.trigger,
+        scheduled_at: e.scheduled_at,
+        fire_at: e.fire_at,
+        queued_at: e.queued_at,
+        started_at: e.started_at,
+        finished_at: e.finished_at,
+        state: e.state.as_of(e.fire_at, now),
+        attempt: e.attempt,
+        max_attempts: e.max_attempts,
+        next_attempt_at: e.next_attempt_at,
+        worker: e.worker.clone(),
+        attempts: e.attempts.clone(),
+        run_id: e.run_id.clone(),
+        task: e.run_id.as_ref().and(e.task.clone()),
     }
-    v
+}
+
+/// Serializes a resource; the types here always serialize (string keys, no failing impls).
+pub(crate) fn to_value<T: Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+/// A job as the API shows it (SPEC §2): the spec's fields and the read-only ones.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct JobResource {
+    /// The definition, as written (with its defaults filled in).
+    #[serde(flatten)]
+    pub spec: JobSpec,
+    /// `active`, `paused` or `completed` (the schedule has no slot left).
+    pub state: &'static str,
+    /// Incremented by every change; `If-Match` takes it.
+    pub version: i64,
+    /// When the job was created (UTC).
+    pub created_at: Timestamp,
+    /// When it was last changed (UTC).
+    pub updated_at: Timestamp,
+    /// When it fires next (UTC); an execution already created for a slot counts.
+    pub next_fire_at: Option<Timestamp>,
+    /// Its latest slot fired.
+    pub last_execution: Option<ExecutionSummary>,
+    /// The next five fire times (UTC), on `GET` of one job only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_fire_times: Option<Vec<Timestamp>>,
+}
+
+/// An execution as the API shows it (SPEC §3), with its attempts.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ExecutionResource {
+    /// Execution id (UUIDv7): the idempotency key of its deliveries.
+    pub id: String,
+    /// Namespace.
+    pub namespace: String,
+    /// The job's name (the workflow's, for a task).
+    pub job: String,
+    /// The job version it was created from.
+    pub job_version: i64,
+    /// What created it.
+    pub trigger: Trigger,
+    /// The slot (UTC).
+    pub scheduled_at: Timestamp,
+    /// The slot plus jitter (UTC): never started before.
+    pub fire_at: Timestamp,
+    /// When it became due (UTC).
+    pub queued_at: Timestamp,
+    /// First attempt's start (UTC).
+    pub started_at: Option<Timestamp>,
+    /// When it ended (UTC).
+    pub finished_at: Option<Timestamp>,
+    /// State (a due `scheduled` execution reads `queued`).
+    pub state: ExecutionState,
+    /// Attempts made so far.
+    pub attempt: u32,
+    /// Attempts allowed.
+    pub max_attempts: u32,
+    /// When the next attempt is due (UTC), while `retry_wait`.
+    pub next_attempt_at: Option<Timestamp>,
+    /// The worker node of the last attempt.
+    pub worker: Option<String>,
+    /// Every attempt, oldest first.
+    pub attempts: Vec<AttemptRecord>,
+    /// The workflow run, for a task's execution.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// The task's name, for a task's execution.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+}
+
+/// A page of a listing (SPEC §4): pass `next_page_token` back as `?page_token=`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Page<T> {
+    /// The items of this page.
+    pub items: Vec<T>,
+    /// The token of the next page; `null` on the last.
+    pub next_page_token: Option<String>,
+}
+
+/// What a batch apply (`jobs:apply`, `workflows:apply`) wrote.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Applied<T> {
+    /// Every item as it now stands, in the order sent.
+    pub items: Vec<T>,
+    /// How many were created.
+    pub created: usize,
+    /// How many were changed.
+    pub updated: usize,
+    /// How many were sent unchanged (their version kept).
+    pub unchanged: usize,
 }

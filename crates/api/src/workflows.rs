@@ -14,6 +14,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use jiff::Timestamp;
+use serde::Serialize;
 use serde_json::{Value, json};
 use sundial_core::execution::Trigger;
 use sundial_core::hash::shard_of;
@@ -25,8 +26,10 @@ use sundial_core::workflow::{RunState, WorkflowSpec};
 use sundial_store::Error as StoreError;
 use sundial_store::workflow::affects_runs;
 use sundial_store::{
-    NewRun, RunListQuery, RunRecord, WorkflowListQuery, WorkflowRecord, WorkflowWrite,
+    NewRun, RunListQuery, RunRecord, RunSummary, TaskRecord, WorkflowListQuery, WorkflowRecord,
+    WorkflowWrite,
 };
+use utoipa::ToSchema;
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -40,12 +43,11 @@ use crate::request::{
 /// `updated_at`, `next_fire_at`, `next_fire_times` (the next five, none while paused or
 /// without a schedule) and `last_run`.
 pub fn workflow_json(w: &WorkflowRecord, now: Timestamp) -> Value {
-    let mut v = serde_json::to_value(&w.spec).unwrap_or_else(|_| json!({}));
-    v["state"] = json!(w.state());
-    v["version"] = json!(w.version);
-    v["created_at"] = json!(w.created_at);
-    v["updated_at"] = json!(w.updated_at);
-    v["next_fire_at"] = json!(w.next_fire_at);
+    crate::resource::to_value(&workflow_resource(w, now))
+}
+
+/// The typed form of [`workflow_json`].
+pub fn workflow_resource(w: &WorkflowRecord, now: Timestamp) -> WorkflowResource {
     let upcoming: Vec<Timestamp> = match (&w.spec.schedule, w.next_fire_at) {
         (Some(s), Some(next)) if !w.spec.paused => match Schedule::compile(s) {
             Ok(schedule) => {
@@ -63,28 +65,94 @@ pub fn workflow_json(w: &WorkflowRecord, now: Timestamp) -> Value {
         },
         _ => Vec::new(),
     };
-    v["next_fire_times"] = json!(upcoming);
-    v["last_run"] = json!(w.last_run);
-    v
+    WorkflowResource {
+        spec: w.spec.clone(),
+        state: w.state(),
+        version: w.version,
+        created_at: w.created_at,
+        updated_at: w.updated_at,
+        next_fire_at: w.next_fire_at,
+        next_fire_times: upcoming,
+        last_run: w.last_run.clone(),
+    }
 }
 
 /// A run as the API shows it (SPEC §9, "Run resource").
 pub fn run_json(r: &RunRecord) -> Value {
-    json!({
-        "id": r.id,
-        "namespace": r.namespace,
-        "workflow": r.workflow,
-        "workflow_version": r.workflow_version,
-        "trigger": r.trigger,
-        "scheduled_at": r.scheduled_at,
-        "fire_at": r.fire_at,
-        "state": r.state,
-        "params": r.params,
-        "created_at": r.created_at,
-        "started_at": r.started_at,
-        "finished_at": r.finished_at,
-        "tasks": r.tasks,
-    })
+    crate::resource::to_value(&run_resource(r))
+}
+
+/// The typed form of [`run_json`].
+pub fn run_resource(r: &RunRecord) -> RunResource {
+    RunResource {
+        id: r.id.clone(),
+        namespace: r.namespace.clone(),
+        workflow: r.workflow.clone(),
+        workflow_version: r.workflow_version,
+        trigger: r.trigger,
+        scheduled_at: r.scheduled_at,
+        fire_at: r.fire_at,
+        state: r.state,
+        params: r.params.clone(),
+        created_at: r.created_at,
+        started_at: r.started_at,
+        finished_at: r.finished_at,
+        tasks: r.tasks.clone(),
+    }
+}
+
+/// A workflow as the API shows it (SPEC §9): the spec's fields and the read-only ones.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct WorkflowResource {
+    /// The definition, as written (with its defaults filled in).
+    #[serde(flatten)]
+    pub spec: WorkflowSpec,
+    /// `active`, `paused` or `completed`.
+    pub state: &'static str,
+    /// Incremented by every change; `If-Match` takes it; a run keeps the version it was
+    /// created with.
+    pub version: i64,
+    /// When the workflow was created (UTC).
+    pub created_at: Timestamp,
+    /// When it was last changed (UTC).
+    pub updated_at: Timestamp,
+    /// When its next run is due (UTC).
+    pub next_fire_at: Option<Timestamp>,
+    /// The next five fire times (UTC); none while paused or without a schedule.
+    pub next_fire_times: Vec<Timestamp>,
+    /// Its latest run.
+    pub last_run: Option<RunSummary>,
+}
+
+/// A workflow run with its tasks (SPEC §9, "Run resource").
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RunResource {
+    /// Run id (UUIDv7).
+    pub id: String,
+    /// Namespace.
+    pub namespace: String,
+    /// The workflow's name.
+    pub workflow: String,
+    /// The workflow version the run keeps.
+    pub workflow_version: i64,
+    /// What created it.
+    pub trigger: Trigger,
+    /// The slot (UTC).
+    pub scheduled_at: Timestamp,
+    /// The slot plus jitter (UTC).
+    pub fire_at: Timestamp,
+    /// The run's state.
+    pub state: RunState,
+    /// The parameters its templates read.
+    pub params: serde_json::Map<String, Value>,
+    /// When the run was created (UTC).
+    pub created_at: Timestamp,
+    /// When its first task started (UTC).
+    pub started_at: Option<Timestamp>,
+    /// When it ended (UTC).
+    pub finished_at: Option<Timestamp>,
+    /// Its tasks, in the order the workflow lists them.
+    pub tasks: Vec<TaskRecord>,
 }
 
 /// The stored form of `spec` written over `existing` at `now` (module docs).
@@ -214,6 +282,15 @@ async fn load(state: &AppState, ns: &str, name: &str) -> Result<WorkflowRecord, 
 }
 
 /// `PUT /v1/namespaces/{ns}/workflows/{name}`: create (201) or replace (200).
+#[utoipa::path(
+    put,
+    path = "/v1/namespaces/{ns}/workflows/{name}",
+    tag = "workflows",
+    summary = "Create (201) or replace (200) a workflow",
+    params(("ns" = String, Path, description = "Namespace"), ("name" = String, Path, description = "Workflow name"), ("If-Match" = Option<String>, Header, description = "The version the change applies to; 412 when it is not the current one")),
+    request_body = sundial_core::workflow::WorkflowSpec,
+    responses((status = 200, description = "Replaced", body = crate::workflows::WorkflowResource), (status = 201, description = "Created", body = crate::workflows::WorkflowResource), crate::openapi::Problems)
+)]
 pub(crate) async fn put(
     State(state): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
@@ -238,6 +315,15 @@ pub(crate) async fn put(
 }
 
 /// `POST /v1/namespaces/{ns}/workflows`: create with `name` in the body; 409 if it exists.
+#[utoipa::path(
+    post,
+    path = "/v1/namespaces/{ns}/workflows",
+    tag = "workflows",
+    summary = "Create a workflow named in the body; 409 if it exists",
+    params(("ns" = String, Path, description = "Namespace")),
+    request_body = sundial_core::workflow::WorkflowSpec,
+    responses((status = 201, description = "Created", body = crate::workflows::WorkflowResource), crate::openapi::Problems)
+)]
 pub(crate) async fn create(
     State(state): State<AppState>,
     Path(ns): Path<String>,
@@ -276,6 +362,15 @@ pub const MAX_BATCH: usize = 100;
 /// [`MAX_BATCH`]): creates or replaces every workflow, all or none — every one is validated
 /// first (errors name `workflows.<i>.<field>`), then all are written in one transaction.
 /// Answers `{"items": [...], "created": n, "updated": m, "unchanged": k}`.
+#[utoipa::path(
+    post,
+    path = "/v1/namespaces/{ns}/workflows:apply",
+    tag = "workflows",
+    summary = "Create or replace up to 100 workflows, all or none",
+    params(("ns" = String, Path, description = "Namespace")),
+    request_body = crate::openapi::WorkflowsApply,
+    responses((status = 200, description = "Written", body = crate::resource::Applied<crate::workflows::WorkflowResource>), crate::openapi::Problems)
+)]
 pub(crate) async fn apply_many(
     State(state): State<AppState>,
     Path(ns): Path<String>,
@@ -321,6 +416,14 @@ pub(crate) async fn apply_many(
 }
 
 /// `GET /v1/namespaces/{ns}/workflows/{name}`.
+#[utoipa::path(
+    get,
+    path = "/v1/namespaces/{ns}/workflows/{name}",
+    tag = "workflows",
+    summary = "One workflow, with its next five fire times",
+    params(("ns" = String, Path, description = "Namespace"), ("name" = String, Path, description = "Workflow name")),
+    responses((status = 200, description = "The workflow", body = crate::workflows::WorkflowResource), crate::openapi::Problems)
+)]
 pub(crate) async fn get_one(
     State(state): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
@@ -331,6 +434,14 @@ pub(crate) async fn get_one(
 }
 
 /// `GET /v1/namespaces/{ns}/workflows?paused=&label=k=v&limit=&page_token=`.
+#[utoipa::path(
+    get,
+    path = "/v1/namespaces/{ns}/workflows",
+    tag = "workflows",
+    summary = "The namespace's workflows, by name",
+    params(("ns" = String, Path, description = "Namespace"), ("limit" = Option<u32>, Query, description = "Page size, 1 to 1000 (default 100)"), ("page_token" = Option<String>, Query, description = "The next_page_token of the previous page"), ("paused" = Option<bool>, Query, description = "Only paused (true) or unpaused (false)"), ("label" = Option<String>, Query, description = "Only those with this label, as key=value")),
+    responses((status = 200, description = "A page of workflows", body = crate::resource::Page<crate::workflows::WorkflowResource>), crate::openapi::Problems)
+)]
 pub(crate) async fn list(
     State(state): State<AppState>,
     Path(ns): Path<String>,
@@ -359,6 +470,15 @@ pub(crate) async fn list(
 }
 
 /// `PATCH /v1/namespaces/{ns}/workflows/{name}`: JSON merge patch (RFC 7396).
+#[utoipa::path(
+    patch,
+    path = "/v1/namespaces/{ns}/workflows/{name}",
+    tag = "workflows",
+    summary = "Change a workflow by a JSON merge patch (RFC 7396)",
+    params(("ns" = String, Path, description = "Namespace"), ("name" = String, Path, description = "Workflow name"), ("If-Match" = Option<String>, Header, description = "The version the change applies to; 412 when it is not the current one")),
+    request_body = crate::openapi::MergePatch,
+    responses((status = 200, description = "Changed", body = crate::workflows::WorkflowResource), crate::openapi::Problems)
+)]
 pub(crate) async fn patch(
     State(state): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
@@ -387,6 +507,14 @@ pub(crate) async fn patch(
 }
 
 /// `DELETE /v1/namespaces/{ns}/workflows/{name}`: 204; unfinished runs are cancelled.
+#[utoipa::path(
+    delete,
+    path = "/v1/namespaces/{ns}/workflows/{name}",
+    tag = "workflows",
+    summary = "Delete a workflow; its runs not started are cancelled",
+    params(("ns" = String, Path, description = "Namespace"), ("name" = String, Path, description = "Workflow name"), ("If-Match" = Option<String>, Header, description = "The version the change applies to; 412 when it is not the current one")),
+    responses((status = 204, description = "Deleted"), crate::openapi::Problems)
+)]
 pub(crate) async fn delete(
     State(state): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
@@ -417,6 +545,14 @@ async fn set_paused(
 }
 
 /// `POST .../workflows/{name}/pause`: no new runs; started runs finish.
+#[utoipa::path(
+    post,
+    path = "/v1/namespaces/{ns}/workflows/{name}/pause",
+    tag = "workflows",
+    summary = "Pause a workflow: no new runs",
+    params(("ns" = String, Path, description = "Namespace"), ("name" = String, Path, description = "Workflow name")),
+    responses((status = 200, description = "Paused", body = crate::workflows::WorkflowResource), crate::openapi::Problems)
+)]
 pub(crate) async fn pause(
     State(state): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
@@ -426,6 +562,14 @@ pub(crate) async fn pause(
 }
 
 /// `POST .../workflows/{name}/resume`: continues with the first slot after now.
+#[utoipa::path(
+    post,
+    path = "/v1/namespaces/{ns}/workflows/{name}/resume",
+    tag = "workflows",
+    summary = "Resume a workflow from the first slot after now",
+    params(("ns" = String, Path, description = "Namespace"), ("name" = String, Path, description = "Workflow name")),
+    responses((status = 200, description = "Resumed", body = crate::workflows::WorkflowResource), crate::openapi::Problems)
+)]
 pub(crate) async fn resume(
     State(state): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
@@ -436,6 +580,15 @@ pub(crate) async fn resume(
 
 /// `POST .../workflows/{name}/trigger` with an optional `{"params": {...}}` merged over the
 /// workflow's: a manual run, its first tasks queued at once (201 with the run).
+#[utoipa::path(
+    post,
+    path = "/v1/namespaces/{ns}/workflows/{name}/trigger",
+    tag = "workflows",
+    summary = "Create a run now (trigger: manual)",
+    params(("ns" = String, Path, description = "Namespace"), ("name" = String, Path, description = "Workflow name")),
+    request_body(content = Option<crate::openapi::TriggerBody>, description = "Optional: params merged over the workflow's"),
+    responses((status = 201, description = "The run", body = crate::workflows::RunResource), crate::openapi::Problems)
+)]
 pub(crate) async fn trigger(
     State(state): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
@@ -482,6 +635,14 @@ pub(crate) async fn trigger(
 }
 
 /// `GET .../workflows/{name}/runs?state=&limit=&page_token=`, newest first (without tasks).
+#[utoipa::path(
+    get,
+    path = "/v1/namespaces/{ns}/workflows/{name}/runs",
+    tag = "workflows",
+    summary = "A workflow's runs, newest first",
+    params(("ns" = String, Path, description = "Namespace"), ("name" = String, Path, description = "Workflow name"), ("state" = Option<sundial_core::workflow::RunState>, Query, description = "Only runs in this state"), ("limit" = Option<u32>, Query, description = "Page size, 1 to 1000 (default 100)"), ("page_token" = Option<String>, Query, description = "The next_page_token of the previous page")),
+    responses((status = 200, description = "A page of runs", body = crate::resource::Page<crate::workflows::RunResource>), crate::openapi::Problems)
+)]
 pub(crate) async fn runs(
     State(state): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
@@ -536,6 +697,14 @@ async fn load_run(state: &AppState, ns: &str, name: &str, id: &str) -> Result<Ru
 }
 
 /// `GET .../workflows/{name}/runs/{run_id}`: one run with its tasks.
+#[utoipa::path(
+    get,
+    path = "/v1/namespaces/{ns}/workflows/{name}/runs/{run_id}",
+    tag = "workflows",
+    summary = "One run with its tasks",
+    params(("ns" = String, Path, description = "Namespace"), ("name" = String, Path, description = "Workflow name"), ("run_id" = String, Path, description = "Run id")),
+    responses((status = 200, description = "The run", body = crate::workflows::RunResource), crate::openapi::Problems)
+)]
 pub(crate) async fn run_get(
     State(state): State<AppState>,
     Path((ns, name, id)): Path<(String, String, String)>,
@@ -545,6 +714,14 @@ pub(crate) async fn run_get(
 }
 
 /// `POST .../runs/{run_id}/cancel`: 409 for a terminal run.
+#[utoipa::path(
+    post,
+    path = "/v1/namespaces/{ns}/workflows/{name}/runs/{run_id}/cancel",
+    tag = "workflows",
+    summary = "Cancel a run: its unfinished tasks are cancelled, running attempts stopped",
+    params(("ns" = String, Path, description = "Namespace"), ("name" = String, Path, description = "Workflow name"), ("run_id" = String, Path, description = "Run id")),
+    responses((status = 200, description = "Cancelled", body = crate::workflows::RunResource), crate::openapi::Problems)
+)]
 pub(crate) async fn run_cancel(
     State(state): State<AppState>,
     Path((ns, name, id)): Path<(String, String, String)>,
@@ -556,6 +733,15 @@ pub(crate) async fn run_cancel(
 
 /// `POST .../runs/{run_id}/retry` with an optional `{"tasks": ["name", ...]}`: 409 unless the
 /// run is terminal; 404 naming a task the run's version lacks.
+#[utoipa::path(
+    post,
+    path = "/v1/namespaces/{ns}/workflows/{name}/runs/{run_id}/retry",
+    tag = "workflows",
+    summary = "Run a finished run's failed tasks (or those named) and their downstream again",
+    params(("ns" = String, Path, description = "Namespace"), ("name" = String, Path, description = "Workflow name"), ("run_id" = String, Path, description = "Run id")),
+    request_body(content = Option<crate::openapi::RunRetryBody>, description = "Optional: the tasks to run again"),
+    responses((status = 200, description = "Running again", body = crate::workflows::RunResource), crate::openapi::Problems)
+)]
 pub(crate) async fn run_retry(
     State(state): State<AppState>,
     Path((ns, name, id)): Path<(String, String, String)>,

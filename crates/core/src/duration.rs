@@ -129,6 +129,23 @@ impl<'de> Deserialize<'de> for Dur {
     }
 }
 
+impl utoipa::PartialSchema for Dur {
+    /// A duration string (`500ms`, `30s`, `1h30m`; docs/configuration.md), at millisecond
+    /// resolution.
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .pattern(Some(r"^([0-9]+(ms|s|m|h|d))+$"))
+            .description(Some(
+                "A duration: digits and a unit (ms, s, m, h, d), or several such, e.g. 1h30m",
+            ))
+            .examples([serde_json::json!("30s")])
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Dur {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

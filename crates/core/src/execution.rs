@@ -23,7 +23,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 /// The state of an execution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ExecutionState {
     /// Created ahead of its fire time.
@@ -136,7 +136,7 @@ impl FromStr for ExecutionState {
 }
 
 /// Why an execution was created.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Trigger {
     /// A slot of the schedule, on time.
@@ -177,7 +177,7 @@ impl FromStr for Trigger {
 }
 
 /// How one attempt ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AttemptOutcome {
     /// The target reported success.

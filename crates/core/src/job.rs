@@ -14,7 +14,7 @@ use crate::duration::Dur;
 use crate::retry::RetryPolicy;
 
 /// A validated job definition. Field meanings and defaults are those of docs/policies.md.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct JobSpec {
     /// Tenant; a name matching [`crate::names::check_name`].
     pub namespace: String,
@@ -51,7 +51,7 @@ pub struct JobSpec {
 
 /// A schedule and its bounds. JSON: `{"cron": EXPR, "timezone": TZ}` | `{"at": INSTANT}` |
 /// `{"every": DURATION}`, each with optional `start_at` / `end_at`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ScheduleSpec {
     /// The rule that yields slots.
     #[serde(flatten)]
@@ -65,7 +65,7 @@ pub struct ScheduleSpec {
 }
 
 /// The rule that yields slots.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum ScheduleKind {
     /// A cron expression (docs/cron.md) in an IANA time zone.
@@ -88,7 +88,7 @@ pub enum ScheduleKind {
 }
 
 /// What a run of the job does (docs/failure-classes.md). JSON is internally tagged by `type`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum TargetSpec {
     /// An HTTP request.
@@ -128,7 +128,7 @@ impl TargetSpec {
 }
 
 /// `{"type":"http", "method", "url", "headers", "body", "success_codes"}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct HttpTarget {
     /// Upper-case HTTP method; default `POST`.
     pub method: String,
@@ -146,7 +146,7 @@ pub struct HttpTarget {
 }
 
 /// `{"type":"nats", "connection", "subject", "payload", "headers"}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct NatsTarget {
     /// Named connection of type `nats`.
     pub connection: String,
@@ -161,7 +161,7 @@ pub struct NatsTarget {
 }
 
 /// `{"type":"amqp", "connection", "exchange", "routing_key", "payload", "properties"}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AmqpTarget {
     /// Named connection of type `amqp`.
     pub connection: String,
@@ -179,7 +179,7 @@ pub struct AmqpTarget {
 }
 
 /// `{"type":"redis", "connection", "stream", "fields"}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RedisTarget {
     /// Named connection of type `redis`.
     pub connection: String,
@@ -191,7 +191,7 @@ pub struct RedisTarget {
 }
 
 /// `{"type":"container", "connection", "image", "command", "env", "permanent_exit_codes"}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ContainerTarget {
     /// Named connection of type `container`.
     pub connection: String,
@@ -209,7 +209,7 @@ pub struct ContainerTarget {
 }
 
 /// What happens when a slot comes due while an earlier execution of the job is not finished.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ConcurrencyPolicy {
     /// Runs may overlap (the default).
@@ -229,7 +229,7 @@ pub enum ConcurrencyPolicy {
 /// - `run_once`: 10:03 runs once (`trigger: misfire`); 10:01 and 10:02 are `missed`.
 /// - `run_all`: 10:01, 10:02, 10:03 all run, oldest first (at most `max_catchup` = 1000).
 /// - `skip`: 10:01 and 10:02 (older than the threshold) are `missed`; 10:03 runs as a late slot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MisfirePolicy {
     /// One outage, one run: the latest slot of the episode runs (the default).

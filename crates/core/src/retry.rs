@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::duration::Dur;
 
 /// How often and how patiently an execution is retried.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RetryPolicy {
     /// Attempts in all, the first included; at least 1. Default 3.
     pub max_attempts: u32,

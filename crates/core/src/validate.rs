@@ -25,7 +25,7 @@ use crate::retry::RetryPolicy;
 use crate::schedule::Schedule;
 
 /// One bad field: its dotted path and what is wrong with it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct FieldError {
     /// Dotted path, e.g. `schedule.cron`; empty for the body as a whole.
     pub field: String,

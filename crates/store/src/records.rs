@@ -58,7 +58,7 @@ impl JobRecord {
 }
 
 /// The `last_execution` of a job.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct ExecutionSummary {
     /// Execution id.
     pub id: String,
@@ -386,7 +386,7 @@ pub struct AttemptComplete {
 }
 
 /// One attempt as recorded.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct AttemptRecord {
     /// Number, from 1.
     pub attempt: u32,
@@ -486,7 +486,7 @@ pub struct ClusterStatus {
 }
 
 /// One node (process).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct NodeStatus {
     /// Node id.
     pub id: String,

@@ -71,7 +71,7 @@ impl WorkflowRecord {
 }
 
 /// The `last_run` of a workflow.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct RunSummary {
     /// Run id.
     pub id: String,
@@ -219,7 +219,7 @@ pub struct RunRecord {
 }
 
 /// One task of a run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct TaskRecord {
     /// Task name.
     pub name: String,

@@ -21,7 +21,7 @@ use crate::workflow::dag::Dag;
 /// When a task runs, judged from the states of its direct upstream (SPEC §9).
 ///
 /// A task without upstream is released when its run starts, whatever its rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TriggerRule {
     /// Every upstream succeeded; one skipped by its own rule counts as satisfied. The default.
@@ -192,7 +192,7 @@ pub fn retry_set(dag: &Dag, states: &[ExecutionState], named: &[usize]) -> Vec<b
 ///      └──▶ skipped | missed   (concurrency or misfire policy; no task executions)
 ///  succeeded | failed | cancelled ──retry──▶ running
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RunState {
     /// Created ahead of its fire time.

@@ -16,7 +16,7 @@ use crate::retry::RetryPolicy;
 use crate::workflow::release::TriggerRule;
 
 /// A validated workflow definition: a DAG of tasks with one optional schedule.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct WorkflowSpec {
     /// Tenant; a name matching [`crate::names::check_name`].
     pub namespace: String,
@@ -60,7 +60,7 @@ pub struct WorkflowSpec {
 }
 
 /// `defaults`: a task's `retry`, `timeout` and `heartbeat_timeout` when it sets none.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TaskDefaults {
     /// Overrides of the job retry defaults (docs/policies.md, "retry").
     #[serde(default, skip_serializing_if = "RetryOverrides::is_empty")]
@@ -82,7 +82,7 @@ impl TaskDefaults {
 
 /// Some fields of a [`RetryPolicy`], each overriding the layer below it (job defaults, then
 /// the workflow's `defaults.retry`, then the task's `retry`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RetryOverrides {
     /// Attempts in all, 1 to 1,000.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -120,7 +120,7 @@ impl RetryOverrides {
 }
 
 /// What a task keeps of a successful attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OutputKind {
     /// The 2xx response body, a JSON value of at most [`super::MAX_OUTPUT_BYTES`]; anything
@@ -129,7 +129,7 @@ pub enum OutputKind {
 }
 
 /// One task of a workflow: a target run as an execution of the run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TaskSpec {
     /// Task name, unique in the workflow; the job-name pattern.
     pub name: String,
