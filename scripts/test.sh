@@ -7,5 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/services.sh
 export RUST_BACKTRACE=1
-if [ $# -eq 0 ]; then set -- --workspace; fi
-cargo test --no-fail-fast "$@" -- --show-output
+whole=0
+if [ $# -eq 0 ]; then whole=1; set -- --workspace; fi
+status=0
+cargo test --no-fail-fast "$@" -- --show-output || status=$?
+# The whole suite also holds the live server to its OpenAPI document.
+if [ "$whole" = 1 ]; then bash scripts/schemathesis.sh || status=1; fi
+exit "$status"
