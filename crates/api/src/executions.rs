@@ -153,6 +153,16 @@ pub(crate) async fn cancel(
     Path((ns, id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let e = state.store.execution_cancel(&ns, &id).await?;
+    // One INFO line per cancelled execution (README, "Running a server"): a running one's
+    // worker logs when it stops the attempt; one that was waiting is logged here.
+    let stopped_running = e
+        .attempts
+        .last()
+        .is_some_and(|a| a.outcome == Some(sundial_core::execution::AttemptOutcome::Cancelled));
+    if !stopped_running {
+        tracing::info!(namespace = %ns, job = %e.job, slot = %e.scheduled_at, execution = %e.id,
+            state = "cancelled", attempt = e.attempt, "execution cancelled while waiting");
+    }
     let now = state.store.now().await?;
     Ok(Json(execution_json(&e, now)).into_response())
 }
