@@ -146,6 +146,12 @@ impl Tokens {
         self.0.is_empty()
     }
 
+    /// The role and namespaces of the token `presented`, if this server knows it (the UI's
+    /// session check; compared as [`authorize`] compares).
+    pub fn grant(&self, presented: &str) -> Option<(Role, &Namespaces)> {
+        self.find(presented).map(|t| (t.role, &t.namespaces))
+    }
+
     /// The token whose digest is `presented`'s, if any. Every configured digest is compared,
     /// each in constant time.
     fn find(&self, presented: &str) -> Option<&ApiToken> {

@@ -19,6 +19,7 @@ mod jobs;
 pub mod openapi;
 mod request;
 pub mod resource;
+mod ui;
 pub mod workflows;
 
 use std::collections::BTreeMap;
@@ -85,14 +86,16 @@ pub fn health_router(state: AppState) -> Router {
 /// [`auth::authorize`] when the state has tokens.
 pub fn router(state: AppState) -> Router {
     let tokens = state.tokens.clone();
-    let routes = routes(state);
-    match tokens {
+    let routes = routes(state.clone());
+    let api = match tokens {
         Some(tokens) => routes.layer(axum::middleware::from_fn_with_state(
             tokens,
             auth::authorize,
         )),
         None => routes,
-    }
+    };
+    // The UI's actions go through `api`, token check included (`ui`'s invariants).
+    api.clone().merge(ui::router(state, api))
 }
 
 fn routes(state: AppState) -> Router {

@@ -69,7 +69,25 @@ pub(crate) async fn cluster_status(store: &PgStore) -> Result<ClusterStatus> {
             .fetch_all(&store.pool)
             .await
             .map_err(db_err)?;
+    // The embedded store's lease owner is `node/instance`; the map shows nodes.
+    let leases: Vec<(i64, String)> = sqlx::query_as(
+        "SELECT shard, owner FROM shard_leases WHERE expires_at > $1 AND owner <> ''",
+    )
+    .bind(now)
+    .fetch_all(&store.pool)
+    .await
+    .map_err(db_err)?;
+    let mut shard_owners = vec![None; sundial_core::SHARD_COUNT as usize];
+    for (shard, owner) in leases.into_iter() {
+        if let Some(cell) = usize::try_from(shard)
+            .ok()
+            .and_then(|s| shard_owners.get_mut(s))
+        {
+            *cell = Some(owner);
+        }
+    }
     Ok(ClusterStatus {
+        shard_owners,
         now: ts(now)?,
         nodes,
         queued: u64::try_from(queued).unwrap_or(0),

@@ -78,7 +78,30 @@ pub(crate) async fn cluster_status(store: &SqliteStore) -> Result<ClusterStatus>
             .map(|(ns, n)| (ns, u64::try_from(n).unwrap_or(0)))
             .collect()
     };
+    // The embedded store's lease owner is `node/instance`; the map shows nodes.
+    let leases: Vec<(i64, String)> = sqlx::query_as(
+        "SELECT shard, owner FROM shard_leases WHERE expires_at > ?1 AND owner <> ''",
+    )
+    .bind(now)
+    .fetch_all(&store.reader)
+    .await
+    .map_err(db_err)?;
+    let mut shard_owners = vec![None; sundial_core::SHARD_COUNT as usize];
+    for (shard, owner) in leases.into_iter().map(|(shard, owner)| {
+        (
+            shard,
+            owner.split('/').next().unwrap_or_default().to_owned(),
+        )
+    }) {
+        if let Some(cell) = usize::try_from(shard)
+            .ok()
+            .and_then(|s| shard_owners.get_mut(s))
+        {
+            *cell = Some(owner);
+        }
+    }
     Ok(ClusterStatus {
+        shard_owners,
         now: ts(now)?,
         nodes,
         queued: n("queued")?,

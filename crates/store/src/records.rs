@@ -483,6 +483,9 @@ pub struct ClusterStatus {
     /// Executions in state `dead` (dead letters awaiting re-drive), per namespace
     /// (namespaces with none are left out).
     pub dead_by_namespace: crate::NamespaceCounts,
+    /// The node holding each shard's unexpired lease, indexed by shard (0 to 1023); `None`
+    /// for a shard no node holds.
+    pub shard_owners: Vec<Option<String>>,
 }
 
 /// One node (process).

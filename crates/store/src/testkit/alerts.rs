@@ -1,4 +1,5 @@
-//! Checks of dead letters and the alert outbox (`crate::alerts`): the per-namespace counts,
+//! Checks of dead letters and the alert outbox (`crate::alerts`): the per-namespace counts and
+//! the shard map of the cluster status,
 //! events written only for registered states and by every path that ends an execution or a
 //! run, claimed once under a lease, settled by their round.
 
@@ -55,6 +56,19 @@ pub async fn dead_letters_and_queue_depth_are_counted_per_namespace(h: Harness) 
         [("ns".to_string(), 1), ("other".to_string(), 1)].into()
     );
     assert!(status.dead_by_namespace.is_empty());
+    // The shard map: node n1 renewed every lease before its trigger commits.
+    assert_eq!(
+        status.shard_owners.len(),
+        sundial_core::SHARD_COUNT as usize
+    );
+    assert!(
+        status
+            .shard_owners
+            .iter()
+            .all(|o| o.as_deref() == Some("n1")),
+        "{:?}",
+        &status.shard_owners[..4]
+    );
     let first = die(&*store, "w1").await;
     let status = store.cluster_status().await.expect("status");
     assert_eq!(status.queued_by_namespace.values().sum::<u64>(), 1);

@@ -1,0 +1,938 @@
+//! The pages of the UI (SPEC §10), one handler each, and their actions. Reads go to the
+//! store as the API's do (one page of a listing at a time, paged by the same tokens); writes
+//! go through the API ([`super::act`]).
+
+use std::collections::HashMap;
+
+use axum::Extension;
+use axum::extract::{Path, Query, State};
+use axum::http::{Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use maud::{Markup, html};
+use sundial_core::execution::ExecutionState;
+use sundial_core::job::ScheduleKind;
+use sundial_store::{ExecutionListQuery, ExecutionRecord, JobListQuery};
+
+use super::{Refusal, Session, Ui, act, badge, forbidden, page, when};
+use crate::error::ApiError;
+
+/// Rows per page of a listing.
+const PAGE: u32 = 50;
+
+fn problem(e: impl Into<ApiError>) -> Response {
+    let e: ApiError = e.into();
+    (
+        e.status,
+        page("Error", None, html! { p.error { (e.detail) } }),
+    )
+        .into_response()
+}
+
+/// Only the names and ids the API would accept reach a store call or a URL.
+fn plain(segment: &str) -> Result<(), Refusal> {
+    let ok = !segment.is_empty()
+        && segment.len() <= 128
+        && segment
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Refusal(StatusCode::NOT_FOUND, "No such page.".into()))
+    }
+}
+
+/// The live part of a page: htmx fetches the page again every 2 s and swaps this element,
+/// only while the tab is visible.
+fn live(id: &str, body: Markup) -> Markup {
+    html! {
+        div id=(id) hx-get="" hx-select={ "#" (id) } hx-swap="outerHTML"
+            hx-trigger="every 2s [document.visibilityState === 'visible']" {
+            (body)
+        }
+    }
+}
+
+/// `GET /ui/`: executions by state, dead letters and queue depth per namespace, nodes.
+pub(crate) async fn overview(
+    State(ui): State<Ui>,
+    Extension(session): Extension<Session>,
+) -> Response {
+    let status = match ui.app.store.cluster_status().await {
+        Ok(s) => s,
+        Err(e) => return problem(e),
+    };
+    let namespaces: Vec<String> = match ui.app.store.namespace_list().await {
+        Ok(n) => n
+            .into_iter()
+            .filter(|n| session.namespaces.allows(n))
+            .collect(),
+        Err(e) => return problem(e),
+    };
+    let dead_total: u64 = status
+        .dead_by_namespace
+        .iter()
+        .filter(|(ns, _)| session.namespaces.allows(ns))
+        .map(|(_, n)| n)
+        .sum();
+    let body = html! {
+        (live("overview", html! {
+            div.cards {
+                div.card { b { (status.queued) } "queued" }
+                div.card { b { (status.running) } "running" }
+                div.card { b { (status.scheduled) } "scheduled ahead" }
+                div.card { b { (dead_total) } "dead letters" }
+                div.card { b { (status.nodes.iter().filter(|n| n.live).count()) } "live nodes" }
+            }
+            h2 { "Namespaces" }
+            table {
+                tr { th { "namespace" } th { "queue depth" } th { "dead letters" } th {} }
+                @for ns in &namespaces {
+                    tr {
+                        td { a href={ "/ui/namespaces/" (ns) "/jobs" } { (ns) } }
+                        td { (status.queued_by_namespace.get(ns).copied().unwrap_or(0)) }
+                        td { (status.dead_by_namespace.get(ns).copied().unwrap_or(0)) }
+                        td { a href={ "/ui/namespaces/" (ns) "/dead-letters" } { "dead letters" } }
+                    }
+                }
+            }
+            @if namespaces.is_empty() { p.muted { "No jobs or workflows yet." } }
+            p.muted { "Store time " (when(Some(status.now))) " (UTC)" }
+        }))
+    };
+    page("Overview", None, body).into_response()
+}
+
+/// A schedule in words: the cron describer's, with the zone; `every …`; `once at …`.
+fn schedule_words(kind: &ScheduleKind) -> String {
+    match kind {
+        ScheduleKind::Cron { cron, timezone } => match sundial_cron::Cron::parse(cron) {
+            Ok(c) => format!("{} ({timezone})", c.describe()),
+            Err(_) => format!("{cron} ({timezone})"),
+        },
+        ScheduleKind::Every { every } => format!("every {every}"),
+        ScheduleKind::At { at } => format!("once at {}", when(Some(*at))),
+    }
+}
+
+/// `GET /ui/namespaces/{ns}/jobs?paused=&label=&after=`: the namespace's jobs by name, a
+/// page at a time; the filters live in the URL.
+pub(crate) async fn jobs(
+    State(ui): State<Ui>,
+    Extension(session): Extension<Session>,
+    Path(ns): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if let Err(r) = plain(&ns).and_then(|()| session.check(&ns)) {
+        return r.into_response();
+    }
+    let paused = match q.get("paused").map(String::as_str) {
+        Some("true") => Some(true),
+        Some("false") => Some(false),
+        _ => None,
+    };
+    let label = q
+        .get("label")
+        .and_then(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()));
+    let listed = ui
+        .app
+        .store
+        .job_list(&JobListQuery {
+            namespace: ns.clone(),
+            paused,
+            label: label.clone(),
+            after_name: q.get("after").cloned(),
+            limit: PAGE,
+        })
+        .await;
+    let jobs = match listed {
+        Ok(j) => j,
+        Err(e) => return problem(e),
+    };
+    let next = (jobs.len() == PAGE as usize)
+        .then(|| jobs.last().map(|j| j.spec.name.clone()))
+        .flatten();
+    let keep = |after: &str| -> String {
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        if let Some(p) = paused {
+            query.append_pair("paused", if p { "true" } else { "false" });
+        }
+        if let Some((k, v)) = &label {
+            query.append_pair("label", &format!("{k}={v}"));
+        }
+        query.append_pair("after", after);
+        query.finish()
+    };
+    let body = html! {
+        form method="get" {
+            label { "state " select name="paused" {
+                option value="" selected[paused.is_none()] { "any" }
+                option value="false" selected[paused == Some(false)] { "active" }
+                option value="true" selected[paused == Some(true)] { "paused" }
+            } }
+            " " label { "label " input name="label" placeholder="key=value" value=[q.get("label")]; }
+            " " button type="submit" { "Filter" }
+        }
+        table {
+            tr { th { "name" } th { "schedule" } th { "state" } th { "next fire (UTC)" } th { "last result" } }
+            @for j in &jobs {
+                tr {
+                    td { a href={ "/ui/namespaces/" (ns) "/jobs/" (j.spec.name) } { (j.spec.name) } }
+                    td { (schedule_words(&j.spec.schedule.kind)) }
+                    td { (badge(j.state())) }
+                    td { (when(j.upcoming_fire_at())) }
+                    td { @if let Some(last) = &j.last_execution {
+                        a href={ "/ui/namespaces/" (ns) "/executions/" (last.id) } { (badge(last.state.as_str())) }
+                    } @else { "-" } }
+                }
+            }
+        }
+        @if jobs.is_empty() { p.muted { "No jobs match." } }
+        @if let Some(after) = next { p { a href={ "?" (keep(&after)) } { "Next page →" } } }
+    };
+    page("Jobs", Some(&ns), body).into_response()
+}
+
+/// `GET /ui/namespaces/{ns}/jobs/{name}?before=`: the definition, the next fire times and the
+/// history, a page at a time; actions for a session that writes.
+pub(crate) async fn job(
+    State(ui): State<Ui>,
+    Extension(session): Extension<Session>,
+    Path((ns, name)): Path<(String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if let Err(r) = plain(&ns)
+        .and_then(|()| plain(&name))
+        .and_then(|()| session.check(&ns))
+    {
+        return r.into_response();
+    }
+    let job = match ui.app.store.job_get(&ns, &name).await {
+        Ok(Some(j)) => j,
+        Ok(None) => return problem(ApiError::not_found(format!("job {ns}/{name}"))),
+        Err(e) => return problem(e),
+    };
+    let now = match ui.app.store.now().await {
+        Ok(n) => n,
+        Err(e) => return problem(e),
+    };
+    let resource = crate::resource::job_resource(&job, true, now);
+    let before = crate::executions::page_token(q.get("before"))
+        .ok()
+        .flatten();
+    let history = match ui
+        .app
+        .store
+        .execution_list(&ExecutionListQuery {
+            namespace: ns.clone(),
+            job: Some(name.clone()),
+            state: None,
+            before,
+            limit: PAGE,
+        })
+        .await
+    {
+        Ok(h) => h,
+        Err(e) => return problem(e),
+    };
+    let zone = match &job.spec.schedule.kind {
+        ScheduleKind::Cron { timezone, .. } => Some(timezone.clone()),
+        _ => None,
+    };
+    let in_zone = |t: jiff::Timestamp| -> String {
+        zone.as_deref()
+            .and_then(|z| jiff::tz::TimeZone::get(z).ok())
+            .map(|tz| t.to_zoned(tz).strftime("%Y-%m-%d %H:%M:%S %Z").to_string())
+            .unwrap_or_default()
+    };
+    let definition = serde_json::to_string_pretty(&job.spec).unwrap_or_default();
+    let base = format!("/ui/namespaces/{ns}/jobs/{name}");
+    let body = html! {
+        p { (badge(job.state())) " " (schedule_words(&job.spec.schedule.kind)) }
+        @if !job.spec.description.is_empty() { p { (job.spec.description) } }
+        @if !job.spec.labels.is_empty() {
+            p { @for (k, v) in &job.spec.labels { span.state { (k) "=" (v) } " " } }
+        }
+        @if session.writes {
+            p {
+                @for action in ["pause", "resume", "trigger"] {
+                    form.inline method="post" action={ (base) "/" (action) } {
+                        button type="submit" { (action) }
+                    }
+                    " "
+                }
+            }
+        }
+        h2 { "Next fire times" }
+        ul {
+            @for t in resource.next_fire_times.as_deref().unwrap_or(&[]) {
+                li { (when(Some(*t))) " UTC" @if zone.is_some() { span.muted { " · " (in_zone(*t)) } } }
+            }
+        }
+        h2 { "History" }
+        (live("history", executions_table(&ns, &history, now)))
+        @if history.len() == PAGE as usize {
+            @if let Some(last) = history.last() {
+                p { a href={ "?before=" (last.scheduled_at.as_millisecond()) "_" (last.id) } { "Older →" } }
+            }
+        }
+        h2 { "Definition" }
+        pre { (definition) }
+    };
+    page(&format!("Job {name}"), Some(&ns), body).into_response()
+}
+
+fn executions_table(ns: &str, items: &[ExecutionRecord], now: jiff::Timestamp) -> Markup {
+    html! {
+        table {
+            tr { th { "execution" } th { "slot (UTC)" } th { "trigger" } th { "state" } th { "attempt" } th { "finished (UTC)" } }
+            @for e in items {
+                tr {
+                    td { a href={ "/ui/namespaces/" (ns) "/executions/" (e.id) } { (e.id) } }
+                    td { (when(Some(e.scheduled_at))) }
+                    td { (e.trigger.as_str()) }
+                    td { (badge(e.state.as_of(e.fire_at, now).as_str())) }
+                    td { (e.attempt) "/" (e.max_attempts) }
+                    td { (when(e.finished_at)) }
+                }
+            }
+        }
+        @if items.is_empty() { p.muted { "Nothing yet." } }
+    }
+}
+
+/// `POST /ui/namespaces/{ns}/jobs/{name}/{pause|resume|trigger}`, through the API.
+pub(crate) async fn job_action(
+    State(ui): State<Ui>,
+    Extension(session): Extension<Session>,
+    Path((ns, name, action)): Path<(String, String, String)>,
+) -> Response {
+    if let Err(r) = plain(&ns).and_then(|()| plain(&name)) {
+        return r.into_response();
+    }
+    if !matches!(action.as_str(), "pause" | "resume" | "trigger") {
+        return forbidden("no such action");
+    }
+    act(
+        &ui,
+        &session,
+        Method::POST,
+        &format!("/v1/namespaces/{ns}/jobs/{name}/{action}"),
+        None,
+        &format!("/ui/namespaces/{ns}/jobs/{name}"),
+    )
+    .await
+}
+
+/// `GET /ui/namespaces/{ns}/executions/{id}`: the execution's times (scheduled → fired →
+/// started → finished) and its attempts as a timeline.
+pub(crate) async fn execution(
+    State(ui): State<Ui>,
+    Extension(session): Extension<Session>,
+    Path((ns, id)): Path<(String, String)>,
+) -> Response {
+    if let Err(r) = plain(&ns)
+        .and_then(|()| plain(&id))
+        .and_then(|()| session.check(&ns))
+    {
+        return r.into_response();
+    }
+    let e = match ui.app.store.execution_get(&ns, &id).await {
+        Ok(Some(e)) => e,
+        Ok(None) => return problem(ApiError::not_found(format!("execution {ns}/{id}"))),
+        Err(e) => return problem(e),
+    };
+    let now = ui.app.store.now().await.unwrap_or(e.fire_at);
+    let state = e.state.as_of(e.fire_at, now);
+    let base = format!("/ui/namespaces/{ns}/executions/{id}");
+    let body = html! {
+        (live("execution", html! {
+            p { (badge(state.as_str())) " attempt " (e.attempt) " of " (e.max_attempts) " · "
+                @if let Some(run) = &e.run_id { "task " (e.task.as_deref().unwrap_or("?")) " of run " (run) }
+                @else { "job " a href={ "/ui/namespaces/" (ns) "/jobs/" (e.job) } { (e.job) } } }
+            table {
+                tr { th { "scheduled" } th { "fired" } th { "queued" } th { "started" } th { "finished" } }
+                tr { td { (when(Some(e.scheduled_at))) } td { (when(Some(e.fire_at))) } td { (when(Some(e.queued_at))) }
+                     td { (when(e.started_at)) } td { (when(e.finished_at)) } }
+            }
+            h2 { "Attempts" }
+            table {
+                tr { th { "#" } th { "worker" } th { "started (UTC)" } th { "finished (UTC)" } th { "duration" } th { "outcome" } th { "status" } th { "error" } }
+                @for a in &e.attempts {
+                    tr {
+                        td { (a.attempt) } td { (a.worker) } td { (when(Some(a.started_at))) } td { (when(a.finished_at)) }
+                        td { @if let Some(f) = a.finished_at { ((f.as_millisecond() - a.started_at.as_millisecond())) " ms" } @else { "-" } }
+                        td { @if let Some(o) = a.outcome { (badge(o.as_str())) } @else { "running" } }
+                        td { @if let Some(c) = a.status_code { (c) } }
+                        td { @if let Some(err) = &a.error { code { (err) } } }
+                    }
+                }
+            }
+        }))
+        @if session.writes {
+            p {
+                @if !state.is_terminal() {
+                    form.inline method="post" action={ (base) "/cancel" } { button type="submit" { "cancel" } }
+                }
+                @if matches!(state, ExecutionState::Dead | ExecutionState::Failed) && e.run_id.is_none() {
+                    form.inline method="post" action={ (base) "/retry" } { button type="submit" { "re-drive" } }
+                }
+            }
+        }
+    };
+    page(&format!("Execution {id}"), Some(&ns), body).into_response()
+}
+
+/// `POST /ui/namespaces/{ns}/executions/{id}/{cancel|retry}`, through the API.
+pub(crate) async fn execution_action(
+    State(ui): State<Ui>,
+    Extension(session): Extension<Session>,
+    Path((ns, id, action)): Path<(String, String, String)>,
+) -> Response {
+    if let Err(r) = plain(&ns).and_then(|()| plain(&id)) {
+        return r.into_response();
+    }
+    if !matches!(action.as_str(), "cancel" | "retry") {
+        return forbidden("no such action");
+    }
+    act(
+        &ui,
+        &session,
+        Method::POST,
+        &format!("/v1/namespaces/{ns}/executions/{id}/{action}"),
+        None,
+        &format!("/ui/namespaces/{ns}/executions/{id}"),
+    )
+    .await
+}
+
+/// `GET /ui/namespaces/{ns}/dead-letters?job=&before=`: dead letters newest first, a page at
+/// a time, with checkboxes to re-drive the selected, and a form to re-drive every one that
+/// matches the filter (after saying how many).
+pub(crate) async fn dead_letters(
+    State(ui): State<Ui>,
+    Extension(session): Extension<Session>,
+    Path(ns): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if let Err(r) = plain(&ns).and_then(|()| session.check(&ns)) {
+        return r.into_response();
+    }
+    let job = q.get("job").filter(|j| !j.is_empty()).cloned();
+    if let Some(j) = &job
+        && let Err(r) = plain(j)
+    {
+        return r.into_response();
+    }
+    let before = crate::executions::page_token(q.get("before"))
+        .ok()
+        .flatten();
+    let listed = ui
+        .app
+        .store
+        .execution_list(&ExecutionListQuery {
+            namespace: ns.clone(),
+            job: job.clone(),
+            state: Some(ExecutionState::Dead),
+            before,
+            limit: PAGE,
+        })
+        .await;
+    let mut items = match listed {
+        Ok(i) => i,
+        Err(e) => return problem(e),
+    };
+    // A listing carries no attempts; the page shows each one's last error, so it reads the
+    // page's executions (at most PAGE) one by one.
+    for item in &mut items {
+        match ui.app.store.execution_get(&ns, &item.id).await {
+            Ok(Some(full)) => *item = full,
+            Ok(None) => {}
+            Err(e) => return problem(e),
+        }
+    }
+    let total = match ui.app.store.cluster_status().await {
+        Ok(s) => s.dead_by_namespace.get(&ns).copied().unwrap_or(0),
+        Err(e) => return problem(e),
+    };
+    let body = html! {
+        form method="get" {
+            label { "job " input name="job" value=[job.as_deref()] placeholder="any"; }
+            " " button type="submit" { "Filter" }
+        }
+        p { (total) " dead letters in namespace " (ns) "." }
+        form method="post" action={ "/ui/namespaces/" (ns) "/dead-letters/redrive" } {
+            table {
+                tr { th {} th { "execution" } th { "job" } th { "slot (UTC)" } th { "attempts" } th { "last error" } }
+                @for e in &items {
+                    tr {
+                        td { @if session.writes { input type="checkbox" name="id" value=(e.id); } }
+                        td { a href={ "/ui/namespaces/" (ns) "/executions/" (e.id) } { (e.id) } }
+                        td { (e.job) }
+                        td { (when(Some(e.scheduled_at))) }
+                        td { (e.attempt) }
+                        td { @if let Some(err) = e.attempts.last().and_then(|a| a.error.as_deref()) { code { (err) } } }
+                    }
+                }
+            }
+            @if items.is_empty() { p.muted { "No dead letters." } }
+            @if session.writes && !items.is_empty() {
+                p { button type="submit" { "Re-drive selected" } }
+            }
+        }
+        @if session.writes && !items.is_empty() {
+            form method="post" action={ "/ui/namespaces/" (ns) "/dead-letters/redrive" } {
+                input type="hidden" name="all" value="1";
+                @if let Some(j) = &job { input type="hidden" name="job" value=(j); }
+                p { button type="submit" {
+                    "Re-drive all " @if job.is_some() { "of job " (job.as_deref().unwrap_or("")) } @else { (total) }
+                    " matching this filter"
+                } }
+            }
+        }
+        @if items.len() == PAGE as usize {
+            @if let Some(last) = items.last() {
+                p { a href={ "?before=" (last.scheduled_at.as_millisecond()) "_" (last.id)
+                    @if let Some(j) = &job { "&job=" (j) } } { "Older →" } }
+            }
+        }
+    };
+    page("Dead letters", Some(&ns), body).into_response()
+}
+
+/// Most dead letters one "re-drive all" form re-drives (it can be sent again for more).
+const REDRIVE_ALL_MAX: u32 = 1000;
+
+/// `POST /ui/namespaces/{ns}/dead-letters/redrive`: re-drives the `id`s sent, or with
+/// `all=1` every dead letter matching `job` (up to [`REDRIVE_ALL_MAX`]), each through the
+/// API; then shows how many were re-driven and each one refused.
+pub(crate) async fn redrive(
+    State(ui): State<Ui>,
+    Extension(session): Extension<Session>,
+    Path(ns): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Err(r) = plain(&ns).and_then(|()| session.check(&ns)) {
+        return r.into_response();
+    }
+    let fields: Vec<(String, String)> = form_urlencoded::parse(&body).into_owned().collect();
+    let all = fields.iter().any(|(k, v)| k == "all" && v == "1");
+    let mut ids: Vec<String> = fields
+        .iter()
+        .filter(|(k, _)| k == "id")
+        .map(|(_, v)| v.clone())
+        .collect();
+    if all {
+        let job = fields
+            .iter()
+            .find(|(k, v)| k == "job" && !v.is_empty())
+            .map(|(_, v)| v.clone());
+        match ui
+            .app
+            .store
+            .execution_list(&ExecutionListQuery {
+                namespace: ns.clone(),
+                job,
+                state: Some(ExecutionState::Dead),
+                before: None,
+                limit: REDRIVE_ALL_MAX,
+            })
+            .await
+        {
+            Ok(items) => ids.extend(items.into_iter().map(|e| e.id)),
+            Err(e) => return problem(e),
+        }
+    }
+    let mut done = 0usize;
+    let mut refused = Vec::new();
+    for id in &ids {
+        if plain(id).is_err() {
+            refused.push((id.clone(), "not an execution id".to_owned()));
+            continue;
+        }
+        match super::call_api(
+            &ui,
+            &session,
+            Method::POST,
+            &format!("/v1/namespaces/{ns}/executions/{id}/retry"),
+            None,
+        )
+        .await
+        {
+            Ok(_) => done += 1,
+            Err((_, why)) => refused.push((id.clone(), why)),
+        }
+    }
+    let body = html! {
+        p { (done) " re-driven." }
+        @if !refused.is_empty() {
+            table {
+                tr { th { "execution" } th { "not re-driven" } }
+                @for (id, why) in &refused { tr { td { (id) } td { (why) } } }
+            }
+        }
+        p { a href={ "/ui/namespaces/" (ns) "/dead-letters" } { "Back to the dead letters" } }
+    };
+    page("Re-drive", Some(&ns), body).into_response()
+}
+
+/// `GET /ui/cluster`: the nodes, their roles and heartbeats, and the map of the 1,024 shards
+/// (each cell colored by the node holding it).
+pub(crate) async fn cluster(State(ui): State<Ui>) -> Response {
+    let status = match ui.app.store.cluster_status().await {
+        Ok(s) => s,
+        Err(e) => return problem(e),
+    };
+    let palette = [
+        "#4c8bf5", "#34a853", "#fbbc05", "#ea4335", "#9c27b0", "#00acc1",
+    ];
+    let body = html! {
+        (live("cluster", html! {
+            table {
+                tr { th { "node" } th { "roles" } th { "started (UTC)" } th { "heartbeat (UTC)" } th { "live" } th { "shards" } }
+                @for (i, n) in status.nodes.iter().enumerate() {
+                    tr {
+                        td { span style={ "color:" (palette[i % palette.len()]) } { "■ " } (n.id) }
+                        td { (n.roles.join(", ")) }
+                        td { (when(Some(n.started_at))) }
+                        td { (when(Some(n.heartbeat_at))) }
+                        td { (if n.live { "yes" } else { "no" }) }
+                        td { (n.shards) }
+                    }
+                }
+            }
+            h2 { "Shards" }
+            p.muted { "The 1,024 shards, each colored by the node holding its lease (grey: none)." }
+            div.shards {
+                @for cell in shard_cells(&status) {
+                    @match cell {
+                        Some(i) => span style={ "background:" (palette[i % palette.len()]) } {},
+                        None => span {},
+                    }
+                }
+            }
+        }))
+    };
+    page("Cluster", None, body).into_response()
+}
+
+/// Which node (by its index in `nodes`) holds each of the 1,024 shards, from the store's
+/// lease table; `None` for a shard nobody holds, or one held by a node not listed.
+fn shard_cells(status: &sundial_store::ClusterStatus) -> Vec<Option<usize>> {
+    status
+        .shard_owners
+        .iter()
+        .map(|owner| {
+            owner
+                .as_ref()
+                .and_then(|o| status.nodes.iter().position(|n| n.id == *o))
+        })
+        .collect()
+}
+
+/// `GET /ui/namespaces/{ns}/workflows`: the namespace's workflows by name.
+pub(crate) async fn workflows(
+    State(ui): State<Ui>,
+    Extension(session): Extension<Session>,
+    Path(ns): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if let Err(r) = plain(&ns).and_then(|()| session.check(&ns)) {
+        return r.into_response();
+    }
+    let listed = ui
+        .app
+        .store
+        .workflow_list(&sundial_store::WorkflowListQuery {
+            namespace: ns.clone(),
+            paused: None,
+            label: None,
+            after_name: q.get("after").cloned(),
+            limit: PAGE,
+        })
+        .await;
+    let items = match listed {
+        Ok(w) => w,
+        Err(e) => return problem(e),
+    };
+    let body = html! {
+        table {
+            tr { th { "name" } th { "schedule" } th { "state" } th { "tasks" } th { "next fire (UTC)" } th { "last run" } }
+            @for w in &items {
+                tr {
+                    td { a href={ "/ui/namespaces/" (ns) "/workflows/" (w.spec.name) } { (w.spec.name) } }
+                    td { @if let Some(s) = &w.spec.schedule { (schedule_words(&s.kind)) } @else { "when triggered" } }
+                    td { (badge(w.state())) }
+                    td { (w.spec.tasks.len()) }
+                    td { (when(w.next_fire_at)) }
+                    td { @if let Some(r) = &w.last_run {
+                        a href={ "/ui/namespaces/" (ns) "/runs/" (r.id) } { (badge(r.state.as_str())) }
+                    } @else { "-" } }
+                }
+            }
+        }
+        @if items.is_empty() { p.muted { "No workflows." } }
+        @if items.len() == PAGE as usize {
+            @if let Some(last) = items.last() { p { a href={ "?after=" (last.spec.name) } { "Next page →" } } }
+        }
+    };
+    page("Workflows", Some(&ns), body).into_response()
+}
+
+/// Runs shown in a workflow's grid per page.
+const GRID_RUNS: u32 = 25;
+
+/// `GET /ui/namespaces/{ns}/workflows/{name}?before=`: the runs × tasks grid, newest run
+/// first, a page of [`GRID_RUNS`] at a time: each cell a task's state, linking to its
+/// execution.
+pub(crate) async fn workflow(
+    State(ui): State<Ui>,
+    Extension(session): Extension<Session>,
+    Path((ns, name)): Path<(String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if let Err(r) = plain(&ns)
+        .and_then(|()| plain(&name))
+        .and_then(|()| session.check(&ns))
+    {
+        return r.into_response();
+    }
+    let w = match ui.app.store.workflow_get(&ns, &name).await {
+        Ok(Some(w)) => w,
+        Ok(None) => return problem(ApiError::not_found(format!("workflow {ns}/{name}"))),
+        Err(e) => return problem(e),
+    };
+    let before = crate::executions::page_token(q.get("before"))
+        .ok()
+        .flatten();
+    let runs = match ui
+        .app
+        .store
+        .run_list(&sundial_store::RunListQuery {
+            namespace: ns.clone(),
+            workflow: Some(name.clone()),
+            state: None,
+            before,
+            limit: GRID_RUNS,
+        })
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => return problem(e),
+    };
+    // A run's tasks are read one run at a time: a page holds at most GRID_RUNS of them.
+    let mut grid = Vec::with_capacity(runs.len());
+    for r in &runs {
+        match ui.app.store.run_get(&ns, &r.id).await {
+            Ok(Some(full)) => grid.push(full),
+            Ok(None) => {}
+            Err(e) => return problem(e),
+        }
+    }
+    let tasks: Vec<&str> = w.spec.tasks.iter().map(|t| t.name.as_str()).collect();
+    let base = format!("/ui/namespaces/{ns}/workflows/{name}");
+    let body = html! {
+        p { (badge(w.state())) " "
+            @if let Some(s) = &w.spec.schedule { (schedule_words(&s.kind)) } @else { "runs when triggered" } }
+        @if !w.spec.description.is_empty() { p { (w.spec.description) } }
+        @if session.writes {
+            p { @for action in ["pause", "resume", "trigger"] {
+                form.inline method="post" action={ (base) "/" (action) } { button type="submit" { (action) } } " "
+            } }
+        }
+        (live("grid", html! {
+            table {
+                tr { th { "run (slot, UTC)" } th { "state" } @for t in &tasks { th { (t) } } }
+                @for r in &grid {
+                    tr {
+                        td { a href={ "/ui/namespaces/" (ns) "/runs/" (r.id) } { (when(Some(r.scheduled_at))) } }
+                        td { (badge(r.state.as_str())) }
+                        @for t in &tasks {
+                            td { @if let Some(task) = r.tasks.iter().find(|x| x.name == *t) {
+                                a href={ "/ui/namespaces/" (ns) "/executions/" (task.execution_id) } { (badge(task.state.as_str())) }
+                            } @else { "-" } }
+                        }
+                    }
+                }
+            }
+            @if grid.is_empty() { p.muted { "No runs yet." } }
+        }))
+        @if runs.len() == GRID_RUNS as usize {
+            @if let Some(last) = runs.last() {
+                p { a href={ "?before=" (last.scheduled_at.as_millisecond()) "_" (last.id) } { "Older runs →" } }
+            }
+        }
+    };
+    page(&format!("Workflow {name}"), Some(&ns), body).into_response()
+}
+
+/// `POST /ui/namespaces/{ns}/workflows/{name}/{pause|resume|trigger}`, through the API.
+pub(crate) async fn workflow_action(
+    State(ui): State<Ui>,
+    Extension(session): Extension<Session>,
+    Path((ns, name, action)): Path<(String, String, String)>,
+) -> Response {
+    if let Err(r) = plain(&ns).and_then(|()| plain(&name)) {
+        return r.into_response();
+    }
+    if !matches!(action.as_str(), "pause" | "resume" | "trigger") {
+        return forbidden("no such action");
+    }
+    act(
+        &ui,
+        &session,
+        Method::POST,
+        &format!("/v1/namespaces/{ns}/workflows/{name}/{action}"),
+        None,
+        &format!("/ui/namespaces/{ns}/workflows/{name}"),
+    )
+    .await
+}
+
+/// `GET /ui/namespaces/{ns}/runs/{id}`: the run's DAG drawn as SVG, each task in its state's
+/// color, and its tasks' table; cancel and retry for a session that writes.
+pub(crate) async fn run(
+    State(ui): State<Ui>,
+    Extension(session): Extension<Session>,
+    Path((ns, id)): Path<(String, String)>,
+) -> Response {
+    if let Err(r) = plain(&ns)
+        .and_then(|()| plain(&id))
+        .and_then(|()| session.check(&ns))
+    {
+        return r.into_response();
+    }
+    let r = match ui.app.store.run_get(&ns, &id).await {
+        Ok(Some(r)) => r,
+        Ok(None) => return problem(ApiError::not_found(format!("run {ns}/{id}"))),
+        Err(e) => return problem(e),
+    };
+    let base = format!("/ui/namespaces/{ns}/runs/{id}");
+    let body = html! {
+        p { (badge(r.state.as_str())) " run of "
+            a href={ "/ui/namespaces/" (ns) "/workflows/" (r.workflow) } { (r.workflow) }
+            " (version " (r.workflow_version) "), slot " (when(Some(r.scheduled_at))) " UTC" }
+        @if session.writes {
+            p {
+                @if !r.state.is_terminal() {
+                    form.inline method="post" action={ (base) "/cancel" } { button type="submit" { "cancel run" } }
+                } @else {
+                    form.inline method="post" action={ (base) "/retry" } { button type="submit" { "retry failed tasks" } }
+                }
+            }
+        }
+        (live("run", html! {
+            (dag_svg(&ns, &r.tasks))
+            table {
+                tr { th { "task" } th { "upstream" } th { "rule" } th { "state" } th { "attempt" } th { "started (UTC)" } th { "finished (UTC)" } }
+                @for t in &r.tasks {
+                    tr {
+                        td { a href={ "/ui/namespaces/" (ns) "/executions/" (t.execution_id) } { (t.name) } }
+                        td { (t.depends_on.join(", ")) }
+                        td { (t.trigger_rule.as_str()) }
+                        td { (badge(t.state.as_str())) }
+                        td { (t.attempt) }
+                        td { (when(t.started_at)) }
+                        td { (when(t.finished_at)) }
+                    }
+                }
+            }
+        }))
+    };
+    page(&format!("Run {id}"), Some(&ns), body).into_response()
+}
+
+/// The fill of a task's box in the DAG, by state.
+fn state_color(state: ExecutionState) -> &'static str {
+    match state {
+        ExecutionState::Succeeded => "#b7e4c7",
+        ExecutionState::Failed | ExecutionState::Dead | ExecutionState::UpstreamFailed => "#ffb3b3",
+        ExecutionState::Running => "#9ec5ff",
+        ExecutionState::Queued | ExecutionState::Scheduled | ExecutionState::RetryWait => "#d6e6ff",
+        _ => "#e5e7eb",
+    }
+}
+
+/// The run's tasks as an SVG graph: a column per depth (longest path from a root), a box per
+/// task with its name and state, an edge from each upstream.
+fn dag_svg(ns: &str, tasks: &[sundial_store::TaskRecord]) -> Markup {
+    let index = |name: &str| tasks.iter().position(|t| t.name == name);
+    // Depths by relaxation: a workflow is acyclic (validated when written) and holds at most
+    // 500 tasks, so this ends within as many rounds.
+    let mut depth = vec![0usize; tasks.len()];
+    for _ in 0..tasks.len() {
+        let mut changed = false;
+        for (i, t) in tasks.iter().enumerate() {
+            for up in t.depends_on.iter().filter_map(|u| index(u)) {
+                if depth[i] < depth[up] + 1 {
+                    depth[i] = depth[up] + 1;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    let mut row = vec![0usize; tasks.len()];
+    let mut per_depth: HashMap<usize, usize> = HashMap::new();
+    for (i, d) in depth.iter().enumerate() {
+        let n = per_depth.entry(*d).or_default();
+        row[i] = *n;
+        *n += 1;
+    }
+    let (w, h, gx, gy) = (150usize, 36usize, 60usize, 14usize);
+    let x = |i: usize| 10 + depth[i] * (w + gx);
+    let y = |i: usize| 10 + row[i] * (h + gy);
+    let width = 20 + (depth.iter().max().copied().unwrap_or(0) + 1) * (w + gx);
+    let height = 20 + per_depth.values().max().copied().unwrap_or(1) * (h + gy);
+    html! {
+        svg xmlns="http://www.w3.org/2000/svg" width=(width) height=(height) role="img" aria-label="the run's tasks and their upstream" {
+            @for (i, t) in tasks.iter().enumerate() {
+                @for up in t.depends_on.iter().filter_map(|u| index(u)) {
+                    line x1=(x(up) + w) y1=(y(up) + h / 2) x2=(x(i)) y2=(y(i) + h / 2) stroke="#8a94a6" stroke-width="1.5" {}
+                }
+            }
+            @for (i, t) in tasks.iter().enumerate() {
+                a href={ "/ui/namespaces/" (ns) "/executions/" (t.execution_id) } {
+                    rect x=(x(i)) y=(y(i)) width=(w) height=(h) rx="6" fill=(state_color(t.state)) stroke="#5b6472" {}
+                    text x=(x(i) + 8) y=(y(i) + 15) font-size="12" font-family="system-ui,sans-serif" { (t.name) }
+                    text x=(x(i) + 8) y=(y(i) + 29) font-size="10" fill="#374151" font-family="system-ui,sans-serif" { (t.state.as_str()) }
+                }
+            }
+        }
+    }
+}
+
+/// `POST /ui/namespaces/{ns}/runs/{id}/{cancel|retry}`, through the API (under the run's
+/// workflow).
+pub(crate) async fn run_action(
+    State(ui): State<Ui>,
+    Extension(session): Extension<Session>,
+    Path((ns, id, action)): Path<(String, String, String)>,
+) -> Response {
+    if let Err(r) = plain(&ns)
+        .and_then(|()| plain(&id))
+        .and_then(|()| session.check(&ns))
+    {
+        return r.into_response();
+    }
+    if !matches!(action.as_str(), "cancel" | "retry") {
+        return forbidden("no such action");
+    }
+    let workflow = match ui.app.store.run_get(&ns, &id).await {
+        Ok(Some(r)) => r.workflow,
+        Ok(None) => return problem(ApiError::not_found(format!("run {ns}/{id}"))),
+        Err(e) => return problem(e),
+    };
+    act(
+        &ui,
+        &session,
+        Method::POST,
+        &format!("/v1/namespaces/{ns}/workflows/{workflow}/runs/{id}/{action}"),
+        None,
+        &format!("/ui/namespaces/{ns}/runs/{id}"),
+    )
+    .await
+}
