@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts what Sundial's tests need and is down: PostgreSQL, Redis, NATS (JetStream) and
 # RabbitMQ on their usual loopback ports, and Podman's Docker Engine API with a local busybox
-# image (scripts/podman-setup.sh). Idempotent: a service that answers on its port is left
+# image (scripts/podman-setup.sh); and the tools the suite drives: Debian's chromium and
+# chromium-driver, schemathesis from PyPI. Idempotent: a service that answers on its port is left
 # alone; a package that is missing is installed from Debian's archive.
 #
 # Ports: PostgreSQL 5432, Redis 6379, NATS 4222, RabbitMQ 5672, Podman unix:///tmp/podman.sock.
@@ -25,6 +26,15 @@ need() { # need COMMAND PACKAGE...: installs the packages when COMMAND is missin
   log "installing $*"
   apt-get install -y -qq "$@" >/dev/null
 }
+
+# The browser suite (crates/bin/tests/browser.rs) drives Debian's headless Chromium.
+need chromium chromium
+need chromedriver chromium-driver
+# The API is held to its OpenAPI document by schemathesis (scripts/schemathesis.sh).
+if ! command -v schemathesis >/dev/null 2>&1; then
+  log "installing schemathesis from PyPI"
+  python3 -m pip install --quiet 'schemathesis>=4,<5'
+fi
 
 if ! port_open 5432; then
   if ! ls /etc/postgresql/*/main >/dev/null 2>&1; then need pg_ctlcluster postgresql; fi
