@@ -5,7 +5,9 @@
 //!
 //! The receiver answers every path with 200 but `/flaky` (503 to the first attempt of each
 //! execution), `/reject` (400, a permanent failure), `/extract` (a JSON body with a
-//! `batch_id`, a task's output) and `/split` (a JSON body with a list of `shards`).
+//! `batch_id`, a task's output) and `/split` (a JSON body with a list of `shards`). The
+//! server runs one `[[alerts]]` entry on the demo namespace's failed and dead executions and
+//! failed runs, delivered to the receiver's `/sundial-alerts`, which prints each one as it arrives.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -65,7 +67,26 @@ async fn receive(
     State(r): State<Arc<Receiver>>,
     Path(path): Path<String>,
     headers: HeaderMap,
+    body: String,
 ) -> Response {
+    if path == "sundial-alerts" {
+        let alert: Value = serde_json::from_str(&body).unwrap_or_default();
+        let what = match (alert["job"].as_str(), alert["workflow"].as_str()) {
+            (Some(job), _) => format!("job {job}"),
+            (None, Some(wf)) => match alert["task"].as_str() {
+                Some(task) => format!("workflow {wf} task {task}"),
+                None => format!("workflow {wf} run"),
+            },
+            _ => "?".to_owned(),
+        };
+        outln!(
+            "ALERT {:<10} {:<34} {}",
+            alert["state"].as_str().unwrap_or("?"),
+            what,
+            alert["error"].as_str().unwrap_or("")
+        );
+        return StatusCode::OK.into_response();
+    }
     let seen = {
         let mut count = r.count.lock().unwrap_or_else(|e| e.into_inner());
         let n = count.entry(path.clone()).or_default();
@@ -137,8 +158,19 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         maintenance: Default::default(),
         http: Default::default(),
         tls: None,
-        alerts: Vec::new(),
-        alerts_every: sundial_worker::ALERTS_EVERY_DEFAULT,
+        alerts: vec![sundial_worker::AlertRule {
+            name: "demo-oncall".into(),
+            on: vec!["failed".into(), "dead".into(), "run_failed".into()],
+            namespaces: vec!["demo".into()],
+            target: sundial_core::job::TargetSpec::Http(sundial_core::job::HttpTarget {
+                method: "POST".into(),
+                url: format!("http://{receiver_addr}/sundial-alerts"),
+                headers: Default::default(),
+                body: None,
+                success_codes: Vec::new(),
+            }),
+        }],
+        alerts_every: sundial_core::Dur::from_millis(250),
         public_url: String::new(),
     };
     let running = crate::server::start(&config).await?;

@@ -61,7 +61,7 @@ async fn a_one_off_job_fires_once_never_early_and_under_a_second_late() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_every_second_job_fires_every_slot_with_distinct_idempotency_keys() {
+async fn an_every_second_job_fires_every_slot_with_distinct_idempotency_keys_and_traceparents() {
     let receiver = Receiver::start().await;
     let server = Server::start().await;
     let start = whole_second_after(Duration::from_secs(1));
@@ -85,6 +85,13 @@ async fn an_every_second_job_fires_every_slot_with_distinct_idempotency_keys() {
         got.len()
     );
     assert_eq!(keys.len(), got.len(), "one idempotency key per delivery");
+    for d in &got {
+        assert_eq!(
+            d.traceparent,
+            sundial_target::traceparent(&d.execution_id, d.attempt),
+            "each delivery carries its execution's trace and its attempt's span"
+        );
+    }
     for (i, slot) in slots.iter().enumerate() {
         assert_eq!(
             *slot,

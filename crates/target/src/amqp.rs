@@ -122,6 +122,13 @@ impl Target for AmqpTarget {
                 "sundial-scheduled-at".into(),
                 AMQPValue::LongString(LongString::from(d.scheduled_at.to_string())),
             );
+            headers.insert(
+                "traceparent".into(),
+                AMQPValue::LongString(LongString::from(crate::traceparent(
+                    d.execution_id,
+                    d.attempt,
+                ))),
+            );
             let props = BasicProperties::default()
                 .with_message_id(d.execution_id.into())
                 .with_delivery_mode(2)

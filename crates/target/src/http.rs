@@ -170,6 +170,9 @@ impl Target for HttpTarget {
         if let Ok(v) = HeaderValue::from_str(&d.scheduled_at.to_string()) {
             headers.insert(scheduled_at, v);
         }
+        if let Ok(v) = HeaderValue::from_str(&crate::traceparent(d.execution_id, d.attempt)) {
+            headers.insert("traceparent", v);
+        }
         // The builder moves credentials in the URL (`http://user:pass@host/`) into an
         // `Authorization: Basic` header and out of the URL, so they reach the receiver and
         // stay out of error messages.

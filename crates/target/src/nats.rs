@@ -72,6 +72,10 @@ impl Target for NatsTarget {
         headers.insert("Sundial-Execution-Id", d.execution_id);
         headers.insert("Sundial-Attempt", d.attempt.to_string().as_str());
         headers.insert("Sundial-Scheduled-At", d.scheduled_at.to_string().as_str());
+        headers.insert(
+            "traceparent",
+            crate::traceparent(d.execution_id, d.attempt).as_str(),
+        );
         let classify = |e: jetstream::context::PublishError| {
             let message = format!("jetstream publish to {}: {}", spec.subject, e);
             if publish_error_is_permanent(&e.kind()) {

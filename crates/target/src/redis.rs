@@ -60,10 +60,16 @@ impl Target for RedisTarget {
         };
         let mut cmd = redis::cmd("XADD");
         cmd.arg(&spec.stream).arg("*");
-        for (k, v) in spec.fields.iter().filter(|(k, _)| *k != "execution_id") {
+        for (k, v) in spec
+            .fields
+            .iter()
+            .filter(|(k, _)| *k != "execution_id" && *k != "traceparent")
+        {
             cmd.arg(k).arg(v);
         }
         cmd.arg("execution_id").arg(d.execution_id);
+        cmd.arg("traceparent")
+            .arg(crate::traceparent(d.execution_id, d.attempt));
         let mut conn = self.conn.clone();
         match cmd.query_async::<String>(&mut conn).await {
             Ok(id) => Ok(Outcome {

@@ -126,6 +126,12 @@ async fn a_confirmed_publish_arrives_with_the_execution_id_as_message_id() {
     let header = |k: &str| headers.inner().get(k).cloned();
     assert_eq!(header("sundial-attempt"), Some(AMQPValue::LongLongInt(3)));
     assert_eq!(
+        header("traceparent"),
+        Some(AMQPValue::LongString(
+            sundial_target::traceparent(&id, 3).into()
+        ))
+    );
+    assert_eq!(
         header("x-team"),
         Some(AMQPValue::LongString("payments".into()))
     );

@@ -78,6 +78,10 @@ async fn a_publish_succeeds_on_the_ack_and_carries_the_execution_id_as_msg_id() 
     assert_eq!(header("Sundial-Execution-Id").as_deref(), Some(id.as_str()));
     assert_eq!(header("Sundial-Attempt").as_deref(), Some("1"));
     assert_eq!(
+        header("traceparent"),
+        Some(sundial_target::traceparent(&id, 1))
+    );
+    assert_eq!(
         header("Sundial-Scheduled-At").as_deref(),
         Some(common::SCHEDULED_AT)
     );

@@ -67,6 +67,10 @@ async fn xadd_writes_the_fields_and_the_execution_id() {
         BTreeMap::from([
             ("kind".to_owned(), "invoice".to_owned()),
             ("execution_id".to_owned(), id.clone()),
+            (
+                "traceparent".to_owned(),
+                sundial_target::traceparent(&id, 1)
+            ),
         ])
     );
 }

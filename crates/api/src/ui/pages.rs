@@ -308,19 +308,32 @@ pub(crate) async fn job_action(
     Extension(session): Extension<Session>,
     Path((ns, name, action)): Path<(String, String, String)>,
 ) -> Response {
-    if let Err(r) = plain(&ns).and_then(|()| plain(&name)) {
+    schedule_action(&ui, &session, "jobs", &ns, &name, &action).await
+}
+
+/// Pause, resume or trigger the job or workflow (`kind`: `jobs` or `workflows`) `ns/name`
+/// through the API, then back to its page.
+async fn schedule_action(
+    ui: &Ui,
+    session: &Session,
+    kind: &str,
+    ns: &str,
+    name: &str,
+    action: &str,
+) -> Response {
+    if let Err(r) = plain(ns).and_then(|()| plain(name)) {
         return r.into_response();
     }
-    if !matches!(action.as_str(), "pause" | "resume" | "trigger") {
+    if !matches!(action, "pause" | "resume" | "trigger") {
         return forbidden("no such action");
     }
     act(
-        &ui,
-        &session,
+        ui,
+        session,
         Method::POST,
-        &format!("/v1/namespaces/{ns}/jobs/{name}/{action}"),
+        &format!("/v1/namespaces/{ns}/{kind}/{name}/{action}"),
         None,
-        &format!("/ui/namespaces/{ns}/jobs/{name}"),
+        &format!("/ui/namespaces/{ns}/{kind}/{name}"),
     )
     .await
 }
@@ -773,21 +786,7 @@ pub(crate) async fn workflow_action(
     Extension(session): Extension<Session>,
     Path((ns, name, action)): Path<(String, String, String)>,
 ) -> Response {
-    if let Err(r) = plain(&ns).and_then(|()| plain(&name)) {
-        return r.into_response();
-    }
-    if !matches!(action.as_str(), "pause" | "resume" | "trigger") {
-        return forbidden("no such action");
-    }
-    act(
-        &ui,
-        &session,
-        Method::POST,
-        &format!("/v1/namespaces/{ns}/workflows/{name}/{action}"),
-        None,
-        &format!("/ui/namespaces/{ns}/workflows/{name}"),
-    )
-    .await
+    schedule_action(&ui, &session, "workflows", &ns, &name, &action).await
 }
 
 /// `GET /ui/namespaces/{ns}/runs/{id}`: the run's DAG drawn as SVG, each task in its state's

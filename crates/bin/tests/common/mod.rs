@@ -28,6 +28,8 @@ pub struct Delivery {
     pub received_at: Timestamp,
     /// The request body.
     pub body: String,
+    /// Its W3C `traceparent` header.
+    pub traceparent: String,
 }
 
 /// A loopback HTTP receiver. Paths: `/fail-once` answers 503 to attempt 1 and 200 after;
@@ -96,6 +98,7 @@ async fn receive(
             .unwrap_or(Timestamp::UNIX_EPOCH),
         received_at: Timestamp::now(),
         body,
+        traceparent: header("traceparent"),
     };
     assert_eq!(delivery.execution_id, header("sundial-execution-id"));
     r.deliveries.lock().unwrap().push(delivery);
