@@ -95,7 +95,82 @@ pub fn router(state: AppState) -> Router {
         None => routes,
     };
     // The UI's actions go through `api`, token check included (`ui`'s invariants).
-    api.clone().merge(ui::router(state, api))
+    let loopback_only = state.tokens.is_none();
+    api.clone()
+        .merge(ui::router(state, api))
+        .layer(axum::middleware::from_fn(move |request, next| {
+            browser_guard(loopback_only, request, next)
+        }))
+}
+
+/// Refuses what a hostile web page could make a browser send (403, nothing runs): a write
+/// (any method but GET, HEAD, OPTIONS) whose `Origin` names another host than the request's
+/// `Host`, or that the browser marks `Sec-Fetch-Site: cross-site`; and, on a server without
+/// tokens (which listens on loopback only), any `/v1` or `/ui` request whose `Host` is not a
+/// loopback name, so that a hostile domain re-pointed at 127.0.0.1 (DNS rebinding) reaches
+/// neither (the probes and `/metrics` answer any host).
+/// Clients that are not browsers (the CLI, curl) send neither header and pass.
+async fn browser_guard(
+    loopback_only: bool,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    use axum::http::{Method, header};
+    let headers = request.headers();
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    let path = request.uri().path();
+    let surface = path.starts_with("/v1/") || path == "/ui" || path.starts_with("/ui/");
+    if loopback_only && surface && !host.is_empty() && !is_loopback_host(host) {
+        return error::ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "this server has no API tokens and answers only requests addressed to a loopback host",
+        )
+        .into_response();
+    }
+    let writes = !matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS
+    );
+    if writes {
+        let cross_site = headers
+            .get("sec-fetch-site")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.eq_ignore_ascii_case("cross-site"));
+        let foreign_origin = headers
+            .get(header::ORIGIN)
+            .and_then(|o| o.to_str().ok())
+            .is_some_and(|o| {
+                o.strip_prefix("https://")
+                    .or_else(|| o.strip_prefix("http://"))
+                    .is_none_or(|authority| authority != host)
+            });
+        if cross_site || foreign_origin {
+            return error::ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "a request from another site's page is refused",
+            )
+            .into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// True for `localhost`, `127.x.x.x` and `[::1]`, with or without a port.
+fn is_loopback_host(host: &str) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, _)| h)
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 fn routes(state: AppState) -> Router {

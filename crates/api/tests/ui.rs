@@ -19,7 +19,7 @@ use tokio::sync::Notify;
 use tower::ServiceExt;
 
 const XSS: &str = "<script>alert(1)</script>";
-const HOST: &str = "sundial.test";
+const HOST: &str = "127.0.0.1:8080";
 
 fn sha256_hex(token: &str) -> String {
     use sha2::Digest;
@@ -239,6 +239,18 @@ async fn every_page_escapes_what_a_user_wrote_and_shows_the_schedule_in_words() 
         cluster.body.matches("<span").count() >= 1024,
         "a cell per shard"
     );
+    for odd in [
+        "/ui/namespaces/%2e%2e/jobs",
+        "/ui/namespaces/../jobs",
+        "/ui/namespaces/a/jobs/..",
+    ] {
+        let page = ui.get(odd, None).await;
+        assert!(
+            page.status == StatusCode::NOT_FOUND || page.status == StatusCode::SEE_OTHER,
+            "{odd}: {}",
+            page.status
+        );
+    }
     let js = ui.get("/ui/assets/htmx.min.js", None).await;
     assert!(js.body.starts_with("var htmx"), "htmx is embedded");
 }
@@ -258,6 +270,48 @@ async fn a_post_from_another_origin_is_refused_and_one_from_the_page_acts_throug
         .send("POST", path, &[("referer", "http://evil.example/ui/")], "")
         .await;
     assert_eq!(referer_evil.status, StatusCode::FORBIDDEN);
+    assert!(
+        !ui.store
+            .job_get("a", "nightly")
+            .await
+            .unwrap()
+            .unwrap()
+            .spec
+            .paused
+    );
+
+    // The API refuses the same from a browser on another site, form-encoded or bodiless,
+    // and a tokenless server answers no host but loopback (DNS rebinding).
+    let api_path = "/v1/namespaces/a/jobs/nightly/pause";
+    for headers in [
+        vec![("origin", "http://evil.example")],
+        vec![
+            ("origin", "http://evil.example"),
+            ("content-type", "application/x-www-form-urlencoded"),
+        ],
+        vec![("sec-fetch-site", "cross-site")],
+    ] {
+        let refused = ui.send("POST", api_path, &headers, "a=b").await;
+        assert_eq!(
+            refused.status,
+            StatusCode::FORBIDDEN,
+            "{headers:?}: {}",
+            refused.body
+        );
+    }
+    let mut rebound = Request::builder()
+        .method("POST")
+        .uri(path)
+        .header(header::HOST, "evil.example")
+        .header(header::ORIGIN, "http://evil.example");
+    rebound = rebound.header(header::CONTENT_LENGTH, "0");
+    let response = ui
+        .router
+        .clone()
+        .oneshot(rebound.body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
     assert!(
         !ui.store
             .job_get("a", "nightly")

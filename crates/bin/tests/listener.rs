@@ -78,7 +78,7 @@ async fn slow_and_idle_connections_are_closed_and_the_server_goes_on() {
     // One that promises a body and sends a tenth of it.
     let mut body = TcpStream::connect(addr).await.unwrap();
     body.write_all(
-        b"POST /v1/namespaces/default/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"name\":",
+        b"POST /v1/namespaces/default/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"name\":",
     )
     .await
     .unwrap();

@@ -31,6 +31,7 @@ fn problem(e: impl Into<ApiError>) -> Response {
 /// Only the names and ids the API would accept reach a store call or a URL.
 fn plain(segment: &str) -> Result<(), Refusal> {
     let ok = !segment.is_empty()
+        && !segment.chars().all(|c| c == '.')
         && segment.len() <= 128
         && segment
             .chars()
