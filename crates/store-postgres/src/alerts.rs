@@ -3,16 +3,12 @@
 //! wait on each other), settled by their round.
 
 use sundial_store::alerts::{AlertDetailsRow, AlertRow, events_of};
-use sundial_store::{ALERT_STATES, AlertEvent, AlertSettle};
+use sundial_store::{AlertEvent, AlertSettle};
 
 use super::*;
 
 pub(crate) async fn alert_states_add(store: &PgStore, states: &[String]) -> Result<()> {
-    if let Some(bad) = states.iter().find(|s| !ALERT_STATES.contains(&s.as_str())) {
-        return Err(Error::Defect(
-            format!("'{bad}' is not an alert state").into(),
-        ));
-    }
+    sundial_store::alerts::check_states(states)?;
     sqlx::query(
         "INSERT INTO alert_states (state) SELECT UNNEST($1::text[]) ON CONFLICT DO NOTHING",
     )

@@ -93,14 +93,7 @@ pub(crate) async fn cluster_status(store: &PgStore) -> Result<ClusterStatus> {
         queued: u64::try_from(queued).unwrap_or(0),
         scheduled: u64::try_from(scheduled).unwrap_or(0),
         running: u64::try_from(running).unwrap_or(0),
-        queued_by_namespace: counts(queued_by_namespace),
-        dead_by_namespace: counts(dead_by_namespace),
+        queued_by_namespace: sundial_store::alerts::namespace_counts(queued_by_namespace),
+        dead_by_namespace: sundial_store::alerts::namespace_counts(dead_by_namespace),
     })
-}
-
-/// Counts per namespace as the store reports them.
-pub(crate) fn counts(rows: Vec<(String, i64)>) -> sundial_store::NamespaceCounts {
-    rows.into_iter()
-        .map(|(ns, n)| (ns, u64::try_from(n).unwrap_or(0)))
-        .collect()
 }

@@ -3,16 +3,12 @@
 //! claims apart), settled by their round.
 
 use sundial_store::alerts::{AlertDetailsRow, AlertRow, delivered_json, events_of};
-use sundial_store::{ALERT_STATES, AlertEvent, AlertSettle};
+use sundial_store::{AlertEvent, AlertSettle};
 
 use super::*;
 
 pub(crate) async fn alert_states_add(store: &SqliteStore, states: &[String]) -> Result<()> {
-    if let Some(bad) = states.iter().find(|s| !ALERT_STATES.contains(&s.as_str())) {
-        return Err(Error::Defect(
-            format!("'{bad}' is not an alert state").into(),
-        ));
-    }
+    sundial_store::alerts::check_states(states)?;
     let mut tx = store.begin().await?;
     for state in states {
         sqlx::query("INSERT OR IGNORE INTO alert_states (state) VALUES (?1)")

@@ -73,11 +73,6 @@ pub(crate) async fn cluster_status(store: &SqliteStore) -> Result<ClusterStatus>
             .fetch_all(&store.reader)
             .await
             .map_err(db_err)?;
-    let counts = |rows: Vec<(String, i64)>| -> sundial_store::NamespaceCounts {
-        rows.into_iter()
-            .map(|(ns, n)| (ns, u64::try_from(n).unwrap_or(0)))
-            .collect()
-    };
     // The embedded store's lease owner is `node/instance`; the map shows nodes.
     let leases: Vec<(i64, String)> = sqlx::query_as(
         "SELECT shard, owner FROM shard_leases WHERE expires_at > ?1 AND owner <> ''",
@@ -107,7 +102,7 @@ pub(crate) async fn cluster_status(store: &SqliteStore) -> Result<ClusterStatus>
         queued: n("queued")?,
         scheduled: n("scheduled")?,
         running: n("running")?,
-        queued_by_namespace: counts(queued_by_namespace),
-        dead_by_namespace: counts(dead_by_namespace),
+        queued_by_namespace: sundial_store::alerts::namespace_counts(queued_by_namespace),
+        dead_by_namespace: sundial_store::alerts::namespace_counts(dead_by_namespace),
     })
 }

@@ -87,6 +87,27 @@ pub enum AlertSettle {
 /// Rows counted per namespace (`sundial_dead_letters{namespace}`, the queue-depth gauge).
 pub type NamespaceCounts = std::collections::BTreeMap<String, u64>;
 
+/// Counts per namespace from `(namespace, count)` rows as SQL returns them (a negative count,
+/// which SQL never gives, reads 0).
+pub fn namespace_counts(rows: Vec<(String, i64)>) -> NamespaceCounts {
+    rows.into_iter()
+        .map(|(ns, n)| (ns, u64::try_from(n).unwrap_or(0)))
+        .collect()
+}
+
+/// Checks states for [`crate::Store::alert_states_add`].
+///
+/// # Errors
+/// [`crate::Error::Defect`] naming the first state outside [`ALERT_STATES`].
+pub fn check_states(states: &[String]) -> crate::Result<()> {
+    match states.iter().find(|s| !ALERT_STATES.contains(&s.as_str())) {
+        Some(bad) => Err(crate::Error::Defect(
+            format!("'{bad}' is not an alert state").into(),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// A claimed outbox row as both backends read it: seq, round, kind (`execution` or `run`), id,
 /// state, namespace, delivered (JSON array of alert names).
 pub type AlertRow = (i64, i64, String, String, String, String, String);

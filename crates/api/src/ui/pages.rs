@@ -43,6 +43,15 @@ fn plain(segment: &str) -> Result<(), Refusal> {
     }
 }
 
+/// The gate of a page or action: every path segment plain ([`plain`]) and, with `ns`, the
+/// session allowed in that namespace.
+fn gate(session: &Session, ns: Option<&str>, segments: &[&str]) -> Result<(), Refusal> {
+    for segment in ns.iter().chain(segments) {
+        plain(segment)?;
+    }
+    ns.map_or(Ok(()), |ns| session.check(ns))
+}
+
 /// The live part of a page: htmx fetches the page again every 2 s and swaps this element,
 /// only while the tab is visible.
 fn live(id: &str, body: Markup) -> Markup {
@@ -124,7 +133,7 @@ pub(crate) async fn jobs(
     Path(ns): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    if let Err(r) = plain(&ns).and_then(|()| session.check(&ns)) {
+    if let Err(r) = gate(&session, Some(ns.as_str()), &[]) {
         return r.into_response();
     }
     let paused = match q.get("paused").map(String::as_str) {
@@ -203,10 +212,7 @@ pub(crate) async fn job(
     Path((ns, name)): Path<(String, String)>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    if let Err(r) = plain(&ns)
-        .and_then(|()| plain(&name))
-        .and_then(|()| session.check(&ns))
-    {
+    if let Err(r) = gate(&session, Some(ns.as_str()), &[name.as_str()]) {
         return r.into_response();
     }
     let job = match ui.app.store.job_get(&ns, &name).await {
@@ -322,7 +328,7 @@ async fn schedule_action(
     name: &str,
     action: &str,
 ) -> Response {
-    if let Err(r) = plain(ns).and_then(|()| plain(name)) {
+    if let Err(r) = gate(session, None, &[ns, name]) {
         return r.into_response();
     }
     if !matches!(action, "pause" | "resume" | "trigger") {
@@ -346,10 +352,7 @@ pub(crate) async fn execution(
     Extension(session): Extension<Session>,
     Path((ns, id)): Path<(String, String)>,
 ) -> Response {
-    if let Err(r) = plain(&ns)
-        .and_then(|()| plain(&id))
-        .and_then(|()| session.check(&ns))
-    {
+    if let Err(r) = gate(&session, Some(ns.as_str()), &[id.as_str()]) {
         return r.into_response();
     }
     let e = match ui.app.store.execution_get(&ns, &id).await {
@@ -404,7 +407,7 @@ pub(crate) async fn execution_action(
     Extension(session): Extension<Session>,
     Path((ns, id, action)): Path<(String, String, String)>,
 ) -> Response {
-    if let Err(r) = plain(&ns).and_then(|()| plain(&id)) {
+    if let Err(r) = gate(&session, None, &[ns.as_str(), id.as_str()]) {
         return r.into_response();
     }
     if !matches!(action.as_str(), "cancel" | "retry") {
@@ -430,7 +433,7 @@ pub(crate) async fn dead_letters(
     Path(ns): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    if let Err(r) = plain(&ns).and_then(|()| session.check(&ns)) {
+    if let Err(r) = gate(&session, Some(ns.as_str()), &[]) {
         return r.into_response();
     }
     let job = q.get("job").filter(|j| !j.is_empty()).cloned();
@@ -527,7 +530,7 @@ pub(crate) async fn redrive(
     Path(ns): Path<String>,
     body: axum::body::Bytes,
 ) -> Response {
-    if let Err(r) = plain(&ns).and_then(|()| session.check(&ns)) {
+    if let Err(r) = gate(&session, Some(ns.as_str()), &[]) {
         return r.into_response();
     }
     let fields: Vec<(String, String)> = form_urlencoded::parse(&body).into_owned().collect();
@@ -652,7 +655,7 @@ pub(crate) async fn workflows(
     Path(ns): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    if let Err(r) = plain(&ns).and_then(|()| session.check(&ns)) {
+    if let Err(r) = gate(&session, Some(ns.as_str()), &[]) {
         return r.into_response();
     }
     let listed = ui
@@ -706,10 +709,7 @@ pub(crate) async fn workflow(
     Path((ns, name)): Path<(String, String)>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    if let Err(r) = plain(&ns)
-        .and_then(|()| plain(&name))
-        .and_then(|()| session.check(&ns))
-    {
+    if let Err(r) = gate(&session, Some(ns.as_str()), &[name.as_str()]) {
         return r.into_response();
     }
     let w = match ui.app.store.workflow_get(&ns, &name).await {
@@ -797,10 +797,7 @@ pub(crate) async fn run(
     Extension(session): Extension<Session>,
     Path((ns, id)): Path<(String, String)>,
 ) -> Response {
-    if let Err(r) = plain(&ns)
-        .and_then(|()| plain(&id))
-        .and_then(|()| session.check(&ns))
-    {
+    if let Err(r) = gate(&session, Some(ns.as_str()), &[id.as_str()]) {
         return r.into_response();
     }
     let r = match ui.app.store.run_get(&ns, &id).await {
@@ -912,10 +909,7 @@ pub(crate) async fn run_action(
     Extension(session): Extension<Session>,
     Path((ns, id, action)): Path<(String, String, String)>,
 ) -> Response {
-    if let Err(r) = plain(&ns)
-        .and_then(|()| plain(&id))
-        .and_then(|()| session.check(&ns))
-    {
+    if let Err(r) = gate(&session, Some(ns.as_str()), &[id.as_str()]) {
         return r.into_response();
     }
     if !matches!(action.as_str(), "cancel" | "retry") {
