@@ -723,6 +723,15 @@ pub(crate) async fn trigger(
         .store
         .execution_insert(&sundial_scheduler::manual_execution(&job, now))
         .await?;
+    sundial_trace::trigger(&sundial_trace::Triggered {
+        execution_id: &execution.id,
+        namespace: &execution.namespace,
+        job: &execution.job,
+        scheduled_at: execution.scheduled_at,
+        fire_at: execution.fire_at,
+        origin: sundial_trace::Origin::Manual,
+        node: &state.node,
+    });
     state.worker_wake.notify_one();
     Ok((StatusCode::CREATED, Json(execution_json(&execution, now))).into_response())
 }

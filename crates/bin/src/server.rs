@@ -280,9 +280,16 @@ fn prometheus() -> Option<sundial_api::MetricsRenderer> {
 
 /// `sundial server`.
 pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
-    init_tracing();
+    init_tracing()?;
     let config = ServerConfig::resolve(args)?;
-    let running = start(&config).await?;
+    let running = start(&config).await;
+    let running = match running {
+        Ok(running) => running,
+        Err(e) => {
+            sundial_trace::shutdown();
+            return Err(e);
+        }
+    };
     eprintln!(
         "sundial: listening on {}://{} (store {})",
         if config.tls.is_some() {
@@ -293,7 +300,9 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         running.addr,
         redact(&config.database_url)
     );
-    running.wait().await?;
+    let stopped = running.wait().await;
+    sundial_trace::shutdown();
+    stopped?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -307,13 +316,26 @@ pub async fn migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Logs to stderr; `RUST_LOG` overrides the default `info` filter.
-pub fn init_tracing() {
+/// Logs to stderr; `RUST_LOG` overrides the default `info` filter. With
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` set, also exports the trigger and attempt spans over OTLP
+/// (docs/operations.md#traces); [`sundial_trace::shutdown`] flushes them.
+///
+/// # Errors
+/// The OTLP exporter cannot be set up (an endpoint that is not a URL).
+pub fn init_tracing() -> anyhow::Result<()> {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,tower_http=warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_filter(filter);
+    let spans = sundial_trace::layer()?;
+    let _ = tracing_subscriber::registry()
+        .with(logs)
+        .with(spans)
         .try_init();
+    Ok(())
 }

@@ -681,3 +681,210 @@ async fn with_tokens_configured_the_api_needs_one_and_the_cli_sends_it() {
         .unwrap();
     assert_eq!(listed.status(), 200);
 }
+
+/// A loopback OTLP/HTTP receiver (`POST /v1/traces`, protobuf): every span it was sent.
+#[derive(Clone, Default)]
+struct OtlpReceiver {
+    spans: std::sync::Arc<std::sync::Mutex<Vec<opentelemetry_proto::tonic::trace::v1::Span>>>,
+}
+
+impl OtlpReceiver {
+    async fn start() -> (OtlpReceiver, std::net::SocketAddr) {
+        use opentelemetry_proto::tonic::collector::trace::v1::{
+            ExportTraceServiceRequest, ExportTraceServiceResponse,
+        };
+        use prost::Message as _;
+        let receiver = OtlpReceiver::default();
+        let spans = receiver.spans.clone();
+        let app = axum::Router::new().route(
+            "/v1/traces",
+            axum::routing::post(move |body: axum::body::Bytes| {
+                let spans = spans.clone();
+                async move {
+                    let Ok(request) = ExportTraceServiceRequest::decode(body) else {
+                        return (axum::http::StatusCode::BAD_REQUEST, Vec::new());
+                    };
+                    let mut got = spans.lock().unwrap();
+                    for resource in request.resource_spans {
+                        for scope in resource.scope_spans {
+                            got.extend(scope.spans);
+                        }
+                    }
+                    (
+                        axum::http::StatusCode::OK,
+                        ExportTraceServiceResponse::default().encode_to_vec(),
+                    )
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (receiver, addr)
+    }
+
+    /// The spans of the trace whose id is the execution `id`'s UUID.
+    fn trace(&self, id: &str) -> Vec<opentelemetry_proto::tonic::trace::v1::Span> {
+        let trace_id = uuid::Uuid::parse_str(id).unwrap().as_bytes().to_vec();
+        self.spans
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.trace_id == trace_id)
+            .cloned()
+            .collect()
+    }
+}
+
+/// A span attribute's value as text (strings, and integers printed).
+fn attribute(span: &opentelemetry_proto::tonic::trace::v1::Span, key: &str) -> Option<String> {
+    use opentelemetry_proto::tonic::common::v1::any_value::Value;
+    let value = span
+        .attributes
+        .iter()
+        .find(|a| a.key == key)?
+        .value
+        .as_ref()?;
+    match value.value.as_ref()? {
+        Value::StringValue(s) => Some(s.clone()),
+        Value::IntValue(i) => Some(i.to_string()),
+        other => Some(format!("{other:?}")),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_otlp_trace_links_an_execution_s_trigger_to_each_of_its_attempts() {
+    let (otlp, otlp_addr) = OtlpReceiver::start().await;
+    let receiver = Receiver::start().await;
+    let (server, _dir) = server_configured(
+        "",
+        vec![
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT".into(),
+                format!("http://{otlp_addr}"),
+            ),
+            ("OTEL_BSP_SCHEDULE_DELAY".into(), "100".into()),
+        ],
+    )
+    .await;
+    let at = whole_second_after(Duration::from_secs(1));
+    server
+        .put_job(
+            "e2e",
+            "traced",
+            json!({
+                "schedule": {"at": at.to_string()},
+                "target": {"type": "http", "url": receiver.url("fail-once")},
+                "retry": {"max_attempts": 3, "initial_interval": "100ms", "jitter": false}
+            }),
+        )
+        .await;
+    let deliveries = server
+        .wait_for(Duration::from_secs(15), async || {
+            let got = receiver.for_path("fail-once");
+            (got.len() == 2).then_some(got)
+        })
+        .await;
+    let id = deliveries[0].execution_id.clone();
+    let spans = server
+        .wait_for(Duration::from_secs(15), async || {
+            let spans = otlp.trace(&id);
+            (spans.len() >= 3).then_some(spans)
+        })
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let spans = {
+        let later = otlp.trace(&id);
+        assert_eq!(later.len(), spans.len(), "no span arrives late: {later:?}");
+        later
+    };
+    let trigger: Vec<_> = spans.iter().filter(|s| s.name == "trigger").collect();
+    assert_eq!(trigger.len(), 1, "one trigger span: {spans:?}");
+    let trigger = trigger[0];
+    assert!(
+        trigger.parent_span_id.is_empty(),
+        "the trigger is the trace's root"
+    );
+    assert_eq!(
+        attribute(trigger, "sundial.trigger").as_deref(),
+        Some("schedule")
+    );
+    assert_eq!(attribute(trigger, "sundial.job").as_deref(), Some("traced"));
+    assert_eq!(attribute(trigger, "sundial.slot"), Some(at.to_string()));
+    let mut attempts: Vec<_> = spans.iter().filter(|s| s.name == "attempt").collect();
+    attempts.sort_by_key(|s| attribute(s, "sundial.attempt"));
+    assert_eq!(attempts.len(), 2, "a span per attempt: {spans:?}");
+    for (n, (span, delivery)) in attempts.iter().zip(&deliveries).enumerate() {
+        assert_eq!(
+            span.parent_span_id,
+            trigger.span_id,
+            "attempt {} is the trigger's child",
+            n + 1
+        );
+        assert_eq!(
+            attribute(span, "sundial.attempt"),
+            Some((n + 1).to_string())
+        );
+        // The delivery's traceparent names the exported attempt span, so the receiver's own
+        // spans join this trace under it.
+        let parent_id = delivery.traceparent.split('-').nth(2).unwrap();
+        let span_hex: String = span.span_id.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(parent_id, span_hex, "attempt {}", delivery.attempt);
+    }
+    assert_eq!(
+        attribute(attempts[0], "sundial.outcome").as_deref(),
+        Some("retrying")
+    );
+    assert_eq!(
+        attempts[0].status.as_ref().map(|s| s.code),
+        Some(2),
+        "ERROR"
+    );
+    assert!(
+        attempts[0]
+            .status
+            .as_ref()
+            .is_some_and(|s| s.message.contains("503")),
+        "{:?}",
+        attempts[0].status
+    );
+    assert_eq!(
+        attribute(attempts[1], "sundial.outcome").as_deref(),
+        Some("succeeded")
+    );
+    assert!(attempts[1].start_time_unix_nano >= attempts[0].end_time_unix_nano);
+
+    // A manual trigger is a trace of its own, rooted in a `manual` trigger span.
+    let (status, manual) = server
+        .request(
+            reqwest::Method::POST,
+            "/v1/namespaces/e2e/jobs/traced/trigger",
+            None,
+        )
+        .await;
+    assert_eq!(status, 201, "{manual}");
+    let manual_id = manual["id"].as_str().unwrap().to_owned();
+    let spans = server
+        .wait_for(Duration::from_secs(15), async || {
+            let spans = otlp.trace(&manual_id);
+            (spans.len() >= 2).then_some(spans)
+        })
+        .await;
+    let trigger = spans.iter().find(|s| s.name == "trigger").unwrap();
+    assert_eq!(
+        attribute(trigger, "sundial.trigger").as_deref(),
+        Some("manual")
+    );
+    // Only Sundial's spans are exported, never its logs' spans or other libraries'.
+    let names: HashSet<String> = otlp
+        .spans
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.name.clone())
+        .collect();
+    assert_eq!(
+        names,
+        HashSet::from(["trigger".to_owned(), "attempt".to_owned()])
+    );
+}

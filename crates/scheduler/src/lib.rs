@@ -281,6 +281,9 @@ impl Scheduler {
                 if done.executions_inserted > 0 {
                     self.triggered.notify_one();
                 }
+                if sundial_trace::enabled() {
+                    self.trace_triggers(&commit, &done.changed);
+                }
                 Ok(report)
             }
             Err(e @ StoreError::StaleFence(_)) => {
@@ -290,6 +293,27 @@ impl Scheduler {
                 Err(e)
             }
             Err(e) => Err(e),
+        }
+    }
+
+    /// Records the trigger span of every execution `commit` wrote (those of the jobs in
+    /// `changed` were not written), docs/operations.md#traces.
+    fn trace_triggers(&self, commit: &TriggerCommit, changed: &[String]) {
+        for job in commit.jobs.iter().filter(|j| !changed.contains(&j.uid)) {
+            for e in &job.executions {
+                if e.state == ExecutionState::Missed {
+                    continue;
+                }
+                sundial_trace::trigger(&sundial_trace::Triggered {
+                    execution_id: &e.id,
+                    namespace: &e.namespace,
+                    job: &e.job,
+                    scheduled_at: e.scheduled_at,
+                    fire_at: e.fire_at,
+                    origin: sundial_trace::Origin::Schedule,
+                    node: &self.config.node,
+                });
+            }
         }
     }
 

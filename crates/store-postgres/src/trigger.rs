@@ -152,6 +152,12 @@ pub(crate) async fn trigger_commit(store: &PgStore, c: &TriggerCommit) -> Result
     let mut done = TriggerCommitted {
         jobs_advanced: u32::try_from(advanced.len()).unwrap_or(u32::MAX),
         jobs_changed: u32::try_from(c.jobs.len() - advanced.len()).unwrap_or(u32::MAX),
+        changed: c
+            .jobs
+            .iter()
+            .filter(|j| !advanced.contains(&j.uid))
+            .map(|j| j.uid.clone())
+            .collect(),
         executions_inserted: 0,
     };
     done.executions_inserted = insert_executions(&mut tx, &executions, now, Some(&c.node)).await?;

@@ -113,6 +113,12 @@ pub(crate) async fn trigger_commit(
     let mut done = TriggerCommitted {
         jobs_advanced: u32::try_from(advanced.len()).unwrap_or(u32::MAX),
         jobs_changed: u32::try_from(c.jobs.len() - advanced.len()).unwrap_or(u32::MAX),
+        changed: c
+            .jobs
+            .iter()
+            .filter(|j| !advanced.contains(&j.uid))
+            .map(|j| j.uid.clone())
+            .collect(),
         ..TriggerCommitted::default()
     };
     let executions: Vec<&NewExecution> = c

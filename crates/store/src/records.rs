@@ -199,12 +199,14 @@ pub struct JobTrigger {
 }
 
 /// What a trigger commit did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TriggerCommitted {
     /// Jobs advanced.
     pub jobs_advanced: u32,
     /// Jobs skipped because they changed since read.
     pub jobs_changed: u32,
+    /// The uids of those jobs, whose executions were not inserted (usually none).
+    pub changed: Vec<String>,
     /// Executions inserted.
     pub executions_inserted: u32,
 }
@@ -350,6 +352,17 @@ pub enum NextStep {
 }
 
 impl NextStep {
+    /// What became of the attempt, in one word: `succeeded`, `failed`, `dead` or `retrying`
+    /// (the `sundial.outcome` of its span).
+    pub fn outcome(self) -> &'static str {
+        match self {
+            NextStep::Succeeded => "succeeded",
+            NextStep::Failed => "failed",
+            NextStep::Dead => "dead",
+            NextStep::RetryAt(_) => "retrying",
+        }
+    }
+
     /// The execution's state after this step, and for `retry_wait` the instant (UTC) it is
     /// due again; `None` for a terminal state, which records its `finished_at` instead.
     pub fn state(self) -> (ExecutionState, Option<Timestamp>) {

@@ -408,30 +408,9 @@ impl Target for Targets {
     }
 }
 
-/// The W3C `traceparent` of one delivery (Trace Context, §3.2 "traceparent Header"): version
-/// `00`; the trace id of the execution, which is its UUID's 32 hexadecimal digits (a key that
-/// is not a UUID, such as an alert's `<id>:<state>`, gets two FNV-1a hashes of itself); a span
-/// id for this attempt (the FNV-1a hash of the key and the attempt number); flags `01`
-/// (sampled). Every attempt of one execution is in one trace, and the same attempt always
-/// carries the same span id, so a receiver can join a retry to its earlier attempts.
-pub fn traceparent(key: &str, attempt: u32) -> String {
-    let hex: String = key.chars().filter(|c| *c != '-').collect();
-    let trace = if hex.len() == 32 && hex.chars().all(|c| c.is_ascii_hexdigit()) {
-        hex.to_ascii_lowercase()
-    } else {
-        let a = sundial_core::hash::fnv1a(key.as_bytes());
-        let b = sundial_core::hash::fnv1a(format!("trace:{key}").as_bytes());
-        format!("{a:016x}{b:016x}")
-    };
-    // All-zero ids are invalid (§3.2.2.3, §3.2.2.4).
-    let trace = if trace.bytes().all(|b| b == b'0') {
-        format!("{:032x}", 1)
-    } else {
-        trace
-    };
-    let span = sundial_core::hash::fnv1a(format!("{key}/{attempt}").as_bytes()).max(1);
-    format!("00-{trace}-{span:016x}-01")
-}
+/// The W3C `traceparent` of one delivery: the execution's trace, the attempt's span
+/// (docs/operations.md#traces).
+pub use sundial_trace::traceparent;
 
 /// A boxed driver error.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -480,25 +459,6 @@ mod tests {
             target,
             keep_output: false,
         }
-    }
-
-    #[test]
-    fn a_traceparent_names_the_execution_s_trace_and_the_attempt_s_span() {
-        let id = "0193a5c4-0000-7000-8000-000000000001";
-        let first = traceparent(id, 1);
-        assert_eq!(&first[..36], "00-0193a5c4000070008000000000000001-");
-        assert_eq!(first.len(), 55);
-        assert!(first.ends_with("-01"));
-        assert_eq!(first, traceparent(id, 1), "the same attempt, the same span");
-        let second = traceparent(id, 2);
-        assert_eq!(first[..36], second[..36], "one trace per execution");
-        assert_ne!(first[36..52], second[36..52], "a span per attempt");
-        let alert = traceparent(&format!("{id}:dead"), 1);
-        assert!(alert.starts_with("00-") && alert.len() == 55, "{alert}");
-        assert!(
-            traceparent("00000000-0000-0000-0000-000000000000", 1)
-                .starts_with("00-00000000000000000000000000000001-")
-        );
     }
 
     #[test]

@@ -58,6 +58,7 @@ use sundial_store::{
 };
 use sundial_target::{Delivery, Error as TargetError, Target};
 use tokio::sync::{Notify, Semaphore, watch};
+use tracing::Instrument as _;
 
 /// A completion waiting to be written, with where to send whether it applied.
 type Completion = (
@@ -410,17 +411,31 @@ impl Worker {
             target: &e.run.target,
             keep_output: e.run.output,
         };
+        // The attempt's span (exported only with OTLP on): the child of the execution's
+        // trigger span, with the id this delivery's `traceparent` names.
+        let span = sundial_trace::attempt(&sundial_trace::Attempt {
+            execution_id: &e.id,
+            attempt: e.attempt,
+            namespace: &e.namespace,
+            job: &e.job,
+            scheduled_at: e.scheduled_at,
+            fire_at: e.fire_at,
+            node: &self.config.node,
+        });
         let deadline = started + e.run.timeout.as_signed();
         // One lease renewal loop from the claim until the completion is written, so a store
         // slow to write outcomes does not let the reaper retry an attempt that already ran.
         let heartbeat = self.heartbeat(&attempt, e.run.heartbeat_timeout);
         tokio::pin!(heartbeat);
         let result = tokio::select! {
-            r = self.target.dispatch(&delivery) => Some(r.map_err(Failure::Target)),
+            r = self.target.dispatch(&delivery).instrument(span.clone()) => {
+                Some(r.map_err(Failure::Target))
+            }
             _ = self.clock.sleep_until(deadline) => Some(Err(Failure::TimedOut)),
             lost = &mut heartbeat => {
                 tracing::warn!(execution = %e.id, attempt = e.attempt, reason = %lost,
                     "attempt lease lost; abandoning the attempt");
+                sundial_trace::attempt_ended(&span, "abandoned", Some("attempt lease lost"));
                 None
             }
             _ = cancelled.notified() => {
@@ -428,6 +443,7 @@ impl Worker {
                 tracing::info!(namespace = %e.namespace, job = %e.job, slot = %e.scheduled_at,
                     execution = %e.id, state = "cancelled", attempt = e.attempt,
                     "execution cancelled; attempt stopped");
+                sundial_trace::attempt_ended(&span, "cancelled", None);
                 None
             }
         };
@@ -435,6 +451,8 @@ impl Worker {
         let Some(result) = result else { return };
         let completion = self.completion(e, attempt.clone(), result, false);
         let (next, error) = (completion.next, completion.error.clone());
+        sundial_trace::attempt_ended(&span, next.outcome(), error.as_deref());
+        drop(span);
         tokio::select! {
             written = self.complete(completion) => if written {
                 log_ending(e, next, error.as_deref());
