@@ -92,6 +92,7 @@ struct FileConfig {
     #[serde(default)]
     alerts: Vec<AlertFile>,
     public_url: Option<String>,
+    history_retention: Option<String>,
 }
 
 /// One `[[alerts]]` entry (docs/configuration.md, "`[[alerts]]`"), checked by
@@ -172,6 +173,7 @@ struct MaintenanceFile {
     checkpoint_every: Option<String>,
     node_heartbeat_every: Option<String>,
     alerts_every: Option<String>,
+    retention_every: Option<String>,
 }
 
 impl MaintenanceFile {
@@ -198,6 +200,8 @@ impl MaintenanceFile {
             checkpoint_every: parse("checkpoint_every", &self.checkpoint_every)?
                 .unwrap_or(defaults.checkpoint_every),
             node_heartbeat_every: parse("node_heartbeat_every", &self.node_heartbeat_every)?,
+            retention_every: parse("retention_every", &self.retention_every)?
+                .unwrap_or(defaults.retention_every),
         };
         if parse("alerts_every", &self.alerts_every)?.is_some_and(sundial_core::Dur::is_zero) {
             bail!("maintenance.alerts_every: must be more than 0s");
@@ -329,6 +333,29 @@ pub struct ServerConfig {
     /// `public_url`: where users reach this server, for the UI links in alerts (default
     /// `http://LISTEN`, `https://` with TLS), without a trailing slash.
     pub public_url: String,
+    /// `history_retention`: how long finished executions and runs are kept (default 30 days,
+    /// [`sundial_store::maintenance::HISTORY_RETENTION_DEFAULT`]).
+    pub history_retention: sundial_core::Dur,
+}
+
+/// `history_retention` (docs/configuration.md): a duration of at least one minute; the
+/// default when `None`.
+///
+/// # Errors
+/// `history_retention: ...` for a value that is not a duration or is under a minute.
+pub fn parse_retention(text: Option<&str>) -> anyhow::Result<sundial_core::Dur> {
+    let Some(text) = text else {
+        return Ok(sundial_store::maintenance::HISTORY_RETENTION_DEFAULT);
+    };
+    let retention = text
+        .parse::<sundial_core::Dur>()
+        .map_err(|e| anyhow::anyhow!("history_retention: {e}"))?;
+    if retention < sundial_core::Dur::from_secs(60) {
+        bail!(
+            "history_retention: {retention} is under a minute; history that short would go while it is still being read"
+        );
+    }
+    Ok(retention)
 }
 
 /// The default store URL.
@@ -477,7 +504,9 @@ impl ServerConfig {
                 if tls.is_some() { "https" } else { "http" }
             ),
         };
+        let history_retention = parse_retention(file.history_retention.as_deref())?;
         Ok(ServerConfig {
+            history_retention,
             alerts,
             alerts_every,
             public_url,

@@ -172,6 +172,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         }],
         alerts_every: sundial_core::Dur::from_millis(250),
         public_url: String::new(),
+        history_retention: sundial_store::maintenance::HISTORY_RETENTION_DEFAULT,
     };
     let running = crate::server::start(&config).await?;
     let api_addr = running.addr;

@@ -21,6 +21,7 @@ mod client;
 mod config;
 mod cron_cmd;
 mod demo;
+mod history;
 mod listener;
 mod output;
 mod server;
@@ -64,6 +65,8 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Measure trigger throughput and lag with a built-in load generator and HTTP sink.
     Bench(bench::BenchArgs),
+    /// Prune the store's history by hand (the server's retention does it in the background).
+    History(history::HistoryArgs),
 }
 
 #[tokio::main]
@@ -85,6 +88,7 @@ async fn main() -> ExitCode {
         Command::Cron(args) => return cron_cmd::run(args),
         Command::Demo(args) => demo::run(args).await,
         Command::Bench(args) => bench::run(args).await,
+        Command::History(args) => history::run(args).await,
     };
     match result {
         Ok(code) => code,

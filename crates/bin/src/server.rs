@@ -8,7 +8,7 @@ use sundial_api::{AppState, health_router, router};
 use sundial_clock::{Clock, OffsetClock, SystemClock};
 use sundial_scheduler::{Scheduler, SchedulerConfig};
 use sundial_store::Store;
-use sundial_store::maintenance::{NodeHeartbeat, Runner, Service};
+use sundial_store::maintenance::{HistoryRetention, NodeHeartbeat, Runner, Service};
 use sundial_store_postgres::PgStore;
 use sundial_store_sqlite::SqliteStore;
 use sundial_target::{Targets, redact};
@@ -143,7 +143,8 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
         tasks.spawn(async move { scheduler.run(rx).await.context("scheduler stopped") });
     }
     // The maintenance services of this process (docs/configuration.md, "`[maintenance]`"):
-    // the store's own, the node heartbeat every process writes, and the reaper of a worker.
+    // the store's own, the node heartbeat every process writes, history retention in a
+    // scheduler, and the reaper of a worker.
     let mut maintenance = Runner::new(clock.clone());
     maintenance.add(store.maintenance(&config.maintenance));
     maintenance.add([Arc::new(NodeHeartbeat::new(
@@ -153,6 +154,15 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
         config.lease_ttl,
         config.maintenance.node_heartbeat_every,
     )) as Arc<dyn Service>]);
+    if config.has("scheduler") {
+        // History retention (SPEC §10): in the processes that schedule, so a fleet prunes
+        // in as many processes as it has schedulers (they skip each other's rows).
+        maintenance.add([Arc::new(HistoryRetention::new(
+            store.clone(),
+            config.history_retention,
+            config.maintenance.retention_every,
+        )) as Arc<dyn Service>]);
+    }
     if config.has("worker") {
         // Every named connection is established now; one that cannot be is a startup error
         // naming `connections.NAME` (README, "Targets and connections").

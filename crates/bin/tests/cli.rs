@@ -611,3 +611,56 @@ async fn workflow_commands_drive_the_api() {
     assert_eq!(stdout(&o), "workflow slow deleted\n");
     assert_eq!(run(&["workflow", "get", "slow"]).status.code(), Some(1));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_prune_counts_with_dry_run_and_refuses_a_bad_retention() {
+    let receiver = Receiver::start().await;
+    let server = Server::start().await;
+    let at = common::whole_second_after(Duration::from_secs(1));
+    server
+        .put_job(
+            "cli",
+            "once",
+            serde_json::json!({"schedule": {"at": at.to_string()}, "target": {"type": "http", "url": receiver.url("ok")}}),
+        )
+        .await;
+    server
+        .wait_for(Duration::from_secs(10), async || {
+            let h = server.history("cli", "once").await;
+            (h.first().is_some_and(|e| e["state"] == "succeeded")).then_some(())
+        })
+        .await;
+    let url = format!("sqlite://{}", server.dir.join("sundial.db").display());
+    let o = sundial(&[
+        "history",
+        "prune",
+        "--dry-run",
+        "--retention",
+        "1m",
+        "--database-url",
+        &url,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.starts_with("would delete 0 executions and 0 workflow runs (0 task executions) that finished before "),
+        "{out}"
+    );
+    assert!(out.contains("nothing was deleted (--dry-run)"), "{out}");
+    assert_eq!(server.history("cli", "once").await.len(), 1);
+
+    let o = sundial(&[
+        "history",
+        "prune",
+        "--retention",
+        "5s",
+        "--database-url",
+        &url,
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    let err = stderr(&o);
+    assert!(
+        err.starts_with("sundial: error: --retention: history_retention: 5s is under a minute"),
+        "{err}"
+    );
+}

@@ -134,6 +134,21 @@ fn a_bad_maintenance_period_is_refused_naming_its_key() {
         stderr.contains("maintenance.checkpoint_every: must be more than 0s"),
         "{stderr}"
     );
+    let (ok, stderr) = server_with("[maintenance]\nretention_every = \"0s\"\n", "api");
+    assert!(!ok);
+    assert!(
+        stderr.contains("maintenance.retention_every: must be more than 0s"),
+        "{stderr}"
+    );
+    let (ok, stderr) = server_with("history_retention = \"a month\"\n", "api");
+    assert!(!ok);
+    assert!(stderr.contains("history_retention: "), "{stderr}");
+    let (ok, stderr) = server_with("history_retention = \"30s\"\n", "api");
+    assert!(!ok);
+    assert!(
+        stderr.contains("history_retention: 30s is under a minute"),
+        "{stderr}"
+    );
     let (ok, stderr) = server_with("[maintenance]\nnode_heartbeat_every = \"30s\"\n", "api");
     assert!(!ok);
     assert!(

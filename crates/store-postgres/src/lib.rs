@@ -33,6 +33,7 @@ mod leases;
 mod maintenance;
 mod nodes;
 mod notify;
+mod retention;
 mod rows;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -342,6 +343,13 @@ impl Store for PgStore {
         extra_attempts: u32,
     ) -> Result<ExecutionRecord> {
         executions::execution_redrive(self, namespace, id, extra_attempts).await
+    }
+
+    async fn history_prune(
+        &self,
+        prune: &sundial_store::HistoryPrune,
+    ) -> Result<sundial_store::HistoryPruned> {
+        retention::history_prune(self, prune).await
     }
 
     async fn namespace_list(&self) -> Result<Vec<String>> {

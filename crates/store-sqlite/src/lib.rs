@@ -24,6 +24,7 @@ mod jobs;
 mod leases;
 mod maintenance;
 mod nodes;
+mod retention;
 mod rows;
 mod trigger;
 mod values;
@@ -369,6 +370,13 @@ impl Store for SqliteStore {
         extra_attempts: u32,
     ) -> Result<ExecutionRecord> {
         executions::execution_redrive(self, namespace, id, extra_attempts).await
+    }
+
+    async fn history_prune(
+        &self,
+        prune: &sundial_store::HistoryPrune,
+    ) -> Result<sundial_store::HistoryPruned> {
+        retention::history_prune(self, prune).await
     }
 
     async fn namespace_list(&self) -> Result<Vec<String>> {

@@ -461,6 +461,22 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         extra_attempts: u32,
     ) -> Result<ExecutionRecord>;
 
+    /// History retention (SPEC §10, docs/configuration.md "history_retention"): deletes the
+    /// expired history of `prune.kind`, or counts it with `dry_run`. Expired: a terminal
+    /// execution of a job (not a workflow task) whose `finished_at` is before `prune.before`,
+    /// with its attempts; a terminal run whose `finished_at` is before it, with its tasks'
+    /// executions and their attempts. The newest finished execution of each existing job and
+    /// the newest finished run of each existing workflow are kept, whatever their age.
+    ///
+    /// # Contract
+    /// Looks at up to `prune.limit` rows with a slot before `prune.before`, in (slot, id)
+    /// order after `prune.after`, deletes the expired among them in one short transaction,
+    /// and says where the next call goes on. Skips rows another transaction holds (`SKIP
+    /// LOCKED` on PostgreSQL), so several processes may prune at once and no trigger, claim or
+    /// completion waits on it; touches nothing unfinished. A dry run writes nothing and counts
+    /// everything expired.
+    async fn history_prune(&self, prune: &HistoryPrune) -> Result<HistoryPruned>;
+
     /// The namespaces that hold at least one job or workflow, sorted by name.
     ///
     /// # Contract

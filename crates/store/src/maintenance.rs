@@ -3,8 +3,8 @@
 //!
 //! A service is one small job done again and again: the reaper (`sundial-worker`), the
 //! PostgreSQL queue vacuum and the SQLite log checkpoint (each store's
-//! [`crate::Store::maintenance`]), the node heartbeat ([`NodeHeartbeat`]), later history
-//! retention. Each has a named default period and a `[maintenance]` key
+//! [`crate::Store::maintenance`]), the node heartbeat ([`NodeHeartbeat`]), history retention
+//! ([`HistoryRetention`]). Each has a named default period and a `[maintenance]` key
 //! ([`MaintenanceConfig`]); its [`Service::run_once`] is one bounded pass that says what it
 //! did.
 //!
@@ -17,6 +17,8 @@
 //! - Every pass is announced on [`Runner::passes`] (a test signal: tests wait on it rather
 //!   than sleeping).
 //! - A service holds no lock that the trigger, claim or completion paths wait on.
+//! - History retention ([`HistoryRetention`]) deletes only what finished before the cut-off,
+//!   keeping each job's and workflow's newest execution or run.
 
 use std::sync::Arc;
 
@@ -50,6 +52,9 @@ pub struct MaintenanceConfig {
     /// `node_heartbeat_every`: how often the process records itself alive; `None`: a third
     /// of the node's time to live ([`NodeHeartbeat`]).
     pub node_heartbeat_every: Option<Dur>,
+    /// `retention_every`: the period of history retention's passes ([`HistoryRetention`]).
+    /// Default [`RETENTION_EVERY_DEFAULT`].
+    pub retention_every: Dur,
 }
 
 impl Default for MaintenanceConfig {
@@ -59,6 +64,7 @@ impl Default for MaintenanceConfig {
             queue_vacuum_every: QUEUE_VACUUM_EVERY_DEFAULT,
             checkpoint_every: CHECKPOINT_EVERY_DEFAULT,
             node_heartbeat_every: None,
+            retention_every: RETENTION_EVERY_DEFAULT,
         }
     }
 }
@@ -75,6 +81,7 @@ impl MaintenanceConfig {
             ("queue_vacuum_every", Some(self.queue_vacuum_every)),
             ("checkpoint_every", Some(self.checkpoint_every)),
             ("node_heartbeat_every", self.node_heartbeat_every),
+            ("retention_every", Some(self.retention_every)),
         ] {
             if every.is_some_and(Dur::is_zero) {
                 return Err((key, "must be more than 0s".into()));
@@ -245,6 +252,113 @@ impl Service for NodeHeartbeat {
             .node_heartbeat(&self.node, &self.roles, self.ttl)
             .await?;
         Ok(1)
+    }
+}
+
+/// Default `history_retention`: 30 days (SPEC §10, G6).
+pub const HISTORY_RETENTION_DEFAULT: Dur = Dur::from_secs(30 * 86_400);
+/// Default period of history retention's passes: 1 min (`maintenance.retention_every`).
+pub const RETENTION_EVERY_DEFAULT: Dur = Dur::from_secs(60);
+/// Rows one prune call looks at, and so at most deletes, in one transaction: 1,000.
+pub const RETENTION_BATCH: u32 = 1_000;
+/// Prune calls in one pass, at most: 1,000 (a million rows looked at); the next pass goes
+/// on where this one stopped.
+pub const RETENTION_CALLS_PER_PASS: u32 = 1_000;
+
+/// History retention (SPEC §10; docs/configuration.md, "history_retention"): deletes the
+/// executions and runs that finished more than `retention` ago by the store's clock, keeping
+/// each job's and workflow's newest ([`Store::history_prune`]), every `every`.
+///
+/// A pass walks the history of jobs, then the runs, in slot order, [`RETENTION_BATCH`] rows
+/// a call (a transaction of its own), and stops after [`RETENTION_CALLS_PER_PASS`] calls;
+/// the next pass goes on from there, and a walk that reached the cut-off starts again from
+/// the oldest. It holds no lock the trigger, claim or completion paths wait on: the rows it
+/// deletes are finished, and those another transaction holds are skipped.
+pub struct HistoryRetention {
+    store: Arc<dyn Store>,
+    retention: Dur,
+    every: Dur,
+    batch: u32,
+    calls: u32,
+    /// Where the walks of executions and of runs stopped.
+    resume: std::sync::Mutex<[Option<crate::HistoryKey>; 2]>,
+}
+
+impl HistoryRetention {
+    /// Retention of `retention` on `store`, a pass every `every`.
+    pub fn new(store: Arc<dyn Store>, retention: Dur, every: Dur) -> Self {
+        HistoryRetention {
+            store,
+            retention,
+            every,
+            batch: RETENTION_BATCH,
+            calls: RETENTION_CALLS_PER_PASS,
+            resume: std::sync::Mutex::new([None, None]),
+        }
+    }
+
+    /// The same with `batch` rows a call and at most `calls` calls a pass (tests use small
+    /// ones to see a walk go on from pass to pass).
+    pub fn with_limits(mut self, batch: u32, calls: u32) -> Self {
+        self.batch = batch.max(1);
+        self.calls = calls.max(1);
+        self
+    }
+}
+
+#[async_trait]
+impl Service for HistoryRetention {
+    fn name(&self) -> &'static str {
+        "history_retention"
+    }
+
+    fn every(&self) -> Dur {
+        self.every
+    }
+
+    /// One pass; returns the executions and runs deleted (a run's tasks not counted).
+    ///
+    /// # Errors
+    /// The store's; the walk goes on from the last call that succeeded.
+    async fn run_once(&self) -> Result<u64> {
+        let now = self.store.now().await?;
+        let before = now
+            .checked_sub(self.retention.as_signed())
+            .unwrap_or(jiff::Timestamp::MIN);
+        let mut deleted = 0;
+        let mut calls = 0;
+        for (slot, kind) in [crate::HistoryKind::Executions, crate::HistoryKind::Runs]
+            .into_iter()
+            .enumerate()
+        {
+            loop {
+                if calls == self.calls {
+                    return Ok(deleted);
+                }
+                calls += 1;
+                let after = self.resume.lock().unwrap_or_else(|p| p.into_inner())[slot].clone();
+                let pruned = self
+                    .store
+                    .history_prune(&crate::HistoryPrune {
+                        kind,
+                        before,
+                        limit: self.batch,
+                        after,
+                        dry_run: false,
+                    })
+                    .await?;
+                deleted += pruned.deleted;
+                let done = pruned.next.is_none();
+                self.resume.lock().unwrap_or_else(|p| p.into_inner())[slot] = pruned.next;
+                if done {
+                    break;
+                }
+            }
+        }
+        if deleted > 0 {
+            tracing::info!(deleted, before = %before, "history retention pass");
+        }
+        Ok(deleted)
     }
 }
 

@@ -517,3 +517,53 @@ pub struct NodeStatus {
     /// Shards it holds.
     pub shards: u32,
 }
+
+/// What one [`HistoryPrune`] looks at: the executions of jobs, or workflow runs (each with its
+/// tasks' executions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HistoryKind {
+    /// Executions of jobs (not workflow tasks), with their attempts.
+    Executions,
+    /// Workflow runs, with their tasks' executions and those executions' attempts.
+    Runs,
+}
+
+/// A position in the history: the slot (UTC) and id of the last row a [`HistoryPrune`]
+/// looked at; the next call goes on after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryKey {
+    /// The row's slot (`scheduled_at`).
+    pub scheduled_at: Timestamp,
+    /// The row's id.
+    pub id: String,
+}
+
+/// One call of history retention ([`crate::Store::history_prune`], docs/configuration.md,
+/// "history_retention").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryPrune {
+    /// Executions or runs.
+    pub kind: HistoryKind,
+    /// What finished before this instant (UTC, by the store's clock) is expired: the store's
+    /// now minus `history_retention`.
+    pub before: Timestamp,
+    /// At most this many rows looked at (and so deleted) in one call, in slot order. Ignored
+    /// by `dry_run`, which counts them all.
+    pub limit: u32,
+    /// Go on after this row; `None`: from the oldest.
+    pub after: Option<HistoryKey>,
+    /// Count what is expired, delete nothing.
+    pub dry_run: bool,
+}
+
+/// What one [`HistoryPrune`] deleted (or, in a dry run, would delete).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HistoryPruned {
+    /// Executions of jobs, or runs, deleted.
+    pub deleted: u64,
+    /// The executions of those runs' tasks (0 for [`HistoryKind::Executions`]).
+    pub task_executions: u64,
+    /// Where the next call goes on; `None` once everything up to `before` was looked at (and
+    /// always after a dry run).
+    pub next: Option<HistoryKey>,
+}

@@ -116,7 +116,7 @@ fn started(
     made
 }
 
-/// The SDK's id generator for Sundial's spans: the ids [`with_ids`] set for the span being
+/// The SDK's id generator for Sundial's spans: the ids set (by this module's span helpers) for the span being
 /// created on this thread, random ones otherwise.
 #[derive(Debug, Default)]
 pub struct ExecutionIds(RandomIdGenerator);

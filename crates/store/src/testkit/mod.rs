@@ -16,6 +16,7 @@ mod complete;
 mod executions;
 mod jobs;
 mod nodes;
+mod retention;
 mod trigger;
 mod workflows;
 
@@ -25,6 +26,7 @@ pub use complete::*;
 pub use executions::*;
 pub use jobs::*;
 pub use nodes::*;
+pub use retention::*;
 pub use trigger::*;
 pub use workflows::*;
 
@@ -88,6 +90,7 @@ pub fn checks() -> Vec<&'static str> {
         include_str!("executions.rs"),
         include_str!("jobs.rs"),
         include_str!("nodes.rs"),
+        include_str!("retention.rs"),
         include_str!("trigger.rs"),
         include_str!("workflows.rs"),
     ];
@@ -361,7 +364,10 @@ macro_rules! conformance_tests {
             a_missing_template_path_fails_the_task_naming_it,
             one_run_per_slot_from_two_processes,
             a_workflow_trigger_is_fenced_and_idempotent,
-            a_run_past_its_timeout_fails_and_stops_its_tasks
+            a_run_past_its_timeout_fails_and_stops_its_tasks,
+            retention_deletes_expired_executions_keeping_each_job_s_newest,
+            retention_deletes_a_run_with_its_tasks,
+            the_retention_service_goes_on_where_its_last_pass_stopped
         );
     };
     (@each $run:path, $($name:ident),*) => {
