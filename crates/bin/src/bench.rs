@@ -82,6 +82,10 @@ pub(crate) struct Common {
     /// Far-future jobs to store besides (they must not slow the due lookup)
     #[arg(long, default_value_t = 0)]
     pub(crate) stored: u64,
+    /// Finished executions, 60 days old, to load before the run, for history retention to
+    /// prune while it runs
+    #[arg(long, default_value_t = 0)]
+    pub(crate) expired: u64,
 }
 
 #[derive(Default)]
@@ -477,6 +481,21 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         .with_state(sink_state.clone());
     tokio::spawn(async move { axum::serve(listener, app).await });
 
+    let history_before = if common.expired > 0 {
+        crate::bench_history::load_expired(&url, common.expired).await?;
+        if store == "postgres" {
+            checkpoint_postgres(&url).await;
+        }
+        // The load's pages reach the disk before the measured phase, as history written over
+        // weeks would have: the kernel's write-back of gigabytes would stall every commit.
+        let synced = tokio::process::Command::new("sync").status().await;
+        if !synced.is_ok_and(|s| s.success()) {
+            eprintln!("could not run sync after the load; the measured phase may pay for its write-back");
+        }
+        Some(crate::bench_history::left(&url).await?)
+    } else {
+        None
+    };
     let nodes = start_nodes(&url, common.nodes).await?;
     let jobs: Vec<(String, Value)> = jobs
         .into_iter()
@@ -570,6 +589,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let peak_rss_mb = nodes.peak_rss_mb();
     let mut start_lags = start_lags(&nodes.api).await.unwrap_or_default();
     start_lags.sort_by(f64::total_cmp);
+    let history_after = match history_before {
+        Some(_) => Some(crate::bench_history::left(&url).await?),
+        None => None,
+    };
     drop(nodes);
 
     let seen = sink_state.seen.lock().unwrap_or_else(|e| e.into_inner());
@@ -609,6 +632,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if let Some(a) = arrivals {
         report["arrivals"] = json!(a);
     }
+    if let (Some(before), Some(after)) = (history_before, history_after) {
+        report["expired"] = json!({"loaded": common.expired, "left": after.0, "db_bytes_before": before.1, "db_bytes_after": after.1});
+    }
     outln!(
         "workload         {workload}{} ({store}, {} node(s))",
         arrivals
@@ -639,6 +665,15 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         report["start_lag_ms"]["max"]
     );
     outln!("peak RSS         {peak_rss_mb:.1} MB");
+    if let (Some(before), Some(after)) = (history_before, history_after) {
+        outln!(
+            "expired history  {} loaded, {} left after the run; database {:.0} MB before, {:.0} MB after",
+            common.expired,
+            after.0,
+            before.1 as f64 / 1e6,
+            after.1 as f64 / 1e6
+        );
+    }
     outln!("{report}");
     Ok(if lost == 0 && duplicates == 0 {
         ExitCode::SUCCESS

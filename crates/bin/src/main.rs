@@ -16,6 +16,7 @@ macro_rules! outln {
 }
 
 mod bench;
+mod bench_history;
 mod bench_workflow;
 mod client;
 mod config;

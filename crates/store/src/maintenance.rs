@@ -259,10 +259,15 @@ impl Service for NodeHeartbeat {
 pub const HISTORY_RETENTION_DEFAULT: Dur = Dur::from_secs(30 * 86_400);
 /// Default period of history retention's passes: 1 min (`maintenance.retention_every`).
 pub const RETENTION_EVERY_DEFAULT: Dur = Dur::from_secs(60);
-/// Rows one prune call looks at, and so at most deletes, in one transaction: 1,000.
-pub const RETENTION_BATCH: u32 = 1_000;
-/// Prune calls in one pass, at most: 1,000 (a million rows looked at); the next pass goes
-/// on where this one stopped.
+/// Rows one prune call looks at, and so at most deletes, in one transaction: 250. Small, so
+/// that the transaction is short: SQLite has one writer, and a trigger commit waits for the
+/// prune transaction in progress (BENCHMARKS.md, "Retention under load").
+pub const RETENTION_BATCH: u32 = 250;
+/// The pause after each prune call, as a multiple of the time the call took: 3, so that
+/// pruning takes at most a quarter of the time (BENCHMARKS.md, "Retention under load").
+pub const RETENTION_PAUSE_FACTOR: u32 = 3;
+/// Prune calls in one pass, at most: 1,000 (250,000 rows looked at); the next pass goes on
+/// where this one stopped.
 pub const RETENTION_CALLS_PER_PASS: u32 = 1_000;
 
 /// History retention (SPEC §10; docs/configuration.md, "history_retention"): deletes the
@@ -270,7 +275,9 @@ pub const RETENTION_CALLS_PER_PASS: u32 = 1_000;
 /// each job's and workflow's newest ([`Store::history_prune`]), every `every`.
 ///
 /// A pass walks the history of jobs, then the runs, in slot order, [`RETENTION_BATCH`] rows
-/// a call (a transaction of its own), and stops after [`RETENTION_CALLS_PER_PASS`] calls;
+/// a call (a transaction of its own, followed by a pause [`RETENTION_PAUSE_FACTOR`] times as
+/// long as it took), and stops after
+/// [`RETENTION_CALLS_PER_PASS`] calls;
 /// the next pass goes on from there, and a walk that reached the cut-off starts again from
 /// the oldest. It holds no lock the trigger, claim or completion paths wait on: the rows it
 /// deletes are finished, and those another transaction holds are skipped.
@@ -327,6 +334,7 @@ impl Service for HistoryRetention {
             .unwrap_or(jiff::Timestamp::MIN);
         let mut deleted = 0;
         let mut calls = 0;
+        let mut last = std::time::Instant::now();
         for (slot, kind) in [crate::HistoryKind::Executions, crate::HistoryKind::Runs]
             .into_iter()
             .enumerate()
@@ -335,7 +343,16 @@ impl Service for HistoryRetention {
                 if calls == self.calls {
                     return Ok(deleted);
                 }
+                if calls > 0 {
+                    // A quarter of the time at most: after each call, a pause three times
+                    // as long as the call took, so that the execution path gets the store
+                    // (SQLite's one writer, PostgreSQL's two cores here) between two prune
+                    // transactions. Wall time: it paces store calls, it does not decide what
+                    // is due.
+                    tokio::time::sleep(last.elapsed() * RETENTION_PAUSE_FACTOR).await;
+                }
                 calls += 1;
+                last = std::time::Instant::now();
                 let after = self.resume.lock().unwrap_or_else(|p| p.into_inner())[slot].clone();
                 let pruned = self
                     .store
