@@ -490,7 +490,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         // weeks would have: the kernel's write-back of gigabytes would stall every commit.
         let synced = tokio::process::Command::new("sync").status().await;
         if !synced.is_ok_and(|s| s.success()) {
-            eprintln!("could not run sync after the load; the measured phase may pay for its write-back");
+            eprintln!(
+                "could not run sync after the load; the measured phase may pay for its write-back"
+            );
         }
         Some(crate::bench_history::left(&url).await?)
     } else {
