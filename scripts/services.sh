@@ -30,6 +30,11 @@ need() { # need COMMAND PACKAGE...: installs the packages when COMMAND is missin
 # The browser suite (crates/bin/tests/browser.rs) drives Debian's headless Chromium.
 need chromium chromium
 need chromedriver chromium-driver
+# The store failover scenario (crates/bin/tests/failure.rs) runs PostgreSQL under Patroni,
+# with etcd and HAProxy (scripts/patroni-cluster.sh).
+need patroni patroni
+need etcd etcd-server
+need haproxy haproxy
 # The API is held to its OpenAPI document by schemathesis (scripts/schemathesis.sh).
 if ! command -v schemathesis >/dev/null 2>&1; then
   log "installing schemathesis from PyPI"

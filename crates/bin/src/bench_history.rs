@@ -93,7 +93,10 @@ pub(crate) async fn load_expired(url: &str, n: u64) -> anyhow::Result<()> {
 /// The store cannot be read.
 pub(crate) async fn left(url: &str) -> anyhow::Result<(u64, u64)> {
     const COUNT: &str = "SELECT count(*) FROM executions WHERE namespace = 'bench-history'";
-    if let Some(path) = url.strip_prefix("sqlite://") {
+    if let Some(path) = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+    {
         let mut conn = sqlx::SqliteConnection::connect(url).await?;
         let rows: i64 = sqlx::query_scalar(COUNT).fetch_one(&mut conn).await?;
         conn.close().await?;

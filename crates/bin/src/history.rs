@@ -38,8 +38,10 @@ struct PruneArgs {
     dry_run: bool,
 }
 
-/// Rows one call looks at when pruning by hand.
-const BATCH: u32 = 1_000;
+/// Rows one call looks at when pruning by hand: the server's batch, paced as the server paces
+/// it (`sundial_store::maintenance`), so a prune by hand beside a running server slows its
+/// executions no more than the server's own retention does.
+const BATCH: u32 = sundial_store::maintenance::RETENTION_BATCH;
 
 /// Runs `sundial history …`.
 ///
@@ -86,6 +88,7 @@ async fn prune_all(
     let mut total = HistoryPruned::default();
     let mut after = None;
     loop {
+        let started = std::time::Instant::now();
         let step = store
             .history_prune(&HistoryPrune {
                 kind,
@@ -101,5 +104,7 @@ async fn prune_all(
             Some(next) => after = Some(next),
             None => return Ok(total),
         }
+        tokio::time::sleep(started.elapsed() * sundial_store::maintenance::RETENTION_PAUSE_FACTOR)
+            .await;
     }
 }

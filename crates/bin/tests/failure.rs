@@ -105,7 +105,7 @@ async fn judge(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let pool = pool(&c.db).await;
+    let pool = pool(&c.url).await;
     let rows = sqlx::query(
         "SELECT job, scheduled_at, count(*) AS n FROM executions WHERE namespace = 'f' AND scheduled_at BETWEEN $1 AND $2 GROUP BY job, scheduled_at",
     )
@@ -246,7 +246,7 @@ async fn a_sigstopped_scheduler_triggers_nothing_for_the_shards_it_lost() {
     let v = judge(&c, &jobs, start, end, Duration::from_secs(30)).await;
 
     // After SIGCONT, n1 created executions only for shards it holds (again) by then.
-    let pool = pool(&c.db).await;
+    let pool = pool(&c.url).await;
     let stale: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM executions e WHERE e.triggered_by = 'n1' AND e.created_at >= $1 \
          AND NOT EXISTS (SELECT 1 FROM shard_leases s WHERE s.shard = e.shard AND s.owner = 'n1')",
@@ -348,7 +348,7 @@ async fn a_worker_killed_mid_call_is_replaced_and_its_stale_completion_refused()
     );
 
     // The dead worker's completion of attempt 1, as it would have sent it: refused, no change.
-    let refused = complete_as_a_late_worker(&c.db, &id, 1).await;
+    let refused = complete_as_a_late_worker(&c.url, &id, 1).await;
     assert!(
         matches!(refused, Err(sundial_store::Error::StaleFence(_))),
         "{refused:?}"
@@ -463,7 +463,8 @@ async fn a_node_cut_off_from_the_database_is_replaced_and_fires_nothing_stale_on
         nodes.push(Server::start_with(dir.path(), opts).await);
     }
     let c = Cluster {
-        db: db_probe,
+        url: db_probe.url().to_owned(),
+        db: Some(db_probe),
         dir,
         nodes,
         receiver,
@@ -478,7 +479,7 @@ async fn a_node_cut_off_from_the_database_is_replaced_and_fires_nothing_stale_on
     tokio::time::sleep(Duration::from_secs(10)).await;
     let end = Timestamp::now() - SignedDuration::from_secs(3);
     let v = judge(&c, &jobs, start, end, Duration::from_secs(30)).await;
-    let pool = pool(&c.db).await;
+    let pool = pool(&c.url).await;
     let stale: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM executions e WHERE e.triggered_by = 'n1' AND e.created_at >= $1 \
          AND NOT EXISTS (SELECT 1 FROM shard_leases s WHERE s.shard = e.shard AND s.owner = 'n1')",
@@ -522,7 +523,7 @@ async fn a_node_with_a_skewed_clock_fires_nothing_early_and_nothing_late() {
     let end = Timestamp::now() - SignedDuration::from_secs(3);
     let v = judge(&c, &jobs, start, end, Duration::from_secs(30)).await;
     let by_worker: BTreeMap<String, usize> = {
-        let pool = pool(&c.db).await;
+        let pool = pool(&c.url).await;
         let rows = sqlx::query("SELECT worker, count(*) AS n FROM executions WHERE namespace = 'f' AND worker IS NOT NULL GROUP BY worker")
             .fetch_all(&pool)
             .await
@@ -862,5 +863,189 @@ async fn cancelling_a_container_run_removes_the_container() {
             None,
         )
         .await;
+    c.finish().await;
+}
+
+/// PostgreSQL as production runs it (`scripts/patroni-cluster.sh`): etcd, two Patroni members
+/// with synchronous replication, HAProxy on `127.0.0.1:5440` sending connections to the
+/// primary. Every process is SIGKILLed when this is dropped.
+struct Patroni {
+    dir: tempfile::TempDir,
+    /// `postgres://postgres@127.0.0.1:5440/sundial`, through HAProxy.
+    url: String,
+}
+
+const PATRONI_SCRIPT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../scripts/patroni-cluster.sh"
+);
+
+impl Patroni {
+    async fn start() -> Patroni {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_owned();
+        let out = tokio::task::spawn_blocking(move || {
+            std::process::Command::new("bash")
+                .arg(PATRONI_SCRIPT)
+                .arg("start")
+                .arg(&path)
+                .output()
+                .expect("run scripts/patroni-cluster.sh")
+        })
+        .await
+        .unwrap();
+        assert!(
+            out.status.success(),
+            "the Patroni cluster did not start: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let addr = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        let admin = format!("postgres://postgres@{addr}/postgres");
+        use sqlx::Connection as _;
+        let mut conn = sqlx::PgConnection::connect(&admin).await.unwrap();
+        sqlx::query("CREATE DATABASE sundial")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        conn.close().await.unwrap();
+        Patroni {
+            url: format!("postgres://postgres@{addr}/sundial"),
+            dir,
+        }
+    }
+
+    /// The members as Patroni sees them: (name, role).
+    async fn members(&self) -> Vec<(String, String)> {
+        for port in [8008, 8009] {
+            let Ok(resp) = reqwest::get(format!("http://127.0.0.1:{port}/cluster")).await else {
+                continue;
+            };
+            let Ok(text) = resp.text().await else {
+                continue;
+            };
+            let Ok(body) = serde_json::from_str::<serde_json::Value>(&text) else {
+                continue;
+            };
+            return body["members"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|m| {
+                    (
+                        m["name"].as_str().unwrap_or("").to_owned(),
+                        m["role"].as_str().unwrap_or("").to_owned(),
+                    )
+                })
+                .collect();
+        }
+        Vec::new()
+    }
+
+    /// SIGKILLs the leader's Patroni and its PostgreSQL, as when its machine dies; returns its
+    /// name.
+    async fn kill_leader(&self) -> String {
+        let members = self.members().await;
+        let leader = members
+            .iter()
+            .find(|(_, role)| role == "leader")
+            .map(|(name, _)| name.clone())
+            .unwrap_or_else(|| panic!("no leader among {members:?}"));
+        let read = |file: std::path::PathBuf| -> String {
+            std::fs::read_to_string(&file)
+                .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_owned()
+        };
+        let patroni = read(self.dir.path().join(format!("{leader}.pid")));
+        let postmaster = read(self.dir.path().join(&leader).join("postmaster.pid"));
+        let status = std::process::Command::new("kill")
+            .args(["-9", &patroni, &postmaster])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -9 {patroni} {postmaster}");
+        leader
+    }
+}
+
+impl Drop for Patroni {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("bash")
+            .arg(PATRONI_SCRIPT)
+            .arg("stop")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// SPEC §10 "A store that fails over": three nodes on PostgreSQL behind Patroni and HAProxy;
+/// the primary dies (its Patroni and its PostgreSQL SIGKILLed) while every-second jobs fire;
+/// Patroni promotes the synchronous standby and HAProxy moves the address to it. The nodes go
+/// on against the new primary: no job lost, every slot of the window fired exactly once and
+/// delivered, none early, the lateness of the slots due during the failover bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_store_fails_over_to_its_promoted_standby_and_every_slot_fires_once() {
+    let _serial = SERIAL.lock().await;
+    let patroni = Patroni::start().await;
+    let mut c =
+        Cluster::start_on(&patroni.url, &["api,scheduler,worker"; 3], None, None, None).await;
+    let start = whole_second_after(Duration::from_secs(3));
+    let jobs = c.every_second_jobs(30, start).await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let killed = patroni.kill_leader().await;
+    let died = std::time::Instant::now();
+    // How long until a write through HAProxy succeeds again.
+    let promoted = loop {
+        use sqlx::Connection as _;
+        let written = async {
+            let mut conn = sqlx::PgConnection::connect(&patroni.url).await?;
+            sqlx::query("CREATE TEMP TABLE probe (x int)")
+                .execute(&mut conn)
+                .await?;
+            sqlx::query("SELECT 1 WHERE NOT pg_is_in_recovery()")
+                .fetch_one(&mut conn)
+                .await?;
+            conn.close().await
+        }
+        .await;
+        if written.is_ok() {
+            break died.elapsed();
+        }
+        assert!(
+            died.elapsed() < Duration::from_secs(60),
+            "no primary 60 s after the leader died"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    for (i, n) in c.nodes.iter_mut().enumerate() {
+        assert!(
+            n.is_running(),
+            "node n{i} exited across the failover:\n{}",
+            n.log()
+        );
+    }
+    let members = patroni.members().await;
+    assert!(
+        members
+            .iter()
+            .any(|(name, role)| *name != killed && role == "leader"),
+        "the standby was not promoted: {members:?}"
+    );
+    // Every job acknowledged before the failover is still there.
+    let listed = c.nodes[1].all_pages("/v1/namespaces/f/jobs").await;
+    assert_eq!(listed.len(), jobs.len(), "jobs after the failover");
+    let end = Timestamp::now() - SignedDuration::from_secs(3);
+    let v = judge(&c, &jobs, start, end, Duration::from_secs(60)).await;
+    summary(
+        "failover (Patroni)",
+        &v,
+        &format!(", {killed} SIGKILLed, a writable primary again after {promoted:?}"),
+    );
+    // Late by at most the failover, the lease TTL and a renewal round.
+    let bound = SignedDuration::try_from(promoted).unwrap() + failover_bound();
+    v.assert_exactly_once_on_time(bound);
     c.finish().await;
 }

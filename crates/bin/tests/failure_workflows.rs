@@ -329,7 +329,7 @@ async fn judge_runs(
     }
     // W1: one execution per (run, task), in the run records and in the executions table.
     let ids: Vec<String> = runs.iter().map(|(_, r)| text(&r["id"])).collect();
-    let pool = pool(&c.db).await;
+    let pool = pool(&c.url).await;
     let stored: Vec<(String, String, i64)> = sqlx::query_as(
         "SELECT run_id, task, count(*) FROM executions WHERE run_id = ANY($1) GROUP BY run_id, task",
     )
@@ -704,7 +704,7 @@ async fn a_paused_workers_late_completion_is_refused_and_releases_nothing() {
         )
     };
     // 1. Attempt 1's completion as the paused worker would write it: refused as stale.
-    let refused = complete_as_a_late_worker(&c.db, &a_id, 1).await;
+    let refused = complete_as_a_late_worker(&c.url, &a_id, 1).await;
     assert!(
         matches!(refused, Err(sundial_store::Error::StaleFence(_))),
         "G3: {refused:?}"

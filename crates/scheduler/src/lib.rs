@@ -301,7 +301,8 @@ impl Scheduler {
     fn trace_triggers(&self, commit: &TriggerCommit, changed: &[String]) {
         for job in commit.jobs.iter().filter(|j| !changed.contains(&j.uid)) {
             for e in &job.executions {
-                if e.state == ExecutionState::Missed {
+                // Only what will run: a slot recorded missed or skipped has no attempts.
+                if !matches!(e.state, ExecutionState::Scheduled | ExecutionState::Queued) {
                     continue;
                 }
                 sundial_trace::trigger(&sundial_trace::Triggered {

@@ -90,10 +90,11 @@ pub(crate) async fn history_prune(store: &PgStore, prune: &HistoryPrune) -> Resu
         // Lock what is still finished, skipping rows another transaction holds (a re-drive,
         // a retry from failure, another pruner): they are left for a later pass.
         let locked: Vec<String> = sqlx::query_scalar(&format!(
-            "SELECT id FROM {table} WHERE id = ANY($1) AND finished_at IS NOT NULL \
+            "SELECT id FROM {table} WHERE id = ANY($1) AND finished_at < $2 \
              FOR UPDATE SKIP LOCKED"
         ))
         .bind(&doomed)
+        .bind(before)
         .fetch_all(&mut *tx)
         .await
         .map_err(db_err)?;

@@ -471,9 +471,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// # Contract
     /// Looks at up to `prune.limit` rows with a slot before `prune.before`, in (slot, id)
     /// order after `prune.after`, deletes the expired among them in one short transaction,
-    /// and says where the next call goes on. Skips rows another transaction holds (`SKIP
-    /// LOCKED` on PostgreSQL), so several processes may prune at once and no trigger, claim or
-    /// completion waits on it; touches nothing unfinished. A dry run writes nothing and counts
+    /// and says where the next call goes on. On PostgreSQL it skips rows another transaction
+    /// holds (`SKIP LOCKED`), so several processes may prune at once and no trigger, claim or
+    /// completion waits on it; SQLite's one writer serialises it with them. It touches nothing
+    /// unfinished, nor a row finished at or after `prune.before` by the time it deletes. A dry run writes nothing and counts
     /// everything expired.
     async fn history_prune(&self, prune: &HistoryPrune) -> Result<HistoryPruned>;
 

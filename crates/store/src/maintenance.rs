@@ -266,6 +266,12 @@ pub const RETENTION_BATCH: u32 = 250;
 /// The pause after each prune call, as a multiple of the time the call took: 3, so that
 /// pruning takes at most a quarter of the time (BENCHMARKS.md, "Retention under load").
 pub const RETENTION_PAUSE_FACTOR: u32 = 3;
+/// How long one pass of history retention runs at most, in wall time: 5 s, so that a
+/// process stopping (which waits for the pass in progress) is not held up by it.
+pub const RETENTION_PASS_TIME: std::time::Duration = std::time::Duration::from_secs(5);
+/// The period of history retention's passes while expired history is left over from the last
+/// pass: 1 s.
+pub const RETENTION_CATCH_UP_EVERY: Dur = Dur::from_secs(1);
 /// Prune calls in one pass, at most: 1,000 (250,000 rows looked at); the next pass goes on
 /// where this one stopped.
 pub const RETENTION_CALLS_PER_PASS: u32 = 1_000;
@@ -274,13 +280,15 @@ pub const RETENTION_CALLS_PER_PASS: u32 = 1_000;
 /// executions and runs that finished more than `retention` ago by the store's clock, keeping
 /// each job's and workflow's newest ([`Store::history_prune`]), every `every`.
 ///
-/// A pass walks the history of jobs, then the runs, in slot order, [`RETENTION_BATCH`] rows
-/// a call (a transaction of its own, followed by a pause [`RETENTION_PAUSE_FACTOR`] times as
-/// long as it took), and stops after
-/// [`RETENTION_CALLS_PER_PASS`] calls;
-/// the next pass goes on from there, and a walk that reached the cut-off starts again from
-/// the oldest. It holds no lock the trigger, claim or completion paths wait on: the rows it
-/// deletes are finished, and those another transaction holds are skipped.
+/// A pass walks the history of jobs and the runs, taking turns, in slot order,
+/// [`RETENTION_BATCH`] rows a call (a transaction of its own, followed by a pause
+/// [`RETENTION_PAUSE_FACTOR`] times as long as it took), and stops after
+/// [`RETENTION_CALLS_PER_PASS`] calls or [`RETENTION_PASS_TIME`]; the next pass goes on from
+/// there, [`RETENTION_CATCH_UP_EVERY`] later while expired history is left, and a walk that
+/// reached the cut-off starts again from the oldest. The rows it deletes are finished, and on
+/// PostgreSQL those another transaction holds are skipped, so no trigger, claim or completion
+/// waits on it there; on SQLite, whose one writer it shares, they wait at most for one
+/// transaction of [`RETENTION_BATCH`] rows.
 pub struct HistoryRetention {
     store: Arc<dyn Store>,
     retention: Dur,
@@ -289,6 +297,8 @@ pub struct HistoryRetention {
     calls: u32,
     /// Where the walks of executions and of runs stopped.
     resume: std::sync::Mutex<[Option<crate::HistoryKey>; 2]>,
+    /// The last pass stopped at its bound with expired history left.
+    behind: std::sync::atomic::AtomicBool,
 }
 
 impl HistoryRetention {
@@ -301,6 +311,7 @@ impl HistoryRetention {
             batch: RETENTION_BATCH,
             calls: RETENTION_CALLS_PER_PASS,
             resume: std::sync::Mutex::new([None, None]),
+            behind: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -319,8 +330,14 @@ impl Service for HistoryRetention {
         "history_retention"
     }
 
+    /// `retention_every`; [`RETENTION_CATCH_UP_EVERY`] after a pass that stopped at its
+    /// bound with expired history left.
     fn every(&self) -> Dur {
-        self.every
+        if self.behind.load(std::sync::atomic::Ordering::Relaxed) {
+            RETENTION_CATCH_UP_EVERY
+        } else {
+            self.every
+        }
     }
 
     /// One pass; returns the executions and runs deleted (a run's tasks not counted).
@@ -332,48 +349,48 @@ impl Service for HistoryRetention {
         let before = now
             .checked_sub(self.retention.as_signed())
             .unwrap_or(jiff::Timestamp::MIN);
-        let mut deleted = 0;
-        let mut calls = 0;
-        let mut last = std::time::Instant::now();
-        for (slot, kind) in [crate::HistoryKind::Executions, crate::HistoryKind::Runs]
-            .into_iter()
-            .enumerate()
-        {
-            loop {
-                if calls == self.calls {
-                    return Ok(deleted);
-                }
-                if calls > 0 {
-                    // A quarter of the time at most: after each call, a pause three times
-                    // as long as the call took, so that the execution path gets the store
-                    // (SQLite's one writer, PostgreSQL's two cores here) between two prune
-                    // transactions. Wall time: it paces store calls, it does not decide what
-                    // is due.
-                    tokio::time::sleep(last.elapsed() * RETENTION_PAUSE_FACTOR).await;
-                }
-                calls += 1;
-                last = std::time::Instant::now();
-                let after = self.resume.lock().unwrap_or_else(|p| p.into_inner())[slot].clone();
-                let pruned = self
-                    .store
-                    .history_prune(&crate::HistoryPrune {
-                        kind,
-                        before,
-                        limit: self.batch,
-                        after,
-                        dry_run: false,
-                    })
-                    .await?;
-                deleted += pruned.deleted;
-                let done = pruned.next.is_none();
-                self.resume.lock().unwrap_or_else(|p| p.into_inner())[slot] = pruned.next;
-                if done {
-                    break;
-                }
+        let kinds = [crate::HistoryKind::Executions, crate::HistoryKind::Runs];
+        let started = std::time::Instant::now();
+        let mut last = started;
+        let (mut deleted, mut calls, mut done) = (0, 0u32, [false, false]);
+        let mut behind = false;
+        // The two walks take turns, so that neither waits for the other to reach the
+        // cut-off.
+        while !(done[0] && done[1]) {
+            if calls == self.calls || started.elapsed() >= RETENTION_PASS_TIME {
+                behind = true;
+                break;
             }
+            let turn = (calls % 2) as usize;
+            let slot = if done[turn] { 1 - turn } else { turn };
+            if calls > 0 {
+                // A quarter of the time at most: after each call, a pause three times as
+                // long as the call took, so that the execution path gets the store (SQLite's
+                // one writer, PostgreSQL's two cores here) between two prune transactions.
+                // Wall time: it paces store calls, it does not decide what is due.
+                tokio::time::sleep(last.elapsed() * RETENTION_PAUSE_FACTOR).await;
+            }
+            calls += 1;
+            last = std::time::Instant::now();
+            let after = self.resume.lock().unwrap_or_else(|p| p.into_inner())[slot].clone();
+            let pruned = self
+                .store
+                .history_prune(&crate::HistoryPrune {
+                    kind: kinds[slot],
+                    before,
+                    limit: self.batch,
+                    after,
+                    dry_run: false,
+                })
+                .await?;
+            deleted += pruned.deleted;
+            done[slot] = pruned.next.is_none();
+            self.resume.lock().unwrap_or_else(|p| p.into_inner())[slot] = pruned.next;
         }
+        self.behind
+            .store(behind, std::sync::atomic::Ordering::Relaxed);
         if deleted > 0 {
-            tracing::info!(deleted, before = %before, "history retention pass");
+            tracing::info!(deleted, before = %before, behind, "history retention pass");
         }
         Ok(deleted)
     }

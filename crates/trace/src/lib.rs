@@ -176,6 +176,7 @@ pub fn trigger(t: &Triggered<'_>) {
         || {
             tracing::trace_span!(
                 target: TARGET,
+                parent: None,
                 "trigger",
                 otel.name = "trigger",
                 otel.kind = "producer",
@@ -272,13 +273,15 @@ pub fn attempt_ended(span: &tracing::Span, outcome: &str, error: Option<&str>) {
 pub struct SetupError(String);
 
 /// The layer that exports Sundial's spans over OTLP/HTTP, when one of [`ENDPOINT_VARS`] is
-/// set and `OTEL_SDK_DISABLED` is not `true`; `None` otherwise. The endpoint, headers, timeout
-/// and protocol come from the standard `OTEL_EXPORTER_OTLP_*` variables, the service name from
+/// set and `OTEL_SDK_DISABLED` is not `true`; `None` otherwise. The protocol is always
+/// OTLP/HTTP with protobuf (port 4318 on a collector, not gRPC's 4317); the endpoint, headers
+/// and timeout come from the standard `OTEL_EXPORTER_OTLP_*` variables, the service name from
 /// `OTEL_SERVICE_NAME` (default `sundial`), batching from `OTEL_BSP_*`. Call [`shutdown`]
 /// before the process exits so that the spans still queued are sent.
 ///
 /// # Errors
-/// [`SetupError`] when the exporter cannot be built (an endpoint that is not a URL).
+/// [`SetupError`] when the exporter cannot be built (an endpoint that is not a URL), or
+/// `OTEL_EXPORTER_OTLP_PROTOCOL` asks for another protocol than `http/protobuf`.
 pub fn layer<S>() -> Result<Option<impl Layer<S>>, SetupError>
 where
     S: tracing::Subscriber + for<'span> LookupSpan<'span>,
@@ -290,10 +293,23 @@ where
     if !configured || disabled {
         return Ok(None);
     }
+    for var in [
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+    ] {
+        if let Ok(protocol) = std::env::var(var)
+            && protocol.trim() != "http/protobuf"
+        {
+            return Err(SetupError(format!(
+                "{var}={protocol}: Sundial exports over http/protobuf only (a collector's port 4318)"
+            )));
+        }
+    }
     // The blocking HTTP client must be built (and later dropped) outside the async runtime.
     let provider = std::thread::spawn(build_provider)
         .join()
-        .map_err(|_| SetupError("the exporter's set-up panicked".into()))??;
+        .map_err(|_| SetupError("the exporter's set-up panicked".into()))?
+        .map_err(|e| SetupError(format!("OTEL_EXPORTER_OTLP_ENDPOINT: {}", e.0)))?;
     let tracer = provider.tracer("sundial");
     let _ = PROVIDER.set(provider);
     ENABLED.store(true, Ordering::Relaxed);

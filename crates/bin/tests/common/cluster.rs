@@ -23,8 +23,8 @@ pub const TTL_S: i64 = 10;
 /// (a failed one too, as the value is dropped while unwinding).
 pub type TestDb = TestDatabase;
 
-pub async fn pool(db: &TestDb) -> PgPool {
-    PgPool::connect(db.url())
+pub async fn pool(url: &str) -> PgPool {
+    PgPool::connect(url)
         .await
         .expect("connect to the test database")
 }
@@ -40,7 +40,10 @@ pub struct Cluster {
     pub nodes: Vec<Server>,
     pub receiver: Receiver,
     pub dir: tempfile::TempDir,
-    pub db: TestDb,
+    /// The database's URL, as the nodes reach it.
+    pub url: String,
+    /// The database when this cluster created it on the machine's PostgreSQL.
+    pub db: Option<TestDb>,
 }
 
 impl Cluster {
@@ -62,6 +65,19 @@ impl Cluster {
         config: Option<&str>,
     ) -> Cluster {
         let db = TestDatabase::create("sundial_f").await;
+        let mut c = Cluster::start_on(db.url(), roles, proxy_for, env_for, config).await;
+        c.db = Some(db);
+        c
+    }
+
+    /// Like [`Cluster::start_configured`], on the database at `url` (which the caller made).
+    pub async fn start_on(
+        url: &str,
+        roles: &[&str],
+        proxy_for: Option<(usize, String)>,
+        env_for: Option<(usize, (String, String))>,
+        config: Option<&str>,
+    ) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let receiver = Receiver::start().await;
         let mut common_args = vec!["--lease-ttl".to_owned(), format!("{TTL_S}s")];
@@ -74,7 +90,7 @@ impl Cluster {
         for (i, r) in roles.iter().enumerate() {
             let url = match &proxy_for {
                 Some((k, proxied)) if *k == i => proxied.clone(),
-                _ => db.url().to_owned(),
+                _ => url.to_owned(),
             };
             let env = match &env_for {
                 Some((k, kv)) if *k == i => vec![kv.clone()],
@@ -93,7 +109,8 @@ impl Cluster {
             nodes.push(Server::start_with(dir.path(), opts).await);
         }
         Cluster {
-            db,
+            db: None,
+            url: url.to_owned(),
             dir,
             nodes,
             receiver,
@@ -184,12 +201,12 @@ pub async fn stop_postgresql_for(down: Duration) -> Duration {
 /// of execution `id` would send on success (a worker that lost its lease and comes back);
 /// the store's answer, which G3 says is `StaleFence` once that attempt is no longer current.
 pub async fn complete_as_a_late_worker(
-    db: &TestDb,
+    url: &str,
     id: &str,
     attempt: u32,
 ) -> Result<(), sundial_store::Error> {
     use sundial_store::Store;
-    let store = sundial_store_postgres::PgStore::open(db.url(), None)
+    let store = sundial_store_postgres::PgStore::open(url, None)
         .await
         .expect("open the store");
     let late = sundial_store::AttemptComplete {
