@@ -54,6 +54,24 @@ pub async fn run(args: HistoryArgs) -> anyhow::Result<ExitCode> {
     let url = args
         .database_url
         .unwrap_or_else(|| DEFAULT_DATABASE_URL.into());
+    let sqlite = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"));
+    if sqlite.is_none() && !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
+        return Err(crate::client::InputError(format!(
+            "--database-url: '{url}' is not a sqlite: or postgres:// URL"
+        ))
+        .into());
+    }
+    // A dry run creates nothing: not a store file that is not there.
+    if let Some(path) = sqlite.map(|p| p.split('?').next().unwrap_or(p))
+        && (path.is_empty() || (args.dry_run && !std::path::Path::new(path).exists()))
+    {
+        return Err(crate::client::InputError(format!(
+            "--database-url: no SQLite store at '{path}'"
+        ))
+        .into());
+    }
     let store = open_store(&url, Arc::new(SystemClock)).await?;
     let now = store.now().await?;
     let before = now

@@ -347,5 +347,10 @@ pub fn init_tracing() -> anyhow::Result<()> {
         .with(logs)
         .with(spans)
         .try_init();
+    if sundial_trace::enabled()
+        && let Some((var, url)) = sundial_trace::endpoint()
+    {
+        tracing::info!(%url, from = var, "exporting trigger and attempt spans over OTLP/HTTP");
+    }
     Ok(())
 }

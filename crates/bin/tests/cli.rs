@@ -664,3 +664,68 @@ async fn history_prune_counts_with_dry_run_and_refuses_a_bad_retention() {
         "{err}"
     );
 }
+
+#[test]
+fn history_prune_refuses_a_bad_store_url_and_a_dry_run_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.db");
+    let url = format!("sqlite://{}", missing.display());
+    let o = sundial(&["history", "prune", "--dry-run", "--database-url", &url]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("--database-url: no SQLite store at"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!missing.exists(), "a dry run created the store");
+    for bad in ["not a url", "mysql://x/y", "sqlite://"] {
+        let o = sundial(&["history", "prune", "--dry-run", "--database-url", bad]);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("--database-url:"),
+            "{bad}: {}",
+            stderr(&o)
+        );
+    }
+}
+
+#[test]
+fn a_bad_otlp_endpoint_or_protocol_stops_the_server_naming_the_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("s.db").display());
+    for (var, value, endpoint) in [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "not a url", "not a url"),
+        (
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+            "grpc",
+            "http://127.0.0.1:4318",
+        ),
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sundial"))
+            .args(["server", "--listen", "127.0.0.1:0", "--database-url", &url])
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+            .env(var, value)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if std::time::Instant::now() > deadline {
+                child.kill().unwrap();
+                panic!("{var}={value}: the server started");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(&format!("{var}=")) || err.contains(&format!("{var}='")),
+            "{err}"
+        );
+    }
+}

@@ -42,6 +42,18 @@ pub const ENDPOINT_VARS: [&str; 2] = [
 ];
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// The OTLP endpoint configured, as (variable, value): `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`
+/// when set and not empty, else `OTEL_EXPORTER_OTLP_ENDPOINT`; `None` when neither is.
+pub fn endpoint() -> Option<(&'static str, String)> {
+    ENDPOINT_VARS.iter().find_map(|v| {
+        std::env::var(v)
+            .ok()
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .map(|s| (*v, s))
+    })
+}
 static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
 
 /// True when spans are exported (after [`layer`] returned a layer): the span helpers build
@@ -280,25 +292,28 @@ pub struct SetupError(String);
 /// before the process exits so that the spans still queued are sent.
 ///
 /// # Errors
-/// [`SetupError`] when the exporter cannot be built (an endpoint that is not a URL), or
-/// `OTEL_EXPORTER_OTLP_PROTOCOL` asks for another protocol than `http/protobuf`.
+/// [`SetupError`] naming the variable, when the endpoint is not an `http://` or `https://`
+/// URL, or `OTEL_EXPORTER_OTLP_PROTOCOL` asks for another protocol than `http/protobuf`.
 pub fn layer<S>() -> Result<Option<impl Layer<S>>, SetupError>
 where
     S: tracing::Subscriber + for<'span> LookupSpan<'span>,
 {
-    let configured = ENDPOINT_VARS
-        .iter()
-        .any(|v| std::env::var(v).is_ok_and(|s| !s.trim().is_empty()));
     let disabled = std::env::var("OTEL_SDK_DISABLED").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
-    if !configured || disabled {
+    let Some((var, url)) = endpoint().filter(|_| !disabled) else {
         return Ok(None);
+    };
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    if !matches!(scheme.as_deref(), Some("http" | "https")) || url.len() <= "http://".len() {
+        return Err(SetupError(format!(
+            "{var}='{url}': not an http:// or https:// URL"
+        )));
     }
     for var in [
         "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
         "OTEL_EXPORTER_OTLP_PROTOCOL",
     ] {
         if let Ok(protocol) = std::env::var(var)
-            && protocol.trim() != "http/protobuf"
+            && !protocol.trim().eq_ignore_ascii_case("http/protobuf")
         {
             return Err(SetupError(format!(
                 "{var}={protocol}: Sundial exports over http/protobuf only (a collector's port 4318)"
