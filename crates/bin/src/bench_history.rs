@@ -59,30 +59,28 @@ pub(crate) async fn load_expired(url: &str, n: u64) -> anyhow::Result<()> {
             i64::try_from(to).context("--expired")?,
         );
         for sql in [executions, attempts] {
-            if url.starts_with("sqlite:") {
-                let mut conn = sqlx::SqliteConnection::connect(url).await?;
-                sqlx::query(sql)
-                    .bind(base)
-                    .bind(a)
-                    .bind(b)
-                    .execute(&mut conn)
-                    .await?;
-                conn.close().await?;
-            } else {
-                let mut conn = sqlx::PgConnection::connect(url).await?;
-                sqlx::query(sql)
-                    .bind(base)
-                    .bind(a)
-                    .bind(b)
-                    .execute(&mut conn)
-                    .await?;
-                conn.close().await?;
-            }
+            execute(url, sql, [base, a, b]).await?;
         }
         eprint!("\rloaded {to}/{n} expired executions");
         from = to + 1;
     }
     eprintln!(" in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Runs `sql` with `binds` on a connection of its own to the store at `url`.
+async fn execute(url: &str, sql: &str, binds: [i64; 3]) -> anyhow::Result<()> {
+    if url.starts_with("sqlite:") {
+        let mut conn = sqlx::SqliteConnection::connect(url).await?;
+        let q = binds.iter().fold(sqlx::query(sql), |q, b| q.bind(*b));
+        q.execute(&mut conn).await?;
+        conn.close().await?;
+    } else {
+        let mut conn = sqlx::PgConnection::connect(url).await?;
+        let q = binds.iter().fold(sqlx::query(sql), |q, b| q.bind(*b));
+        q.execute(&mut conn).await?;
+        conn.close().await?;
+    }
     Ok(())
 }
 

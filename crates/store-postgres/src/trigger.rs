@@ -149,17 +149,7 @@ pub(crate) async fn trigger_commit(store: &PgStore, c: &TriggerCommit) -> Result
         .filter(|j| advanced.contains(&j.uid))
         .flat_map(|j| j.executions.iter().cloned())
         .collect();
-    let mut done = TriggerCommitted {
-        jobs_advanced: u32::try_from(advanced.len()).unwrap_or(u32::MAX),
-        jobs_changed: u32::try_from(c.jobs.len() - advanced.len()).unwrap_or(u32::MAX),
-        changed: c
-            .jobs
-            .iter()
-            .filter(|j| !advanced.contains(&j.uid))
-            .map(|j| j.uid.clone())
-            .collect(),
-        executions_inserted: 0,
-    };
+    let mut done = TriggerCommitted::of(c, &advanced);
     done.executions_inserted = insert_executions(&mut tx, &executions, now, Some(&c.node)).await?;
     if done.executions_inserted > 0 {
         notify_due(&mut tx).await?;

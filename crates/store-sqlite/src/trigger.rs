@@ -110,17 +110,7 @@ pub(crate) async fn trigger_commit(
         advanced.extend(q.fetch_all(&mut *tx).await.map_err(db_err)?);
     }
     let advanced: std::collections::HashSet<String> = advanced.into_iter().collect();
-    let mut done = TriggerCommitted {
-        jobs_advanced: u32::try_from(advanced.len()).unwrap_or(u32::MAX),
-        jobs_changed: u32::try_from(c.jobs.len() - advanced.len()).unwrap_or(u32::MAX),
-        changed: c
-            .jobs
-            .iter()
-            .filter(|j| !advanced.contains(&j.uid))
-            .map(|j| j.uid.clone())
-            .collect(),
-        ..TriggerCommitted::default()
-    };
+    let mut done = TriggerCommitted::of(c, &advanced);
     let executions: Vec<&NewExecution> = c
         .jobs
         .iter()

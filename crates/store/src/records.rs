@@ -211,6 +211,26 @@ pub struct TriggerCommitted {
     pub executions_inserted: u32,
 }
 
+impl TriggerCommitted {
+    /// What `commit` did to its jobs once the jobs whose uids are in `advanced` advanced (the
+    /// others changed since they were read); `executions_inserted` is left at 0 for the store
+    /// to fill.
+    pub fn of(commit: &TriggerCommit, advanced: &std::collections::HashSet<String>) -> Self {
+        let changed: Vec<String> = commit
+            .jobs
+            .iter()
+            .filter(|j| !advanced.contains(&j.uid))
+            .map(|j| j.uid.clone())
+            .collect();
+        TriggerCommitted {
+            jobs_advanced: u32::try_from(advanced.len()).unwrap_or(u32::MAX),
+            jobs_changed: u32::try_from(changed.len()).unwrap_or(u32::MAX),
+            changed,
+            executions_inserted: 0,
+        }
+    }
+}
+
 /// What a worker needs to run an execution, fixed when the execution is created.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSpec {
