@@ -319,7 +319,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             let (what, run) = match (e["task"].as_str(), e["run_id"].as_str()) {
                 (Some(task), Some(run)) => {
                     tasks_finished += 1;
-                    // A UUIDv7's last 12 digits are random: enough to tell runs apart.
+                    // A run id's last 12 digits are random or hashed: enough to tell runs apart.
                     (
                         format!("{job}/{task}"),
                         &run[run.len().saturating_sub(12)..],

@@ -21,6 +21,7 @@ pub mod allow;
 pub mod duration;
 pub mod execution;
 pub mod hash;
+pub mod ids;
 pub mod job;
 pub mod names;
 pub mod plan;

@@ -388,7 +388,7 @@ impl Scheduler {
                     .executions
                     .iter()
                     .map(|e| NewRun {
-                        id: uuid::Uuid::now_v7().to_string(),
+                        id: sundial_core::ids::slot_run_id(&w.uid, e.scheduled_at),
                         namespace: w.spec.namespace.clone(),
                         workflow: w.spec.name.clone(),
                         workflow_uid: w.uid.clone(),
@@ -459,7 +459,7 @@ impl Scheduler {
             .executions
             .into_iter()
             .map(|e| NewExecution {
-                id: uuid::Uuid::now_v7().to_string(),
+                id: sundial_core::ids::slot_execution_id(&job.uid, e.scheduled_at),
                 namespace: spec.namespace.clone(),
                 job: spec.name.clone(),
                 job_uid: job.uid.clone(),

@@ -318,6 +318,12 @@ async fn slots_are_triggered_within_the_lookahead_and_never_twice() {
         ExecutionState::Scheduled,
         "triggered ahead, not yet due"
     );
+    let uid = rig.store.job_get("sim", "s").await.unwrap().unwrap().uid;
+    assert_eq!(
+        es[0].id,
+        sundial_core::ids::slot_execution_id(&uid, es[0].scheduled_at),
+        "a slot's execution has the id derived from its job and slot"
+    );
 }
 
 #[tokio::test]

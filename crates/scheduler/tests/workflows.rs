@@ -123,6 +123,25 @@ async fn each_slot_gets_one_run_however_often_the_scheduler_passes() {
         .expect("get")
         .expect("run");
     assert_eq!(run.tasks.len(), 2, "one execution per task");
+    // Ids derived from what they identify (sundial_core::ids): the run's from its workflow
+    // and slot, each task's from the run and the task's name.
+    let uid = rig
+        .store
+        .workflow_get("sim", "minutely")
+        .await
+        .expect("get")
+        .expect("workflow")
+        .uid;
+    assert_eq!(
+        run.id,
+        sundial_core::ids::slot_run_id(&uid, run.scheduled_at)
+    );
+    for t in &run.tasks {
+        assert_eq!(
+            t.execution_id,
+            sundial_core::ids::task_execution_id(&run.id, &t.name, run.scheduled_at)
+        );
+    }
 }
 
 #[tokio::test]

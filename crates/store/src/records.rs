@@ -288,7 +288,7 @@ impl RunSpec {
 /// An execution to insert.
 #[derive(Debug, Clone)]
 pub struct NewExecution {
-    /// UUIDv7 text.
+    /// UUID text: for a slot, derived from (job incarnation, slot) by `sundial_core::ids::slot_execution_id`; for a manual run, a UUIDv7. Either way its leading 48 bits are its instant in Unix ms.
     pub id: String,
     /// Namespace.
     pub namespace: String,
@@ -444,7 +444,7 @@ pub struct AttemptRecord {
 /// One execution as recorded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExecutionRecord {
-    /// UUIDv7 text.
+    /// UUID text: for a slot, derived from (job incarnation, slot) by `sundial_core::ids::slot_execution_id`; for a manual run, a UUIDv7. Either way its leading 48 bits are its instant in Unix ms.
     pub id: String,
     /// Namespace.
     pub namespace: String,

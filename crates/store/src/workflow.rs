@@ -121,7 +121,7 @@ pub fn affects_runs(old: &WorkflowSpec, new: &WorkflowSpec) -> bool {
 /// A run to create (a slot of the schedule, or a manual trigger).
 #[derive(Debug, Clone)]
 pub struct NewRun {
-    /// UUIDv7 text.
+    /// UUID text: for a slot, derived from (workflow incarnation, slot) by `sundial_core::ids::slot_run_id`; for a manual trigger, a UUIDv7.
     pub id: String,
     /// Namespace.
     pub namespace: String,
@@ -172,7 +172,7 @@ pub struct WorkflowTrigger {
 /// One task's execution as a new run creates it ([`plan_run`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewTask {
-    /// Execution id (UUIDv7).
+    /// Execution id, derived from (run, task) by `sundial_core::ids::task_execution_id`.
     pub id: String,
     /// Task name.
     pub task: String,
@@ -190,7 +190,7 @@ pub struct NewTask {
 /// A run as recorded, with its tasks (empty in listings).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunRecord {
-    /// UUIDv7 text.
+    /// UUID text: for a slot, derived from (workflow incarnation, slot) by `sundial_core::ids::slot_run_id`; for a manual trigger, a UUIDv7.
     pub id: String,
     /// Namespace.
     pub namespace: String,
@@ -394,7 +394,7 @@ pub fn plan_run(spec: &WorkflowSpec, dag: &Dag, run: &NewRun) -> (Vec<NewTask>, 
         .map(|(i, t)| {
             let run_spec = task_run_spec(spec, i, t.target.clone());
             NewTask {
-                id: uuid::Uuid::now_v7().to_string(),
+                id: sundial_core::ids::task_execution_id(&run.id, &t.name, run.scheduled_at),
                 task: t.name.clone(),
                 state: ExecutionState::Pending,
                 max_attempts: run_spec.retry.max_attempts,

@@ -159,7 +159,7 @@ pub enum Origin {
 /// One execution as its trigger span describes it.
 #[derive(Debug, Clone, Copy)]
 pub struct Triggered<'a> {
-    /// The execution's id (UUIDv7 text).
+    /// The execution's id (UUID text).
     pub execution_id: &'a str,
     /// Its namespace.
     pub namespace: &'a str,
@@ -211,7 +211,7 @@ pub fn trigger(t: &Triggered<'_>) {
 /// One attempt as its span describes it.
 #[derive(Debug, Clone, Copy)]
 pub struct Attempt<'a> {
-    /// The execution's id (UUIDv7 text).
+    /// The execution's id (UUID text).
     pub execution_id: &'a str,
     /// The attempt number, from 1.
     pub attempt: u32,
