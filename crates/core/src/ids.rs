@@ -12,9 +12,10 @@
 use jiff::Timestamp;
 use uuid::Uuid;
 
-/// The name space of derived ids (a fixed random UUID): SHA-1 of it and the key, RFC 9562
+/// The name space of derived ids (a fixed random UUID, never to change: the store holds ids
+/// made with it): SHA-1 of it and the key, RFC 9562
 /// §5.5, gives the id's low bits.
-const NAMESPACE: Uuid = Uuid::from_u128(0x6f1d_2c4e_93a8_4b5e_a4f1_7d0c_3e2b_9a51);
+pub const NAMESPACE: Uuid = Uuid::from_u128(0x6f1d_2c4e_93a8_4b5e_a4f1_7d0c_3e2b_9a51);
 
 /// The id of the execution of job incarnation `job_uid` for `slot` (a `schedule` or
 /// `misfire` execution): UUIDv8 text (RFC 9562 §5.8), lowercase and hyphenated, whose leading
