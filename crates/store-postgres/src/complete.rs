@@ -143,7 +143,11 @@ async fn complete_statement<'e, E: sqlx::PgExecutor<'e>>(
         );
     }
     // The queue rows are found by primary key from an array of the applied ids, never by
-    // joining the CTE (see the claim).
+    // joining the CTE (see the claim). The job/task test reads `$12` through a sub-select:
+    // with the parameter folded into the plan, `(run_id IS NOT NULL) = false` becomes
+    // `run_id IS NULL`, the predicate of `executions_time` (0009), and on statistics taken
+    // while the table was small the planner walked that whole index for every batch
+    // (BENCHMARKS.md, "A partial index the completion must not use").
     let sql = format!(
         "WITH now AS (SELECT coalesce($1::bigint, {DB_NOW}) AS t), \
          c AS (SELECT * FROM UNNEST($2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::bool[], \
@@ -153,7 +157,7 @@ async fn complete_statement<'e, E: sqlx::PgExecutor<'e>>(
                  finished_at = CASE WHEN c.retry_at IS NULL THEN (SELECT t FROM now) END, \
                  lease_expires_at = NULL, output = c.output \
                FROM c WHERE x.id = c.id AND x.attempt = c.attempt AND x.state = 'running' \
-                 AND (x.run_id IS NOT NULL) = $12 \
+                 AND (x.run_id IS NOT NULL) = (SELECT $12::bool) \
                  AND (NOT c.lapsed_only OR x.lease_expires_at < (SELECT t FROM now)) \
                RETURNING x.id, x.attempt, x.worker, x.attempt_started_at, x.due_at, x.run_id, x.finished_at), \
          done AS (DELETE FROM execution_queue q \
