@@ -35,6 +35,9 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 /// mimalloc instead of the system allocator: the server's hot paths (row encoding and
 /// decoding, HTTP deliveries) allocate and free many small buffers per execution, and glibc's
 /// malloc took about a fifth of the server's CPU time at 10,000 triggers/s (BENCHMARKS.md).
+/// Built with `no_thp`: mimalloc does not ask the kernel for transparent huge pages, whose
+/// 2 MiB page zeroing on every first touch took a third of the process's samples in a
+/// fan-out (BENCHMARKS.md, "The allocator and huge pages").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
