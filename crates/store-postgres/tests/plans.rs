@@ -6,11 +6,8 @@ use std::sync::Arc;
 
 use sqlx::Connection;
 use sundial_clock::{Clock, ManualClock};
-use sundial_core::execution::AttemptOutcome;
-use sundial_store::testkit::{execution, job_trigger, new_job_writes, t0};
-use sundial_store::{
-    AttemptComplete, AttemptRef, ExecutionClaim, NextStep, ShardLeaseRequest, Store, TriggerCommit,
-};
+use sundial_store::testkit::{complete_ok, first_slots_commit, new_job_writes, t0};
+use sundial_store::{ExecutionClaim, Store};
 use sundial_store_postgres::PgStore;
 use sundial_store_postgres::testing::TestDatabase;
 
@@ -54,22 +51,9 @@ async fn job_completions_never_walk_the_retention_index() {
         .job_write_batch(&new_job_writes("ns", N))
         .await
         .expect("create jobs");
-    let leases = store
-        .shard_lease_renew(&ShardLeaseRequest {
-            node: "n1".into(),
-            ttl: sundial_core::duration::Dur::from_secs(10),
-        })
+    let commit = first_slots_commit(&store, "n1", &jobs)
         .await
         .expect("leases");
-    let next = t0() + jiff::SignedDuration::from_secs(10);
-    let commit = TriggerCommit {
-        node: "n1".into(),
-        leases,
-        jobs: jobs
-            .iter()
-            .map(|job| job_trigger(job, t0(), Some(next), vec![execution(job, t0())]))
-            .collect(),
-    };
     let done = store.trigger_commit(&commit).await.expect("trigger");
     assert_eq!(done.executions_inserted as usize, N);
     let mut completed = 0;
@@ -86,21 +70,9 @@ async fn job_completions_never_walk_the_retention_index() {
             break;
         }
         for batch in claimed.chunks(256) {
-            let completions: Vec<AttemptComplete> = batch
+            let completions: Vec<_> = batch
                 .iter()
-                .map(|e| AttemptComplete {
-                    attempt: AttemptRef {
-                        id: e.id.clone(),
-                        attempt: e.attempt,
-                    },
-                    outcome: AttemptOutcome::Succeeded,
-                    status_code: Some(200),
-                    error: None,
-                    detail: None,
-                    next: NextStep::Succeeded,
-                    only_if_lapsed: false,
-                    output: None,
-                })
+                .map(|e| complete_ok(&e.id, e.attempt))
                 .collect();
             let applied = store
                 .attempt_complete_batch(&completions)

@@ -231,6 +231,28 @@ async fn renew_leases(store: &dyn Store, node: &str) -> Result<Vec<ShardLease>, 
         .await
 }
 
+/// The trigger commit by `node` (every shard lease renewed first) that writes each of `jobs`'
+/// execution for `t0()` and advances it to `t0()` + 10 s.
+///
+/// # Errors
+/// The store's, when the leases cannot be renewed.
+pub async fn first_slots_commit(
+    store: &dyn Store,
+    node: &str,
+    jobs: &[JobRecord],
+) -> Result<TriggerCommit, Error> {
+    let leases = renew_leases(store, node).await?;
+    let next = t0() + SignedDuration::from_secs(10);
+    Ok(TriggerCommit {
+        node: node.into(),
+        leases,
+        jobs: jobs
+            .iter()
+            .map(|job| job_trigger(job, t0(), Some(next), vec![execution(job, t0())]))
+            .collect(),
+    })
+}
+
 /// Triggers `slots` of `job` as one commit by `node` holding the leases it renews first.
 async fn trigger(
     store: &dyn Store,
@@ -291,7 +313,8 @@ async fn create_with(
         .expect("create job")
 }
 
-fn complete_ok(id: &str, attempt: u32) -> AttemptComplete {
+/// A successful completion (HTTP 200) of attempt `attempt` of execution `id`.
+pub fn complete_ok(id: &str, attempt: u32) -> AttemptComplete {
     AttemptComplete {
         attempt: AttemptRef {
             id: id.into(),

@@ -43,16 +43,10 @@ pub async fn large_batches_write_every_row_once(h: Harness) {
         .job_write_batch(&new_job_writes("ns", N))
         .await
         .expect("create");
-    let leases = renew_leases(&*store, "n1").await.expect("leases");
+    let commit = first_slots_commit(&*store, "n1", &jobs)
+        .await
+        .expect("leases");
     let next = t0() + SignedDuration::from_secs(10);
-    let commit = TriggerCommit {
-        node: "n1".into(),
-        leases,
-        jobs: jobs
-            .iter()
-            .map(|job| job_trigger(job, t0(), Some(next), vec![execution(job, t0())]))
-            .collect(),
-    };
     let done = store.trigger_commit(&commit).await.expect("trigger");
     assert_eq!(
         (done.jobs_advanced, done.executions_inserted),
