@@ -113,7 +113,9 @@ pub struct JobResource {
 /// An execution as the API shows it (SPEC §3), with its attempts.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ExecutionResource {
-    /// Execution id (UUID, its first 48 bits the slot's or manual trigger's instant in Unix ms; derived from the job and the slot for a scheduled execution): the idempotency key of its deliveries.
+    /// Execution id (UUID, its first 48 bits the slot's or manual trigger's instant in Unix
+    /// ms; derived from the job and the slot for a scheduled execution): the idempotency key
+    /// of its deliveries.
     pub id: String,
     /// Namespace.
     pub namespace: String,

@@ -127,7 +127,8 @@ pub struct WorkflowResource {
 /// A workflow run with its tasks (SPEC §9, "Run resource").
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct RunResource {
-    /// Run id (UUID; derived from the workflow and the slot for a scheduled run, UUIDv7 for a manual one).
+    /// Run id (UUID; derived from the workflow and the slot for a scheduled run, UUIDv7 for
+    /// a manual one).
     pub id: String,
     /// Namespace.
     pub namespace: String,

@@ -12,9 +12,8 @@
 use jiff::Timestamp;
 use uuid::Uuid;
 
-/// The name space of derived ids (a fixed random UUID, never to change: the store holds ids
-/// made with it): SHA-1 of it and the key, RFC 9562
-/// §5.5, gives the id's low bits.
+/// The name space of derived ids: a fixed random UUID, never to change, since the store holds
+/// ids made with it. SHA-1 of it and the key (RFC 9562 §5.5) gives an id's low bits.
 pub const NAMESPACE: Uuid = Uuid::from_u128(0x6f1d_2c4e_93a8_4b5e_a4f1_7d0c_3e2b_9a51);
 
 /// The id of the execution of job incarnation `job_uid` for `slot` (a `schedule` or
@@ -23,37 +22,28 @@ pub const NAMESPACE: Uuid = Uuid::from_u128(0x6f1d_2c4e_93a8_4b5e_a4f1_7d0c_3e2b
 /// `"slot\n{job_uid}\n{slot_ms}"` in [`NAMESPACE`]. Slots before 1970 or after 10889 clamp
 /// their time bits (the key still tells them apart).
 pub fn slot_execution_id(job_uid: &str, slot: Timestamp) -> String {
-    derived("slot", job_uid, slot)
+    derived(&format!("slot\n{job_uid}\n{}", slot.as_millisecond()), slot)
 }
 
 /// The id of workflow incarnation `workflow_uid`'s run for `slot`: as
 /// [`slot_execution_id`], with the key `"run\n{workflow_uid}\n{slot_ms}"`.
 pub fn slot_run_id(workflow_uid: &str, slot: Timestamp) -> String {
-    derived("run", workflow_uid, slot)
+    derived(
+        &format!("run\n{workflow_uid}\n{}", slot.as_millisecond()),
+        slot,
+    )
 }
 
 /// The id of task `task`'s execution in run `run_id`, whose slot is `slot`: as
 /// [`slot_execution_id`], with the key `"task\n{run_id}\n{task}"` and `slot`'s time bits, so
 /// a run's tasks sort with it.
 pub fn task_execution_id(run_id: &str, task: &str, slot: Timestamp) -> String {
-    let mut key = String::with_capacity(run_id.len() + task.len() + 1);
-    key.push_str(run_id);
-    key.push('\n');
-    key.push_str(task);
-    with_time(hash("task", &key), slot)
+    derived(&format!("task\n{run_id}\n{task}"), slot)
 }
 
-fn derived(kind: &str, uid: &str, slot: Timestamp) -> String {
-    let key = format!("{uid}\n{}", slot.as_millisecond());
-    with_time(hash(kind, &key), slot)
-}
-
-fn hash(kind: &str, key: &str) -> [u8; 16] {
-    let mut name = Vec::with_capacity(kind.len() + key.len() + 1);
-    name.extend_from_slice(kind.as_bytes());
-    name.push(b'\n');
-    name.extend_from_slice(key.as_bytes());
-    *Uuid::new_v5(&NAMESPACE, &name).as_bytes()
+/// SHA-1 of `key` in [`NAMESPACE`] (RFC 9562 §5.5), its leading 48 bits replaced by `slot`.
+fn derived(key: &str, slot: Timestamp) -> String {
+    with_time(*Uuid::new_v5(&NAMESPACE, key.as_bytes()).as_bytes(), slot)
 }
 
 fn with_time(mut bytes: [u8; 16], slot: Timestamp) -> String {

@@ -288,7 +288,9 @@ impl RunSpec {
 /// An execution to insert.
 #[derive(Debug, Clone)]
 pub struct NewExecution {
-    /// UUID text: for a slot, derived from (job incarnation, slot) by `sundial_core::ids::slot_execution_id`; for a manual run, a UUIDv7. Either way its leading 48 bits are its instant in Unix ms.
+    /// UUID text, its leading 48 bits its instant in Unix ms: for a slot, derived from (job
+    /// incarnation, slot) by `sundial_core::ids::slot_execution_id`; for a manual run, a
+    /// UUIDv7.
     pub id: String,
     /// Namespace.
     pub namespace: String,
@@ -444,7 +446,9 @@ pub struct AttemptRecord {
 /// One execution as recorded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExecutionRecord {
-    /// UUID text: for a slot, derived from (job incarnation, slot) by `sundial_core::ids::slot_execution_id`; for a manual run, a UUIDv7. Either way its leading 48 bits are its instant in Unix ms.
+    /// UUID text, its leading 48 bits its instant in Unix ms: for a slot, derived from (job
+    /// incarnation, slot) by `sundial_core::ids::slot_execution_id`; for a manual run, a
+    /// UUIDv7.
     pub id: String,
     /// Namespace.
     pub namespace: String,

@@ -121,7 +121,8 @@ pub fn affects_runs(old: &WorkflowSpec, new: &WorkflowSpec) -> bool {
 /// A run to create (a slot of the schedule, or a manual trigger).
 #[derive(Debug, Clone)]
 pub struct NewRun {
-    /// UUID text: for a slot, derived from (workflow incarnation, slot) by `sundial_core::ids::slot_run_id`; for a manual trigger, a UUIDv7.
+    /// UUID text: for a slot, derived from (workflow incarnation, slot) by
+    /// `sundial_core::ids::slot_run_id`; for a manual trigger, a UUIDv7.
     pub id: String,
     /// Namespace.
     pub namespace: String,
@@ -190,7 +191,8 @@ pub struct NewTask {
 /// A run as recorded, with its tasks (empty in listings).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunRecord {
-    /// UUID text: for a slot, derived from (workflow incarnation, slot) by `sundial_core::ids::slot_run_id`; for a manual trigger, a UUIDv7.
+    /// UUID text: for a slot, derived from (workflow incarnation, slot) by
+    /// `sundial_core::ids::slot_run_id`; for a manual trigger, a UUIDv7.
     pub id: String,
     /// Namespace.
     pub namespace: String,

@@ -42,6 +42,7 @@ pub const ENDPOINT_VARS: [&str; 2] = [
 ];
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
+static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
 
 /// The OTLP endpoint configured, as (variable, value): `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`
 /// when set and not empty, else `OTEL_EXPORTER_OTLP_ENDPOINT`; `None` when neither is.
@@ -54,7 +55,6 @@ pub fn endpoint() -> Option<(&'static str, String)> {
             .map(|s| (*v, s))
     })
 }
-static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
 
 /// True when spans are exported (after [`layer`] returned a layer): the span helpers build
 /// nothing otherwise.
