@@ -94,15 +94,19 @@ async fn wait_for_text(c: &Client, needle: &str, secs: u64) {
     }
 }
 
+/// Clicks the button labelled `label`, waiting up to 10 s for it (an htmx swap may still be
+/// drawing it).
 async fn click_button(c: &Client, label: &str) {
-    c.find(Locator::XPath(&format!(
-        "//button[normalize-space()='{label}']"
-    )))
-    .await
-    .unwrap_or_else(|e| panic!("no button '{label}': {e}"))
-    .click()
-    .await
-    .unwrap();
+    c.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::XPath(&format!(
+            "//button[normalize-space()='{label}']"
+        )))
+        .await
+        .unwrap_or_else(|e| panic!("no button '{label}': {e}"))
+        .click()
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -244,13 +248,20 @@ async fn every_page_and_action_works_in_chromium() {
         .await
         .unwrap();
     click_button(&c, "trigger").await;
+    // The trigger answers with the grid re-drawn; wait for it rather than read the old one.
     let run_link = c
-        .find(Locator::Css("a[href*='/ui/namespaces/e2e/runs/']"))
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("a[href*='/ui/namespaces/e2e/runs/']"))
         .await
         .expect("the run appears in the grid");
     run_link.click().await.unwrap();
     assert!(
-        c.find(Locator::Css("svg rect")).await.is_ok(),
+        c.wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Css("svg rect"))
+            .await
+            .is_ok(),
         "the DAG is drawn"
     );
     click_button(&c, "cancel run").await;
