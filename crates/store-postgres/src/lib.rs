@@ -21,6 +21,12 @@
 //!   row before its queue row; the claim locks both, in that order, with `SKIP LOCKED`.
 //!   Every process that opens the store vacuums the queue ([`QueueVacuum`], a maintenance
 //!   service).
+//! - `executions`, `attempts` and `workflow_runs` are partitioned by range of their id, a UTC
+//!   day a partition (migration 0010): every id's first 48 bits are a time in milliseconds
+//!   (`sundial_core::ids`), and one execution per slot, one run per slot and one execution
+//!   per run task (G1, W1) are kept by primary keys over ids derived from what makes each one.
+//!   [`HistoryPartitions`] creates the days ahead; a default partition takes any id no day
+//!   covers, so no insert fails for want of a partition.
 
 #![warn(missing_docs)]
 
@@ -67,7 +73,10 @@ use executions::cancel_all_in_tx;
 use notify::{notify_cancelled, notify_due};
 use rows::{commit, db_err, ms, ts};
 
-pub use maintenance::QueueVacuum;
+pub use maintenance::{
+    HistoryPartitions, PARTITION_DAYS_AHEAD, PARTITION_LOCK_TIMEOUT_MS, PARTITIONED,
+    PARTITIONS_EVERY, QueueVacuum,
+};
 
 /// Classifies a driver error as the store does (see [`Error`]'s table: PostgreSQL's codes by
 /// kind, the driver's own errors, never the database's text in the message): for tools and
@@ -82,7 +91,7 @@ pub const DUE_CHANNEL: &str = "sundial_due";
 /// The channel a commit that cancels a running execution notifies, with the execution id.
 pub const CANCEL_CHANNEL: &str = "sundial_cancel";
 
-const DB_NOW: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+pub(crate) const DB_NOW: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
 /// The PostgreSQL-backed [`Store`].
 #[derive(Debug)]
@@ -200,10 +209,16 @@ impl Store for PgStore {
         &self,
         config: &sundial_store::maintenance::MaintenanceConfig,
     ) -> Vec<Arc<dyn sundial_store::maintenance::Service>> {
-        vec![Arc::new(QueueVacuum::new(
-            self.pool.clone(),
-            config.queue_vacuum_every,
-        ))]
+        vec![
+            Arc::new(QueueVacuum::new(
+                self.pool.clone(),
+                config.queue_vacuum_every,
+            )),
+            Arc::new(HistoryPartitions::new(
+                self.pool.clone(),
+                self.clock.clone(),
+            )),
+        ]
     }
 
     async fn job_get(&self, namespace: &str, name: &str) -> Result<Option<JobRecord>> {

@@ -1,4 +1,5 @@
-//! The maintenance service of the PostgreSQL store: the queue vacuum.
+//! The maintenance services of the PostgreSQL store: the queue vacuum, and the day partitions
+//! of the history made ahead of time.
 
 use async_trait::async_trait;
 use sqlx::PgPool;
@@ -54,5 +55,117 @@ impl Service for QueueVacuum {
             .await
             .map_err(db_err)?;
         Ok(1)
+    }
+}
+
+/// The history's tables partitioned by day (migration 0010; ARCHITECTURE.md, "History
+/// partitions"), in the order the service visits them: (table, partition key).
+pub const PARTITIONED: [(&str, &str); 3] = [
+    ("executions", "id"),
+    ("attempts", "execution_id"),
+    ("workflow_runs", "id"),
+];
+
+/// How many UTC days after today each pass makes sure have their partitions (3): a pass
+/// that fails, or a database that refuses the lock for a while, leaves days of room.
+pub const PARTITION_DAYS_AHEAD: i64 = 3;
+
+/// The period of [`HistoryPartitions`]: 1 hour.
+pub const PARTITIONS_EVERY: Dur = Dur::from_secs(3600);
+
+/// How long a pass waits for the locks of an attach (100 ms) before it gives up until the
+/// next: queries that would lock the default partition queue behind a waiting attach, so the
+/// wait is what they could be held up by.
+pub const PARTITION_LOCK_TIMEOUT_MS: u32 = 100;
+
+/// Creates the day partitions of the history's tables ahead of time, every
+/// [`PARTITIONS_EVERY`]: for today and the [`PARTITION_DAYS_AHEAD`] days after it, by the
+/// store's clock, a partition of each table of [`PARTITIONED`] that lacks one.
+///
+/// Invariants: a day already covered (by `<table>_before`, the rows from before migration
+/// 0010) or whose ids the default partition already holds gets no partition (its rows stay
+/// where they are); a pass never waits more than [`PARTITION_LOCK_TIMEOUT_MS`] for a lock,
+/// so the trigger, claim and completion paths are never held up longer than that.
+#[derive(Debug)]
+pub struct HistoryPartitions {
+    pool: PgPool,
+    clock: Option<std::sync::Arc<dyn sundial_clock::Clock>>,
+}
+
+impl HistoryPartitions {
+    /// The service for the database behind `pool`; `clock` replaces the database's when set
+    /// (the store's test clock).
+    pub fn new(pool: PgPool, clock: Option<std::sync::Arc<dyn sundial_clock::Clock>>) -> Self {
+        HistoryPartitions { pool, clock }
+    }
+
+    /// The store's time, in milliseconds since the epoch (UTC).
+    async fn now_ms(&self) -> Result<i64> {
+        match &self.clock {
+            Some(clock) => Ok(clock.now().as_millisecond()),
+            None => {
+                let sql = format!("SELECT {}", crate::DB_NOW);
+                sqlx::query_scalar(sql.as_str())
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(db_err)
+            }
+        }
+    }
+}
+
+/// The advisory lock a pass holds while it makes a partition (`pg_try_advisory_xact_lock`).
+const PARTITIONS_LOCK_KEY: i64 = 0x5375_6e64_6961_6c50; // "SundialP"
+
+/// Milliseconds in a day.
+const DAY_MS: i64 = 86_400_000;
+
+#[async_trait]
+impl Service for HistoryPartitions {
+    fn name(&self) -> &'static str {
+        "history_partitions"
+    }
+
+    fn every(&self) -> Dur {
+        PARTITIONS_EVERY
+    }
+
+    /// Creates the missing partitions of today and the days ahead; returns how many it made
+    /// (0 once the pool is closed).
+    ///
+    /// # Errors
+    /// The store's, classified (`sundial_store::Error`): a lock not had within
+    /// [`PARTITION_LOCK_TIMEOUT_MS`] is `Contended`, and the next pass tries again.
+    async fn run_once(&self) -> Result<u64> {
+        if self.pool.is_closed() {
+            return Ok(0);
+        }
+        let today = self.now_ms().await?.div_euclid(DAY_MS) * DAY_MS;
+        let mut made = 0;
+        let lock_timeout = format!("SET LOCAL lock_timeout = '{PARTITION_LOCK_TIMEOUT_MS}ms'");
+        for day in 0..=PARTITION_DAYS_AHEAD {
+            for (table, key) in PARTITIONED {
+                let mut tx = self.pool.begin().await.map_err(db_err)?;
+                sqlx::query(lock_timeout.as_str())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_err)?;
+                // One process at a time makes partitions; the others skip what it is making.
+                let created: bool = sqlx::query_scalar(
+                    "SELECT CASE WHEN pg_try_advisory_xact_lock($4) \
+                       THEN sundial_history_day_create($1, $2, $3) ELSE false END",
+                )
+                .bind(table)
+                .bind(key)
+                .bind(today + day * DAY_MS)
+                .bind(PARTITIONS_LOCK_KEY)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(db_err)?;
+                tx.commit().await.map_err(db_err)?;
+                made += u64::from(created);
+            }
+        }
+        Ok(made)
     }
 }

@@ -30,6 +30,21 @@ pub(crate) async fn insert_executions(
     let mut times: (Vec<i64>, Vec<i64>, Vec<Option<i64>>, Vec<Option<i64>>) = Default::default();
     let mut rest: (Vec<&str>, Vec<i64>, Vec<i64>, Vec<String>) = Default::default();
     for e in es {
+        // One execution per slot (G1) rests on the primary key of the partitioned table
+        // (migration 0010), so a slot's execution must carry the id derived from it.
+        if matches!(
+            e.trigger,
+            sundial_core::execution::Trigger::Schedule | sundial_core::execution::Trigger::Misfire
+        ) && e.id != sundial_core::ids::slot_execution_id(&e.job_uid, e.scheduled_at)
+        {
+            return Err(Error::Defect(
+                format!(
+                    "execution {} of slot {} of job incarnation {}: a slot's execution id must be derived from them (sundial_core::ids::slot_execution_id)",
+                    e.id, e.scheduled_at, e.job_uid
+                )
+                .into(),
+            ));
+        }
         cols.0.push(&e.id);
         cols.1.push(&e.namespace);
         cols.2.push(&e.job);

@@ -410,6 +410,19 @@ pub(crate) async fn create_run_in_tx(
             }
         }
     }
+    // One run per slot (W1) rests on the primary key of the partitioned table (migration
+    // 0010), so a slot's run must carry the id derived from it.
+    if matches!(run.trigger, Trigger::Schedule | Trigger::Misfire)
+        && run.id != sundial_core::ids::slot_run_id(&run.workflow_uid, run.scheduled_at)
+    {
+        return Err(Error::Defect(
+            format!(
+                "run {} of slot {} of workflow incarnation {}: a slot's run id must be derived from them (sundial_core::ids::slot_run_id)",
+                run.id, run.scheduled_at, run.workflow_uid
+            )
+            .into(),
+        ));
+    }
     let RunCreation {
         tasks,
         state,

@@ -11,13 +11,15 @@ use sundial_store::{ExecutionClaim, Store};
 use sundial_store_postgres::PgStore;
 use sundial_store_postgres::testing::TestDatabase;
 
-/// Reads `idx_scan` of each named index, once the counters of the store's finished sessions
+/// Reads `idx_scan` of each named index (summed over its partitions' indexes when it is
+/// the index of a partitioned table), once the counters of the store's finished sessions
 /// have reached the server's statistics (each backend flushes them when it exits).
 async fn index_scans(url: &str, names: &[&str]) -> Vec<i64> {
     let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
     for _ in 0..300 {
         let scans: Vec<i64> = sqlx::query_scalar(
-            "SELECT coalesce((SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = n), -1) \
+            "SELECT coalesce((SELECT sum(s.idx_scan)::bigint FROM pg_partition_tree(n::regclass) t \
+               JOIN pg_stat_user_indexes s ON s.indexrelid = t.relid), -1) \
              FROM UNNEST($1::text[]) WITH ORDINALITY AS u(n, i) ORDER BY i",
         )
         .bind(names)

@@ -103,6 +103,7 @@ pub async fn history_pages_through_executions_sharing_a_slot_time(h: Harness) {
     let job = create(&*store, "ns", "a").await;
     let runs: Vec<NewExecution> = (0..5)
         .map(|_| NewExecution {
+            id: uuid::Uuid::now_v7().to_string(),
             trigger: Trigger::Manual,
             ..execution(&job, t0())
         })

@@ -164,7 +164,7 @@ pub fn job_record(namespace: &str, name: &str) -> JobRecord {
 /// A `scheduled` execution of `job` for `slot` (fire time = slot), as the scheduler makes one.
 pub fn execution(job: &JobRecord, slot: Timestamp) -> NewExecution {
     NewExecution {
-        id: uuid::Uuid::now_v7().to_string(),
+        id: sundial_core::ids::slot_execution_id(&job.uid, slot),
         namespace: job.spec.namespace.clone(),
         job: job.spec.name.clone(),
         job_uid: job.uid.clone(),

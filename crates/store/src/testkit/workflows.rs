@@ -707,6 +707,7 @@ pub async fn one_run_per_slot_from_two_processes(h: Harness) {
     .await;
     let slot = t0();
     let scheduled = |n: &WorkflowRecord| NewRun {
+        id: sundial_core::ids::slot_run_id(&n.uid, slot),
         trigger: Trigger::Schedule,
         ..manual_run(n, slot, json!({}))
     };
@@ -789,6 +790,7 @@ pub async fn a_workflow_trigger_is_fenced_and_idempotent(h: Harness) {
         next_slot_at: Some(t0() + SignedDuration::from_secs(10)),
         next_fire_at: Some(t0() + SignedDuration::from_secs(10)),
         runs: vec![NewRun {
+            id: sundial_core::ids::slot_run_id(&wf.uid, t0()),
             trigger: Trigger::Schedule,
             ..manual_run(&wf, t0(), json!({}))
         }],

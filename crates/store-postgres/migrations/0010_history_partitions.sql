@@ -1,0 +1,145 @@
+-- The history partitioned by day (ARCHITECTURE.md, "History partitions"): executions,
+-- attempts and workflow_runs become tables partitioned by range of their id, whose first 48
+-- bits are a time in milliseconds (the slot's for an execution or run of a slot, the
+-- creation's for a manual one; sundial_core::ids). A day's partition holds the ids of that
+-- UTC day, so one day of history is one partition of each table, and the lookups by id
+-- keep their primary keys (a key of a partitioned table must contain the partition key).
+--
+-- What was there becomes each table's first partition, `<table>_before`, for the ids up to
+-- the end of the day the migration ran (by the database's clock): nothing is copied. The
+-- maintenance service (`HistoryPartitions`) creates the day partitions after it, ahead of
+-- time. `<table>_other` (DEFAULT) takes an id no day partition covers (a catch-up of a slot
+-- older than the partitions, a clock far from the database's in tests) so that no insert
+-- ever fails for want of a partition.
+--
+-- G1 (one execution per slot, one run per slot, one execution per run task) is kept by the
+-- primary keys: those executions and runs have ids derived from what makes them one
+-- (sundial_core::ids), and a second insert of the same id conflicts. The partial unique
+-- indexes that kept it before (executions_slot, workflow_runs_slot, executions_run_task)
+-- cannot be indexes of a partitioned table (they lack the id); the old rows keep them in
+-- `<table>_before`.
+--
+-- An id's text orders like its bits under any collation that sorts 0-9 before a-f and
+-- either compares '-' or ignores it (C, C.UTF-8, the ICU and glibc locales): the hyphens of
+-- a UUID's text stand at the same places in every id.
+
+-- The lower bound of the ids of millisecond `ms`: the id's first 12 hex digits.
+CREATE FUNCTION sundial_id_bound(ms BIGINT) RETURNS TEXT LANGUAGE sql IMMUTABLE AS $$
+    SELECT substr(lpad(to_hex(ms), 12, '0'), 1, 8) || '-' || substr(lpad(to_hex(ms), 12, '0'), 9, 4)
+$$;
+
+-- The end of the migration's UTC day, in milliseconds since the epoch.
+CREATE FUNCTION sundial_history_first_day_end() RETURNS BIGINT LANGUAGE sql STABLE AS $$
+    SELECT (floor(extract(epoch FROM now()) / 86400)::bigint + 1) * 86400000
+$$;
+
+-- Creates the partition of `parent` (partitioned by `key`) for the UTC day starting at
+-- `day_start` (ms since the epoch, a midnight), named `<parent>_YYYYMMDD`; true when it made
+-- one. False when it exists already, when the day overlaps another partition (the first,
+-- `<parent>_before`), or when the default partition holds ids of that day (they stay there).
+-- The attach takes SHARE UPDATE EXCLUSIVE on the parent, which no read or write waits for,
+-- and ACCESS EXCLUSIVE on the new table and on the default partition for the scan of the
+-- latter's few rows; the caller bounds that wait with lock_timeout.
+CREATE FUNCTION sundial_history_day_create(parent TEXT, key TEXT, day_start BIGINT)
+RETURNS BOOLEAN LANGUAGE plpgsql AS $$
+DECLARE
+    part TEXT := parent || '_' || to_char(to_timestamp(day_start / 1000) AT TIME ZONE 'UTC', 'YYYYMMDD');
+    lo   TEXT := sundial_id_bound(day_start);
+    hi   TEXT := sundial_id_bound(day_start + 86400000);
+BEGIN
+    IF to_regclass(part) IS NOT NULL THEN
+        RETURN FALSE;
+    END IF;
+    EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING DEFAULTS INCLUDING STORAGE)%s', part, parent,
+                   CASE WHEN parent = 'executions' THEN ' WITH (fillfactor = 50)' ELSE '' END);
+    -- Proves the bounds, so the attach does not scan the (empty) table.
+    EXECUTE format('ALTER TABLE %I ADD CONSTRAINT %I CHECK (%I >= %L AND %I < %L)',
+                   part, part || '_bounds', key, lo, key, hi);
+    EXECUTE format('ALTER TABLE %I ATTACH PARTITION %I FOR VALUES FROM (%L) TO (%L)',
+                   parent, part, lo, hi);
+    RETURN TRUE;
+EXCEPTION
+    -- 42P17: the day overlaps a partition; 23514: the default partition holds ids of the
+    -- day; 42P07 and 23505: another process made the same partition first.
+    WHEN invalid_object_definition OR check_violation OR duplicate_table OR unique_violation THEN
+        RETURN FALSE;
+END $$;
+
+-- executions -------------------------------------------------------------------------------
+DROP TRIGGER executions_state_changed ON executions;
+DROP TRIGGER executions_dead_deleted ON executions;
+ALTER TABLE executions RENAME TO executions_before;
+ALTER INDEX executions_pkey RENAME TO executions_before_pkey;
+ALTER INDEX executions_job RENAME TO executions_before_job;
+ALTER INDEX executions_ns RENAME TO executions_before_ns;
+ALTER INDEX executions_time RENAME TO executions_before_time;
+ALTER INDEX executions_slot RENAME TO executions_before_slot;
+ALTER INDEX executions_run_task RENAME TO executions_before_run_task;
+
+CREATE TABLE executions (LIKE executions_before INCLUDING DEFAULTS INCLUDING STORAGE)
+    PARTITION BY RANGE (id);
+ALTER TABLE executions ADD CONSTRAINT executions_pkey PRIMARY KEY (id);
+CREATE INDEX executions_job ON executions (namespace, job, scheduled_at DESC, id DESC);
+CREATE INDEX executions_ns ON executions (namespace, scheduled_at DESC, id DESC);
+CREATE INDEX executions_time ON executions (scheduled_at, id) WHERE run_id IS NULL;
+-- A run's tasks (the release reads them); unique per run by the derived task ids.
+CREATE INDEX executions_run_task ON executions (run_id, task) WHERE run_id IS NOT NULL;
+
+DO $$ BEGIN
+    EXECUTE format('ALTER TABLE executions ATTACH PARTITION executions_before '
+                   'FOR VALUES FROM (MINVALUE) TO (%L)',
+                   sundial_id_bound(sundial_history_first_day_end()));
+END $$;
+CREATE TABLE executions_other PARTITION OF executions DEFAULT WITH (fillfactor = 50);
+
+CREATE TRIGGER executions_state_changed AFTER UPDATE OF state ON executions FOR EACH ROW
+    WHEN (OLD.state IS DISTINCT FROM NEW.state
+          AND (NEW.state IN ('failed', 'dead', 'cancelled') OR OLD.state = 'dead'))
+    EXECUTE FUNCTION sundial_execution_state_changed();
+CREATE TRIGGER executions_dead_deleted AFTER DELETE ON executions FOR EACH ROW
+    WHEN (OLD.state = 'dead')
+    EXECUTE FUNCTION sundial_execution_state_changed();
+
+-- attempts ---------------------------------------------------------------------------------
+ALTER TABLE attempts RENAME TO attempts_before;
+ALTER INDEX attempts_pkey RENAME TO attempts_before_pkey;
+CREATE TABLE attempts (LIKE attempts_before INCLUDING DEFAULTS INCLUDING STORAGE)
+    PARTITION BY RANGE (execution_id);
+ALTER TABLE attempts ADD CONSTRAINT attempts_pkey PRIMARY KEY (execution_id, attempt);
+DO $$ BEGIN
+    EXECUTE format('ALTER TABLE attempts ATTACH PARTITION attempts_before '
+                   'FOR VALUES FROM (MINVALUE) TO (%L)',
+                   sundial_id_bound(sundial_history_first_day_end()));
+END $$;
+CREATE TABLE attempts_other PARTITION OF attempts DEFAULT;
+
+-- workflow_runs ----------------------------------------------------------------------------
+DROP TRIGGER workflow_runs_state_changed ON workflow_runs;
+ALTER TABLE workflow_runs RENAME TO workflow_runs_before;
+ALTER INDEX workflow_runs_pkey RENAME TO workflow_runs_before_pkey;
+ALTER INDEX workflow_runs_slot RENAME TO workflow_runs_before_slot;
+ALTER INDEX workflow_runs_history RENAME TO workflow_runs_before_history;
+ALTER INDEX workflow_runs_ns RENAME TO workflow_runs_before_ns;
+ALTER INDEX workflow_runs_unfinished RENAME TO workflow_runs_before_unfinished;
+ALTER INDEX workflow_runs_timeout RENAME TO workflow_runs_before_timeout;
+ALTER INDEX workflow_runs_time RENAME TO workflow_runs_before_time;
+
+CREATE TABLE workflow_runs (LIKE workflow_runs_before INCLUDING DEFAULTS INCLUDING STORAGE)
+    PARTITION BY RANGE (id);
+ALTER TABLE workflow_runs ADD CONSTRAINT workflow_runs_pkey PRIMARY KEY (id);
+CREATE INDEX workflow_runs_history ON workflow_runs (namespace, workflow, scheduled_at DESC, id DESC);
+CREATE INDEX workflow_runs_ns ON workflow_runs (namespace, scheduled_at DESC, id DESC);
+CREATE INDEX workflow_runs_unfinished ON workflow_runs (workflow_uid)
+    WHERE state IN ('scheduled', 'running');
+CREATE INDEX workflow_runs_timeout ON workflow_runs (timeout_at) WHERE timeout_at IS NOT NULL;
+CREATE INDEX workflow_runs_time ON workflow_runs (scheduled_at, id);
+DO $$ BEGIN
+    EXECUTE format('ALTER TABLE workflow_runs ATTACH PARTITION workflow_runs_before '
+                   'FOR VALUES FROM (MINVALUE) TO (%L)',
+                   sundial_id_bound(sundial_history_first_day_end()));
+END $$;
+CREATE TABLE workflow_runs_other PARTITION OF workflow_runs DEFAULT;
+
+CREATE TRIGGER workflow_runs_state_changed AFTER UPDATE OF state ON workflow_runs FOR EACH ROW
+    WHEN (OLD.state IS DISTINCT FROM NEW.state AND NEW.state IN ('failed', 'cancelled'))
+    EXECUTE FUNCTION sundial_run_state_changed();
