@@ -2,7 +2,9 @@
 //! exist, one attempt each, finished 60 days ago, written straight into the store before the
 //! nodes start, so that history retention (default 30 days) prunes them all while the
 //! workload runs (BENCHMARKS.md, "Retention under load"), in the namespace `bench-history`.
-//! Also the figures the report gives: how many of them are left, and the database's size.
+//! On PostgreSQL their ids lead with their slot time and their days get partitions of their
+//! own first, so retention drops them a day at a time (migration 0010). Also the figures the
+//! report gives: how many of them are left, and the database's size.
 
 use std::sync::Arc;
 
@@ -42,15 +44,32 @@ pub(crate) async fn load_expired(url: &str, n: u64) -> anyhow::Result<()> {
             "INSERT INTO executions (id, namespace, job, job_uid, job_version, shard, trigger, \
                scheduled_at, fire_at, queued_at, started_at, finished_at, state, attempt, \
                max_attempts, lease_ms, run, created_at) \
-             SELECT '00000000-0000-7000-8000-' || lpad(to_hex(i), 12, '0'), 'bench-history', \
+             SELECT sundial_id_bound($1 + i) || '-7000-8000-' || lpad(to_hex(i), 12, '0'), 'bench-history', \
                'old-' || (i % 1000), 'old-uid-' || (i % 1000), 1, i % 1024, 'schedule', $1 + i, \
                $1 + i, $1 + i, $1 + i, $1 + i + 50, 'succeeded', 1, 3, 30000, '{}', $1 + i \
              FROM generate_series($2::bigint, $3::bigint) AS i",
             "INSERT INTO attempts (execution_id, attempt, worker, started_at, finished_at, outcome, status_code) \
-             SELECT '00000000-0000-7000-8000-' || lpad(to_hex(i), 12, '0'), 1, 'bench', $1 + i, \
+             SELECT sundial_id_bound($1 + i) || '-7000-8000-' || lpad(to_hex(i), 12, '0'), 1, 'bench', $1 + i, \
                $1 + i + 50, 'succeeded', 200 FROM generate_series($2::bigint, $3::bigint) AS i",
         )
     };
+    if !url.starts_with("sqlite:") {
+        // Their days' partitions first (the ids lead with the slot time, migration 0010), so
+        // that retention drops them whole as it would a day of real history.
+        let last = base + i64::try_from(n).context("--expired")?;
+        let mut conn = sqlx::PgConnection::connect(url).await?;
+        sqlx::query(
+            "SELECT sundial_history_day_create(t.name, t.key, d) \
+             FROM (VALUES ('executions', 'id'), ('attempts', 'execution_id')) AS t(name, key), \
+               generate_series($1 / 86400000 * 86400000, $2 / 86400000 * 86400000, 86400000) AS d",
+        )
+        .bind(base)
+        .bind(last)
+        .execute(&mut conn)
+        .await
+        .context("making the days' partitions")?;
+        conn.close().await?;
+    }
     let mut from = 1u64;
     while from <= n {
         let to = (from + CHUNK - 1).min(n);

@@ -6,7 +6,8 @@
 -- keep their primary keys (a key of a partitioned table must contain the partition key).
 --
 -- What was there becomes each table's first partition, `<table>_before`, for the ids up to
--- the end of the day the migration ran (by the database's clock): nothing is copied. The
+-- the end of the day the migration ran (by the database's clock): nothing is copied (an
+-- empty table is dropped instead, so a new database has day partitions only). The
 -- maintenance service (`HistoryPartitions`) creates the day partitions after it, ahead of
 -- time. `<table>_other` (DEFAULT) takes an id no day partition covers (a catch-up of a slot
 -- older than the partitions, a clock far from the database's in tests) so that no insert
@@ -86,9 +87,13 @@ CREATE INDEX executions_time ON executions (scheduled_at, id) WHERE run_id IS NU
 CREATE INDEX executions_run_task ON executions (run_id, task) WHERE run_id IS NOT NULL;
 
 DO $$ BEGIN
-    EXECUTE format('ALTER TABLE executions ATTACH PARTITION executions_before '
-                   'FOR VALUES FROM (MINVALUE) TO (%L)',
-                   sundial_id_bound(sundial_history_first_day_end()));
+    IF EXISTS (SELECT 1 FROM executions_before) THEN
+        EXECUTE format('ALTER TABLE executions ATTACH PARTITION executions_before '
+                       'FOR VALUES FROM (MINVALUE) TO (%L)',
+                       sundial_id_bound(sundial_history_first_day_end()));
+    ELSE
+        DROP TABLE executions_before;
+    END IF;
 END $$;
 CREATE TABLE executions_other PARTITION OF executions DEFAULT WITH (fillfactor = 50);
 
@@ -107,9 +112,13 @@ CREATE TABLE attempts (LIKE attempts_before INCLUDING DEFAULTS INCLUDING STORAGE
     PARTITION BY RANGE (execution_id);
 ALTER TABLE attempts ADD CONSTRAINT attempts_pkey PRIMARY KEY (execution_id, attempt);
 DO $$ BEGIN
-    EXECUTE format('ALTER TABLE attempts ATTACH PARTITION attempts_before '
-                   'FOR VALUES FROM (MINVALUE) TO (%L)',
-                   sundial_id_bound(sundial_history_first_day_end()));
+    IF EXISTS (SELECT 1 FROM attempts_before) THEN
+        EXECUTE format('ALTER TABLE attempts ATTACH PARTITION attempts_before '
+                       'FOR VALUES FROM (MINVALUE) TO (%L)',
+                       sundial_id_bound(sundial_history_first_day_end()));
+    ELSE
+        DROP TABLE attempts_before;
+    END IF;
 END $$;
 CREATE TABLE attempts_other PARTITION OF attempts DEFAULT;
 
@@ -134,12 +143,24 @@ CREATE INDEX workflow_runs_unfinished ON workflow_runs (workflow_uid)
 CREATE INDEX workflow_runs_timeout ON workflow_runs (timeout_at) WHERE timeout_at IS NOT NULL;
 CREATE INDEX workflow_runs_time ON workflow_runs (scheduled_at, id);
 DO $$ BEGIN
-    EXECUTE format('ALTER TABLE workflow_runs ATTACH PARTITION workflow_runs_before '
-                   'FOR VALUES FROM (MINVALUE) TO (%L)',
-                   sundial_id_bound(sundial_history_first_day_end()));
+    IF EXISTS (SELECT 1 FROM workflow_runs_before) THEN
+        EXECUTE format('ALTER TABLE workflow_runs ATTACH PARTITION workflow_runs_before '
+                       'FOR VALUES FROM (MINVALUE) TO (%L)',
+                       sundial_id_bound(sundial_history_first_day_end()));
+    ELSE
+        DROP TABLE workflow_runs_before;
+    END IF;
 END $$;
 CREATE TABLE workflow_runs_other PARTITION OF workflow_runs DEFAULT;
 
 CREATE TRIGGER workflow_runs_state_changed AFTER UPDATE OF state ON workflow_runs FOR EACH ROW
     WHEN (OLD.state IS DISTINCT FROM NEW.state AND NEW.state IN ('failed', 'cancelled'))
     EXECUTE FUNCTION sundial_run_state_changed();
+
+-- The days whose partitions retention is dropping (retention.rs, "drop_expired_day"): while
+-- a day is listed, nothing re-opens a finished execution or run of it (a re-drive, a retry
+-- from failure), so the survivors found before the drop are all there are.
+CREATE TABLE history_drops (
+    day_start  BIGINT PRIMARY KEY,   -- ms since the epoch, a UTC midnight
+    started_at BIGINT NOT NULL
+);

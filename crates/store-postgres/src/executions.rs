@@ -184,6 +184,7 @@ pub(crate) async fn execution_redrive(
     extra_attempts: u32,
 ) -> Result<ExecutionRecord> {
     let mut tx = store.begin().await?;
+    crate::retention::refuse_if_dropping(&mut tx, id).await?;
     let now = store.now_ms(&mut *tx).await?;
     let updated = sqlx::query(
         "WITH e AS (UPDATE executions SET state = 'queued', due_at = $3, queued_at = $3, finished_at = NULL, \

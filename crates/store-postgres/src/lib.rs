@@ -26,7 +26,9 @@
 //!   (`sundial_core::ids`), and one execution per slot, one run per slot and one execution
 //!   per run task (G1, W1) are kept by primary keys over ids derived from what makes each one.
 //!   [`HistoryPartitions`] creates the days ahead; a default partition takes any id no day
-//!   covers, so no insert fails for want of a partition.
+//!   covers, so no insert fails for want of a partition. Retention drops an expired day whole
+//!   after moving its survivors to the default partition; while a day is being dropped
+//!   (`history_drops`), none of its finished rows is re-opened.
 
 #![warn(missing_docs)]
 

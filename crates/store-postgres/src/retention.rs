@@ -8,6 +8,11 @@
 //! completion's updates stay HOT), the newest-finished test reads `executions_job`
 //! (`workflow_runs_history`). A deleted execution takes its attempts with it; a dead letter
 //! goes by the delete trigger of migration 0008.
+//!
+//! A walk of the jobs' history starts by dropping the oldest day partition (migration 0010)
+//! whose every slot is before the cut-off, whole, its survivors moved to the default
+//! partition first ([`drop_expired_day`]); the row-by-row walk then deletes what is left
+//! in `<table>_before` and `<table>_other`.
 
 use sundial_store::{HistoryKey, HistoryKind, HistoryPrune, HistoryPruned};
 
@@ -64,6 +69,22 @@ pub(crate) async fn history_prune(store: &PgStore, prune: &HistoryPrune) -> Resu
             next: None,
         });
     }
+    // A walk of the jobs' history starts with the oldest expired day, dropped whole.
+    let mut done = HistoryPruned::default();
+    if prune.kind == HistoryKind::Executions
+        && prune.after.is_none()
+        && let Some(day) = drop_expired_day(store, before).await?
+    {
+        tracing::info!(
+            executions = day.executions,
+            task_executions = day.task_executions,
+            runs = day.runs,
+            kept = day.kept,
+            "history: an expired day's partitions dropped"
+        );
+        done.deleted = day.executions;
+        done.task_executions = day.task_executions;
+    }
     let (after_at, after_id) = prune.after.as_ref().map_or((i64::MIN, String::new()), |k| {
         (ms(k.scheduled_at), k.id.clone())
     });
@@ -85,7 +106,6 @@ pub(crate) async fn history_prune(store: &PgStore, prune: &HistoryPrune) -> Resu
         .filter(|(_, _, expired)| *expired)
         .map(|(id, _, _)| id.as_str())
         .collect();
-    let mut done = HistoryPruned::default();
     if !doomed.is_empty() {
         // Lock what is still finished, skipping rows another transaction holds (a re-drive,
         // a retry from failure, another pruner): they are left for a later pass.
@@ -107,7 +127,7 @@ pub(crate) async fn history_prune(store: &PgStore, prune: &HistoryPrune) -> Resu
             .execute(&mut *tx)
             .await
             .map_err(db_err)?;
-            done.task_executions = sqlx::query("DELETE FROM executions WHERE run_id = ANY($1)")
+            done.task_executions += sqlx::query("DELETE FROM executions WHERE run_id = ANY($1)")
                 .bind(&locked)
                 .execute(&mut *tx)
                 .await
@@ -120,7 +140,7 @@ pub(crate) async fn history_prune(store: &PgStore, prune: &HistoryPrune) -> Resu
                 .await
                 .map_err(db_err)?;
         }
-        done.deleted = sqlx::query(&format!("DELETE FROM {table} WHERE id = ANY($1)"))
+        done.deleted += sqlx::query(&format!("DELETE FROM {table} WHERE id = ANY($1)"))
             .bind(&locked)
             .execute(&mut *tx)
             .await
@@ -137,4 +157,306 @@ pub(crate) async fn history_prune(store: &PgStore, prune: &HistoryPrune) -> Resu
         });
     }
     Ok(done)
+}
+
+/// Refuses to re-open (re-drive, retry) the finished execution or run `id` while retention is
+/// dropping its day's partition (`history_drops`, migration 0010): the drop keeps the rows
+/// it found unexpired, and a row re-opened after that would be lost with the day.
+///
+/// # Errors
+/// [`Error::Conflict`] naming the day; the store's, classified.
+pub(crate) async fn refuse_if_dropping(tx: &mut Tx<'_>, id: &str) -> Result<()> {
+    let day: Option<i64> = sqlx::query_scalar(
+        "SELECT day_start FROM history_drops \
+         WHERE $1 >= sundial_id_bound(day_start) AND $1 < sundial_id_bound(day_start + 86400000)",
+    )
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    match day {
+        Some(day) => Err(Error::Conflict(format!(
+            "{id} is in the history of {}, older than history_retention, which is being pruned",
+            ts(day)?.strftime("%Y-%m-%d")
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// What one day's drop removed and kept.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DayDropped {
+    /// Executions of jobs dropped with the day.
+    pub executions: u64,
+    /// Task executions dropped with the day.
+    pub task_executions: u64,
+    /// Runs dropped with the day.
+    pub runs: u64,
+    /// Executions and runs kept (moved to the default partition).
+    pub kept: u64,
+}
+
+/// How long a drop waits for the transactions that began before it announced the day
+/// (a re-drive or a retry in flight) to end: 10 s.
+const DROP_WAIT_FOR_OLDER: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Drops the oldest day partition of the history whose every slot is before `before` (ms),
+/// keeping its survivors; `None` when there is none (or another process is dropping one).
+///
+/// The rule (ARCHITECTURE.md, "History partitions"; SPEC §10): what the row-by-row pruning
+/// would keep is kept — unfinished executions and runs, those finished at or after `before`,
+/// each job's newest finished execution and each workflow's newest finished run while the job
+/// or workflow exists, and the tasks of every kept run. The steps:
+/// 1. The day is announced in `history_drops`; from then on nothing re-opens a finished row
+///    of it ([`refuse_if_dropping`]), and the drop waits until the transactions older than
+///    the announcement have ended.
+/// 2. Without locks, the survivors are found by the expiry tests of the row-by-row pruning,
+///    reading the day's partitions.
+/// 3. In one transaction under a 100 ms `lock_timeout`: `ACCESS EXCLUSIVE` on the three
+///    parents; the rows still unfinished are added to the survivors (found through the
+///    queue's and the runs' indexes, so nothing scans the day under the lock); the day's
+///    partitions are detached, the survivors inserted back through the parents (the default
+///    partition takes them, their ids unchanged), the day's other dead letters deleted, and
+///    the detached tables dropped. A day's history costs this transaction's few statements
+///    whatever its size.
+///
+/// A row of the day inserted after step 2 already finished (a catch-up of a slot older than
+/// `history_retention` recorded as missed) is dropped with it.
+///
+/// # Errors
+/// The store's, classified; a lock not had within 100 ms is `Contended` (the day stays,
+/// announced, and the next pass drops it).
+pub(crate) async fn drop_expired_day(store: &PgStore, before: i64) -> Result<Option<DayDropped>> {
+    const DAY: i64 = 86_400_000;
+    // The day partitions, oldest first, by their names' dates.
+    let names: Vec<String> = sqlx::query_scalar(
+        "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
+         WHERE i.inhparent = 'executions'::regclass AND c.relname ~ '^executions_[0-9]{8}$' \
+         ORDER BY c.relname",
+    )
+    .fetch_all(&store.pool)
+    .await
+    .map_err(db_err)?;
+    let Some(day_start) = names
+        .iter()
+        .filter_map(|n| {
+            let date: jiff::civil::Date =
+                jiff::civil::Date::strptime("%Y%m%d", n.get(11..)?).ok()?;
+            Some(
+                date.to_zoned(jiff::tz::TimeZone::UTC)
+                    .ok()?
+                    .timestamp()
+                    .as_millisecond(),
+            )
+        })
+        .find(|start| start + DAY <= before)
+    else {
+        return Ok(None);
+    };
+    let day = ts(day_start)?.strftime("%Y%m%d").to_string();
+    let (executions, attempts, runs) = (
+        format!("executions_{day}"),
+        format!("attempts_{day}"),
+        format!("workflow_runs_{day}"),
+    );
+    // 1. Announce the day. One process drops a day at a time: the announcement is taken
+    //    over only once it is a minute old (a drop that failed).
+    let mut tx = store.begin().await?;
+    let now = store.now_ms(&mut *tx).await?;
+    let mine = sqlx::query(
+        "INSERT INTO history_drops (day_start, started_at) VALUES ($1, $2) \
+         ON CONFLICT (day_start) DO UPDATE SET started_at = excluded.started_at \
+         WHERE history_drops.started_at < excluded.started_at - 60000",
+    )
+    .bind(day_start)
+    .bind(now)
+    .execute(&mut *tx)
+    .await
+    .map_err(db_err)?
+    .rows_affected()
+        == 1;
+    let xid: i64 = sqlx::query_scalar("SELECT pg_current_xact_id()::text::bigint")
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    commit(tx).await?;
+    if !mine {
+        return Ok(None);
+    }
+    let waited = std::time::Instant::now();
+    loop {
+        let oldest: i64 =
+            sqlx::query_scalar("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
+                .fetch_one(&store.pool)
+                .await
+                .map_err(db_err)?;
+        if oldest > xid {
+            break;
+        }
+        if waited.elapsed() > DROP_WAIT_FOR_OLDER {
+            return Err(Error::Contended(
+                format!("a transaction older than the drop of {day} is still open").into(),
+            ));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    // 2. The survivors, without locks.
+    let has_runs = sqlx::query_scalar::<_, Option<String>>("SELECT to_regclass($1)::text")
+        .bind(&runs)
+        .fetch_one(&store.pool)
+        .await
+        .map_err(db_err)?
+        .is_some();
+    let mut kept_runs: Vec<String> = if has_runs {
+        sqlx::query_scalar(&format!(
+            "SELECT e.id FROM {runs} e WHERE NOT {RUN_EXPIRED}"
+        ))
+        .bind(before)
+        .fetch_all(&store.pool)
+        .await
+        .map_err(db_err)?
+    } else {
+        Vec::new()
+    };
+    let mut kept: Vec<String> = sqlx::query_scalar(&format!(
+        "SELECT e.id FROM {executions} e WHERE CASE WHEN e.run_id IS NULL THEN NOT {EXECUTION_EXPIRED} \
+           ELSE e.run_id = ANY($2) OR (NOT (e.run_id >= $3 AND e.run_id < $4) \
+             AND EXISTS (SELECT 1 FROM workflow_runs r WHERE r.id = e.run_id)) END"
+    ))
+    .bind(before)
+    .bind(&kept_runs)
+    .bind(bound(day_start))
+    .bind(bound(day_start + DAY))
+    .fetch_all(&store.pool)
+    .await
+    .map_err(db_err)?;
+    // 3. The drop.
+    let mut tx = store.begin().await?;
+    sqlx::query("SET LOCAL lock_timeout = '100ms'")
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    sqlx::query("LOCK TABLE executions, attempts, workflow_runs IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    if has_runs {
+        let unfinished: Vec<String> = sqlx::query_scalar(&format!(
+            "SELECT id FROM {runs} WHERE state IN ('scheduled', 'running')"
+        ))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        kept.extend(
+            sqlx::query_scalar::<_, String>(&format!(
+                "SELECT id FROM {executions} WHERE run_id = ANY($1)"
+            ))
+            .bind(&unfinished)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db_err)?,
+        );
+        kept_runs.extend(unfinished);
+    }
+    kept.extend(
+        sqlx::query_scalar::<_, String>(
+            "SELECT id FROM execution_queue WHERE id >= $1 AND id < $2",
+        )
+        .bind(bound(day_start))
+        .bind(bound(day_start + DAY))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_err)?,
+    );
+    kept.sort();
+    kept.dedup();
+    kept_runs.sort();
+    kept_runs.dedup();
+    let mut dropped = DayDropped::default();
+    let counted: (i64, i64) = sqlx::query_as(&format!(
+        "SELECT count(*) FILTER (WHERE run_id IS NULL), count(*) FILTER (WHERE run_id IS NOT NULL) \
+         FROM {executions} WHERE NOT (id = ANY($1))"
+    ))
+    .bind(&kept)
+    .fetch_one(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    dropped.executions = u64::try_from(counted.0).unwrap_or(0);
+    dropped.task_executions = u64::try_from(counted.1).unwrap_or(0);
+    for sql in [
+        format!("ALTER TABLE executions DETACH PARTITION {executions}"),
+        format!("ALTER TABLE attempts DETACH PARTITION {attempts}"),
+    ] {
+        sqlx::query(&sql).execute(&mut *tx).await.map_err(db_err)?;
+    }
+    sqlx::query(&format!(
+        "INSERT INTO executions SELECT * FROM {executions} WHERE id = ANY($1)"
+    ))
+    .bind(&kept)
+    .execute(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    sqlx::query(&format!(
+        "INSERT INTO attempts SELECT * FROM {attempts} WHERE execution_id = ANY($1)"
+    ))
+    .bind(&kept)
+    .execute(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    if has_runs {
+        sqlx::query(&format!(
+            "ALTER TABLE workflow_runs DETACH PARTITION {runs}"
+        ))
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        sqlx::query(&format!(
+            "INSERT INTO workflow_runs SELECT * FROM {runs} WHERE id = ANY($1)"
+        ))
+        .bind(&kept_runs)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    }
+    if has_runs {
+        let runs_dropped: i64 = sqlx::query_scalar(&format!(
+            "SELECT count(*) FROM {runs} WHERE NOT (id = ANY($1))"
+        ))
+        .bind(&kept_runs)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        dropped.runs = u64::try_from(runs_dropped).unwrap_or(0);
+    }
+    sqlx::query("DELETE FROM dead_letters WHERE id >= $1 AND id < $2 AND NOT (id = ANY($3))")
+        .bind(bound(day_start))
+        .bind(bound(day_start + DAY))
+        .bind(&kept)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    let drop_tables = if has_runs {
+        format!("DROP TABLE {executions}, {attempts}, {runs}")
+    } else {
+        format!("DROP TABLE {executions}, {attempts}")
+    };
+    sqlx::query(&drop_tables)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    sqlx::query("DELETE FROM history_drops WHERE day_start = $1")
+        .bind(day_start)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    commit(tx).await?;
+    dropped.kept = (kept.len() + kept_runs.len()) as u64;
+    Ok(Some(dropped))
+}
+
+/// The lower bound of the ids of millisecond `ms`: the first 12 hex digits of a UUID's text
+/// (migration 0010's `sundial_id_bound`).
+fn bound(ms: i64) -> String {
+    let hex = format!("{:012x}", ms.max(0));
+    format!("{}-{}", &hex[..8], &hex[8..12])
 }

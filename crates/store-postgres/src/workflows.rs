@@ -889,6 +889,7 @@ pub(crate) async fn run_retry(
     let now = store.now_ms(&mut *tx).await?;
     let (state, uid, version) = locked_run(&mut tx, namespace, id).await?;
     check_retryable(id, state)?;
+    crate::retention::refuse_if_dropping(&mut tx, id).await?;
     let current: Option<i32> = sqlx::query_scalar("SELECT 1 FROM workflows WHERE uid = $1")
         .bind(&uid)
         .fetch_optional(&mut *tx)

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use sqlx::{Connection, PgConnection};
 use sundial_clock::{Clock, ManualClock};
 use sundial_store::maintenance::{MaintenanceConfig, Service};
-use sundial_store::testkit::{complete_ok, first_slots_commit, new_job_writes, t0};
+use sundial_store::testkit::{
+    complete_ok, create_workflow, first_slots_commit, manual_run, new_job_writes, t0,
+};
 use sundial_store::{ExecutionClaim, Store};
 use sundial_store_postgres::testing::TestDatabase;
 use sundial_store_postgres::{PARTITION_DAYS_AHEAD, PARTITIONED, PgStore};
@@ -259,5 +261,216 @@ async fn a_day_whose_ids_the_default_partition_holds_is_left_to_it() {
         partitions_of(db.url(), "executions", "id", &ids).await,
         vec!["executions_other".to_owned(); 3]
     );
+    store.close().await;
+}
+
+/// Where `id` of `table` lives, or `None` when it is gone.
+async fn partition_of(url: &str, table: &str, id: &str) -> Option<String> {
+    let mut conn = PgConnection::connect(url).await.expect("connect");
+    sqlx::query_scalar(&format!(
+        "SELECT tableoid::regclass::text FROM {table} WHERE id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(&mut conn)
+    .await
+    .expect("partition")
+}
+
+/// Runs `sql` on the database at `url`.
+async fn exec(url: &str, sql: &str) {
+    let mut conn = PgConnection::connect(url).await.expect("connect");
+    sqlx::raw_sql(sql).execute(&mut conn).await.expect(sql);
+}
+
+#[tokio::test]
+async fn an_expired_day_is_dropped_whole_keeping_what_retention_keeps() {
+    let db = TestDatabase::create("sundial_parts").await;
+    let clock = Arc::new(ManualClock::new(t0()));
+    let dyn_clock: Arc<dyn Clock> = clock.clone();
+    let store = PgStore::open(db.url(), Some(dyn_clock))
+        .await
+        .expect("open store");
+    partition_service(&store).run_once().await.expect("pass");
+    // Four jobs fire on 2027-01-01; three run to the end, the fourth's slot is left due.
+    let jobs = store
+        .job_write_batch(&new_job_writes("ns", 4))
+        .await
+        .expect("jobs");
+    let commit = first_slots_commit(&store, "n1", &jobs[..3])
+        .await
+        .expect("leases");
+    store.trigger_commit(&commit).await.expect("trigger");
+    clock.advance(jiff::SignedDuration::from_secs(60));
+    let finished = run_everything(&store).await;
+    assert_eq!(finished.len(), 3);
+    // Two runs of a workflow on the same day, both finished: the second is its last.
+    let wf = create_workflow(
+        &store,
+        "flow",
+        serde_json::json!({"tasks": [{"name": "a", "target": {"type": "http", "url": "http://127.0.0.1:9/a"}}]}),
+    )
+    .await;
+    let mut runs = Vec::new();
+    for slot in [t0(), t0() + jiff::SignedDuration::from_secs(10)] {
+        let run = store
+            .run_create(&sundial_store::NewRun {
+                id: sundial_core::ids::slot_run_id(&wf.uid, slot),
+                trigger: sundial_core::execution::Trigger::Schedule,
+                ..manual_run(&wf, slot, serde_json::json!({}))
+            })
+            .await
+            .expect("run");
+        runs.push(run.id);
+    }
+    assert_eq!(run_everything(&store).await.len(), 2, "the runs' tasks");
+    let commit = first_slots_commit(&store, "n1", &jobs[3..])
+        .await
+        .expect("leases");
+    store.trigger_commit(&commit).await.expect("trigger");
+    let unfinished = sundial_core::ids::slot_execution_id(&jobs[3].uid, t0());
+    // The third job's execution ended dead, and the job was deleted: it has no last
+    // execution to keep, and its dead letter goes with it.
+    let deleted = finished
+        .iter()
+        .find(|id| **id == sundial_core::ids::slot_execution_id(&jobs[2].uid, t0()))
+        .expect("the third job's execution")
+        .clone();
+    exec(
+        db.url(),
+        &format!("UPDATE executions SET state = 'dead' WHERE id = '{deleted}'"),
+    )
+    .await;
+    store
+        .job_delete("ns", &jobs[2].spec.name, None)
+        .await
+        .expect("delete job");
+
+    // Forty days on, retention (30 days) starts a walk.
+    clock.advance(jiff::SignedDuration::from_hours(24 * 40));
+    partition_service(&store).run_once().await.expect("pass");
+    let pruned = store
+        .history_prune(&sundial_store::HistoryPrune {
+            kind: sundial_store::HistoryKind::Executions,
+            before: clock.now() - jiff::SignedDuration::from_hours(24 * 30),
+            limit: 250,
+            after: None,
+            dry_run: false,
+        })
+        .await
+        .expect("prune");
+    assert_eq!(pruned.deleted, 1, "the deleted job's execution");
+    assert_eq!(pruned.task_executions, 1, "the first run's task");
+    assert_eq!(
+        partition_of(db.url(), "workflow_runs", &runs[0]).await,
+        None
+    );
+    assert_eq!(
+        partition_of(db.url(), "workflow_runs", &runs[1])
+            .await
+            .as_deref(),
+        Some("workflow_runs_other"),
+        "the workflow's last run is kept"
+    );
+    let kept_run = store
+        .run_get("ns", &runs[1])
+        .await
+        .expect("get run")
+        .expect("kept");
+    assert_eq!(kept_run.tasks.len(), 1, "with its task");
+    assert_eq!(
+        partition_of(db.url(), "executions", &deleted).await,
+        None,
+        "dropped"
+    );
+    let mut conn = PgConnection::connect(db.url()).await.expect("connect");
+    let (day, dead_letters): (Option<String>, i64) = sqlx::query_as(
+        "SELECT to_regclass('executions_20270101')::text, (SELECT count(*) FROM dead_letters)",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .expect("read");
+    assert_eq!(day, None, "the day's partition is gone");
+    assert_eq!(
+        dead_letters, 0,
+        "the dropped execution's dead letter with it"
+    );
+    // Each remaining job's last execution, and the one still due, are kept with their
+    // attempts, in the default partition.
+    for id in finished.iter().filter(|id| **id != deleted) {
+        assert_eq!(
+            partition_of(db.url(), "executions", id).await.as_deref(),
+            Some("executions_other")
+        );
+        let record = store
+            .execution_get("ns", id)
+            .await
+            .expect("get")
+            .expect("kept");
+        assert_eq!(record.attempts.len(), 1, "with its attempt");
+    }
+    assert_eq!(
+        partition_of(db.url(), "executions", &unfinished)
+            .await
+            .as_deref(),
+        Some("executions_other")
+    );
+    // Still in the queue: the next claim judges it (forty days late, a misfire).
+    run_everything(&store).await;
+    let record = store
+        .execution_get("ns", &unfinished)
+        .await
+        .expect("get")
+        .expect("kept");
+    assert!(
+        record.state.is_terminal(),
+        "claimed and judged: {:?}",
+        record.state
+    );
+    store.close().await;
+}
+
+#[tokio::test]
+async fn nothing_of_a_day_being_dropped_is_re_opened() {
+    let db = TestDatabase::create("sundial_parts").await;
+    let clock = Arc::new(ManualClock::new(t0()));
+    let dyn_clock: Arc<dyn Clock> = clock.clone();
+    let store = PgStore::open(db.url(), Some(dyn_clock))
+        .await
+        .expect("open store");
+    partition_service(&store).run_once().await.expect("pass");
+    let jobs = store
+        .job_write_batch(&new_job_writes("ns", 1))
+        .await
+        .expect("jobs");
+    let commit = first_slots_commit(&store, "n1", &jobs)
+        .await
+        .expect("leases");
+    store.trigger_commit(&commit).await.expect("trigger");
+    clock.advance(jiff::SignedDuration::from_secs(60));
+    let id = run_everything(&store).await.remove(0);
+    exec(
+        db.url(),
+        &format!("UPDATE executions SET state = 'dead' WHERE id = '{id}'"),
+    )
+    .await;
+    exec(
+        db.url(),
+        &format!(
+            "INSERT INTO history_drops (day_start, started_at) VALUES ({}, 0)",
+            t0().as_millisecond()
+        ),
+    )
+    .await;
+    match store.execution_redrive("ns", &id, 1).await {
+        Err(sundial_store::Error::Conflict(why)) => {
+            assert!(why.contains("2027-01-01"), "{why}")
+        }
+        other => panic!("a re-drive during the drop: {other:?}"),
+    }
+    exec(db.url(), "DELETE FROM history_drops").await;
+    store
+        .execution_redrive("ns", &id, 1)
+        .await
+        .expect("re-drive once the drop is over");
     store.close().await;
 }

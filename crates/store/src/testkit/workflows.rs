@@ -35,7 +35,11 @@ pub fn workflow_record(ns: &str, name: &str, body: Value) -> WorkflowRecord {
     }
 }
 
-pub(super) async fn create_workflow(store: &dyn Store, name: &str, body: Value) -> WorkflowRecord {
+/// Creates workflow `name` of namespace `ns` with `body` (the JSON of its spec).
+///
+/// # Panics
+/// When the store refuses it.
+pub async fn create_workflow(store: &dyn Store, name: &str, body: Value) -> WorkflowRecord {
     store
         .workflow_write_batch(&[WorkflowWrite {
             record: workflow_record("ns", name, body),
