@@ -59,7 +59,7 @@ pub(crate) async fn load_expired(url: &str, n: u64) -> anyhow::Result<()> {
         let last = base + i64::try_from(n).context("--expired")?;
         let mut conn = sqlx::PgConnection::connect(url).await?;
         sqlx::query(
-            "SELECT sundial_history_day_create(t.name, t.key, d) \
+            "SELECT sundial_history_day_create(t.name, t.key, d, 1000, 0) \
              FROM (VALUES ('executions', 'id'), ('attempts', 'execution_id')) AS t(name, key), \
                generate_series($1 / 86400000 * 86400000, $2 / 86400000 * 86400000, 86400000) AS d",
         )

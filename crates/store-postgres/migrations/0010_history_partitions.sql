@@ -36,21 +36,25 @@ $$;
 
 -- Creates the partition of `parent` (partitioned by `key`) for the UTC day starting at
 -- `day_start` (ms since the epoch, a midnight), named `<parent>_YYYYMMDD`; true when it made
--- one. False when it exists already, when the day overlaps another partition (the first,
--- `<parent>_before`), or when the default partition holds ids of that day (they stay there).
--- The attach takes SHARE UPDATE EXCLUSIVE on the parent, which no read or write waits for,
--- and ACCESS EXCLUSIVE on the new table and on the default partition for the scan of the
--- latter's few rows; the caller bounds that wait with lock_timeout.
-CREATE FUNCTION sundial_history_day_create(parent TEXT, key TEXT, day_start BIGINT)
+-- one. False when another transaction holds the advisory lock `lock_key` (it is making
+-- partitions), when the partition exists already, when the day overlaps another partition
+-- (the first, `<parent>_before`), or when the default partition holds ids of that day (they
+-- stay there). The attach takes SHARE UPDATE EXCLUSIVE on the parent, which no read or
+-- write waits for, and ACCESS EXCLUSIVE on the new table and on the default partition for
+-- the scan of the latter's few rows, waiting at most `lock_ms` for them. Called as one
+-- statement of its own, so that its locks end with it even if the caller stalls.
+CREATE FUNCTION sundial_history_day_create(parent TEXT, key TEXT, day_start BIGINT,
+                                           lock_ms INT, lock_key BIGINT)
 RETURNS BOOLEAN LANGUAGE plpgsql AS $$
 DECLARE
     part TEXT := parent || '_' || to_char(to_timestamp(day_start / 1000) AT TIME ZONE 'UTC', 'YYYYMMDD');
     lo   TEXT := sundial_id_bound(day_start);
     hi   TEXT := sundial_id_bound(day_start + 86400000);
 BEGIN
-    IF to_regclass(part) IS NOT NULL THEN
+    IF NOT pg_try_advisory_xact_lock(lock_key) OR to_regclass(part) IS NOT NULL THEN
         RETURN FALSE;
     END IF;
+    PERFORM set_config('lock_timeout', lock_ms || 'ms', true);
     EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING DEFAULTS INCLUDING STORAGE)%s', part, parent,
                    CASE WHEN parent = 'executions' THEN ' WITH (fillfactor = 50)' ELSE '' END);
     -- Proves the bounds, so the attach does not scan the (empty) table.
@@ -64,6 +68,57 @@ EXCEPTION
     -- day; 42P07 and 23505: another process made the same partition first.
     WHEN invalid_object_definition OR check_violation OR duplicate_table OR unique_violation THEN
         RETURN FALSE;
+END $$;
+
+-- Drops the day partitions of the UTC day starting at `day_start` (executions, attempts and,
+-- when it has one, workflow_runs), keeping the executions `kept` and the runs `kept_runs`
+-- (retention's survivors, found before) and whatever of the day is still unfinished now, which
+-- it adds: they are inserted back through the parents, where the default partitions take
+-- them. Deletes the day's other dead letters (a dropped table fires no DELETE trigger) and
+-- the day's row of history_drops. Returns what went. Takes ACCESS EXCLUSIVE on the three
+-- parents, waiting at most `lock_ms`; called as one statement of its own, so that the locks
+-- end with it even if the caller stalls.
+CREATE FUNCTION sundial_history_day_drop(day_start BIGINT, kept TEXT[], kept_runs TEXT[], lock_ms INT,
+                                         OUT dropped_executions BIGINT, OUT dropped_tasks BIGINT,
+                                         OUT dropped_runs BIGINT)
+LANGUAGE plpgsql AS $$
+DECLARE
+    day      TEXT := to_char(to_timestamp(day_start / 1000) AT TIME ZONE 'UTC', 'YYYYMMDD');
+    lo       TEXT := sundial_id_bound(day_start);
+    hi       TEXT := sundial_id_bound(day_start + 86400000);
+    e        TEXT := 'executions_' || day;
+    a        TEXT := 'attempts_' || day;
+    r        TEXT := 'workflow_runs_' || day;
+    has_runs BOOLEAN := to_regclass('workflow_runs_' || day) IS NOT NULL;
+    open_runs TEXT[] := '{}';
+BEGIN
+    PERFORM set_config('lock_timeout', lock_ms || 'ms', true);
+    LOCK TABLE executions, attempts, workflow_runs IN ACCESS EXCLUSIVE MODE;
+    IF has_runs THEN
+        EXECUTE format('SELECT coalesce(array_agg(id), ''{}'') FROM %I '
+                       'WHERE state IN (''scheduled'', ''running'')', r) INTO open_runs;
+        kept_runs := kept_runs || open_runs;
+        EXECUTE format('SELECT $1 || coalesce(array_agg(id), ''{}'') FROM %I WHERE run_id = ANY($2)', e)
+            INTO kept USING kept, open_runs;
+    END IF;
+    kept := kept || ARRAY(SELECT q.id FROM execution_queue q WHERE q.id >= lo AND q.id < hi);
+    EXECUTE format('SELECT count(*) FILTER (WHERE run_id IS NULL), count(*) FILTER (WHERE run_id IS NOT NULL) '
+                   'FROM %I WHERE NOT (id = ANY($1))', e)
+        INTO dropped_executions, dropped_tasks USING kept;
+    EXECUTE format('ALTER TABLE executions DETACH PARTITION %I', e);
+    EXECUTE format('ALTER TABLE attempts DETACH PARTITION %I', a);
+    EXECUTE format('INSERT INTO executions SELECT * FROM %I WHERE id = ANY($1)', e) USING kept;
+    EXECUTE format('INSERT INTO attempts SELECT * FROM %I WHERE execution_id = ANY($1)', a) USING kept;
+    dropped_runs := 0;
+    IF has_runs THEN
+        EXECUTE format('SELECT count(*) FROM %I WHERE NOT (id = ANY($1))', r) INTO dropped_runs USING kept_runs;
+        EXECUTE format('ALTER TABLE workflow_runs DETACH PARTITION %I', r);
+        EXECUTE format('INSERT INTO workflow_runs SELECT * FROM %I WHERE id = ANY($1)', r) USING kept_runs;
+        EXECUTE format('DROP TABLE %I', r);
+    END IF;
+    DELETE FROM dead_letters d WHERE d.id >= lo AND d.id < hi AND NOT (d.id = ANY(kept));
+    EXECUTE format('DROP TABLE %I, %I', e, a);
+    DELETE FROM history_drops h WHERE h.day_start = sundial_history_day_drop.day_start;
 END $$;
 
 -- executions -------------------------------------------------------------------------------

@@ -76,7 +76,7 @@ pub const PARTITIONS_EVERY: Dur = Dur::from_secs(3600);
 /// How long a pass waits for the locks of an attach (100 ms) before it gives up until the
 /// next: queries that would lock the default partition queue behind a waiting attach, so the
 /// wait is what they could be held up by.
-pub const PARTITION_LOCK_TIMEOUT_MS: u32 = 100;
+pub const PARTITION_LOCK_TIMEOUT_MS: u16 = 100;
 
 /// Creates the day partitions of the history's tables ahead of time, every
 /// [`PARTITIONS_EVERY`]: for today and the [`PARTITION_DAYS_AHEAD`] days after it, by the
@@ -115,7 +115,7 @@ impl HistoryPartitions {
 }
 
 /// The advisory lock a pass holds while it makes a partition (`pg_try_advisory_xact_lock`).
-const PARTITIONS_LOCK_KEY: i64 = 0x5375_6e64_6961_6c50; // "SundialP"
+pub(crate) const PARTITIONS_LOCK_KEY: i64 = 0x5375_6e64_6961_6c50; // "SundialP"
 
 /// Milliseconds in a day.
 const DAY_MS: i64 = 86_400_000;
@@ -142,27 +142,20 @@ impl Service for HistoryPartitions {
         }
         let today = self.now_ms().await?.div_euclid(DAY_MS) * DAY_MS;
         let mut made = 0;
-        let lock_timeout = format!("SET LOCAL lock_timeout = '{PARTITION_LOCK_TIMEOUT_MS}ms'");
         for day in 0..=PARTITION_DAYS_AHEAD {
             for (table, key) in PARTITIONED {
-                let mut tx = self.pool.begin().await.map_err(db_err)?;
-                sqlx::query(lock_timeout.as_str())
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db_err)?;
-                // One process at a time makes partitions; the others skip what it is making.
-                let created: bool = sqlx::query_scalar(
-                    "SELECT CASE WHEN pg_try_advisory_xact_lock($4) \
-                       THEN sundial_history_day_create($1, $2, $3) ELSE false END",
-                )
-                .bind(table)
-                .bind(key)
-                .bind(today + day * DAY_MS)
-                .bind(PARTITIONS_LOCK_KEY)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(db_err)?;
-                tx.commit().await.map_err(db_err)?;
+                // One statement, its own transaction: the locks of the attach end with it,
+                // even if this process stalls (a paused VM, SIGSTOP) right after sending it.
+                let created: bool =
+                    sqlx::query_scalar("SELECT sundial_history_day_create($1, $2, $3, $4, $5)")
+                        .bind(table)
+                        .bind(key)
+                        .bind(today + day * DAY_MS)
+                        .bind(i32::from(PARTITION_LOCK_TIMEOUT_MS))
+                        .bind(PARTITIONS_LOCK_KEY)
+                        .fetch_one(&self.pool)
+                        .await
+                        .map_err(db_err)?;
                 made += u64::from(created);
             }
         }

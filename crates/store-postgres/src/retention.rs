@@ -166,6 +166,12 @@ pub(crate) async fn history_prune(store: &PgStore, prune: &HistoryPrune) -> Resu
 /// # Errors
 /// [`Error::Conflict`] naming the day; the store's, classified.
 pub(crate) async fn refuse_if_dropping(tx: &mut Tx<'_>, id: &str) -> Result<()> {
+    // Held until this transaction ends, so a drop announced meanwhile waits for it.
+    sqlx::query("SELECT pg_advisory_xact_lock_shared($1)")
+        .bind(REOPEN_LOCK_KEY)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_err)?;
     let day: Option<i64> = sqlx::query_scalar(
         "SELECT day_start FROM history_drops \
          WHERE $1 >= sundial_id_bound(day_start) AND $1 < sundial_id_bound(day_start + 86400000)",
@@ -196,8 +202,13 @@ pub struct DayDropped {
     pub kept: u64,
 }
 
-/// How long a drop waits for the transactions that began before it announced the day
-/// (a re-drive or a retry in flight) to end: 10 s.
+/// The advisory lock whose shared side a re-open (re-drive, retry) holds from its check of
+/// `history_drops` to its commit, and whose exclusive side a drop takes once after announcing
+/// its day.
+const REOPEN_LOCK_KEY: i64 = 0x5375_6e64_6961_6c52; // "SundialR"
+
+/// How long a drop waits for the re-opens that began before it announced the day to end:
+/// 10 s.
 const DROP_WAIT_FOR_OLDER: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Drops the oldest day partition of the history whose every slot is before `before` (ms),
@@ -208,17 +219,18 @@ const DROP_WAIT_FOR_OLDER: std::time::Duration = std::time::Duration::from_secs(
 /// each job's newest finished execution and each workflow's newest finished run while the job
 /// or workflow exists, and the tasks of every kept run. The steps:
 /// 1. The day is announced in `history_drops`; from then on nothing re-opens a finished row
-///    of it ([`refuse_if_dropping`]), and the drop waits until the transactions older than
-///    the announcement have ended.
+///    of it ([`refuse_if_dropping`]), and the drop waits until the re-opens that passed that
+///    check before have committed.
 /// 2. Without locks, the survivors are found by the expiry tests of the row-by-row pruning,
 ///    reading the day's partitions.
-/// 3. In one transaction under a 100 ms `lock_timeout`: `ACCESS EXCLUSIVE` on the three
-///    parents; the rows still unfinished are added to the survivors (found through the
-///    queue's and the runs' indexes, so nothing scans the day under the lock); the day's
-///    partitions are detached, the survivors inserted back through the parents (the default
-///    partition takes them, their ids unchanged), the day's other dead letters deleted, and
-///    the detached tables dropped. A day's history costs this transaction's few statements
-///    whatever its size.
+/// 3. One statement (`sundial_history_day_drop`, migration 0010) under a 100 ms
+///    `lock_timeout`: `ACCESS EXCLUSIVE` on the three parents; the rows still unfinished are
+///    added to the survivors (found through the queue's and the runs' indexes, so nothing
+///    scans the day under the lock); the day's partitions are detached, the survivors
+///    inserted back through the parents (the default partition takes them, their ids
+///    unchanged), the day's other dead letters deleted, and the detached tables dropped. A
+///    day's history costs this statement whatever its size, and a process that stalls after
+///    sending it holds no lock.
 ///
 /// A row of the day inserted after step 2 already finished (a catch-up of a slot older than
 /// `history_retention` recorded as missed) is dropped with it.
@@ -254,48 +266,40 @@ pub(crate) async fn drop_expired_day(store: &PgStore, before: i64) -> Result<Opt
         return Ok(None);
     };
     let day = ts(day_start)?.strftime("%Y%m%d").to_string();
-    let (executions, attempts, runs) = (
-        format!("executions_{day}"),
-        format!("attempts_{day}"),
-        format!("workflow_runs_{day}"),
-    );
-    // 1. Announce the day. One process drops a day at a time: the announcement is taken
-    //    over only once it is a minute old (a drop that failed).
-    let mut tx = store.begin().await?;
-    let now = store.now_ms(&mut *tx).await?;
-    let mine = sqlx::query(
+    let (executions, runs) = (format!("executions_{day}"), format!("workflow_runs_{day}"));
+    // 1. Announce the day, in one statement (a stalled process leaves nothing open). One
+    //    process drops a day at a time: the announcement is taken over only once it is a
+    //    minute old (a drop that failed).
+    let now = store.now_ms(&store.pool).await?;
+    let announced: Option<i32> = sqlx::query_scalar(
         "INSERT INTO history_drops (day_start, started_at) VALUES ($1, $2) \
          ON CONFLICT (day_start) DO UPDATE SET started_at = excluded.started_at \
-         WHERE history_drops.started_at < excluded.started_at - 60000",
+         WHERE history_drops.started_at < excluded.started_at - 60000 \
+         RETURNING 1",
     )
     .bind(day_start)
     .bind(now)
-    .execute(&mut *tx)
+    .fetch_optional(&store.pool)
     .await
-    .map_err(db_err)?
-    .rows_affected()
-        == 1;
-    let xid: i64 = sqlx::query_scalar("SELECT pg_current_xact_id()::text::bigint")
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    commit(tx).await?;
-    if !mine {
+    .map_err(db_err)?;
+    if announced.is_none() {
         return Ok(None);
     }
+    // Every re-open that passed its check before the announcement holds the shared side of
+    // this lock until it commits: having the exclusive side once means they are all over.
     let waited = std::time::Instant::now();
     loop {
-        let oldest: i64 =
-            sqlx::query_scalar("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
-                .fetch_one(&store.pool)
-                .await
-                .map_err(db_err)?;
-        if oldest > xid {
+        let over: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+            .bind(REOPEN_LOCK_KEY)
+            .fetch_one(&store.pool)
+            .await
+            .map_err(db_err)?;
+        if over {
             break;
         }
         if waited.elapsed() > DROP_WAIT_FOR_OLDER {
             return Err(Error::Contended(
-                format!("a transaction older than the drop of {day} is still open").into(),
+                format!("a re-drive or retry begun before the drop of {day} is still open").into(),
             ));
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
@@ -307,7 +311,7 @@ pub(crate) async fn drop_expired_day(store: &PgStore, before: i64) -> Result<Opt
         .await
         .map_err(db_err)?
         .is_some();
-    let mut kept_runs: Vec<String> = if has_runs {
+    let kept_runs: Vec<String> = if has_runs {
         sqlx::query_scalar(&format!(
             "SELECT e.id FROM {runs} e WHERE NOT {RUN_EXPIRED}"
         ))
@@ -318,7 +322,7 @@ pub(crate) async fn drop_expired_day(store: &PgStore, before: i64) -> Result<Opt
     } else {
         Vec::new()
     };
-    let mut kept: Vec<String> = sqlx::query_scalar(&format!(
+    let kept: Vec<String> = sqlx::query_scalar(&format!(
         "SELECT e.id FROM {executions} e WHERE CASE WHEN e.run_id IS NULL THEN NOT {EXECUTION_EXPIRED} \
            ELSE e.run_id = ANY($2) OR (NOT (e.run_id >= $3 AND e.run_id < $4) \
              AND EXISTS (SELECT 1 FROM workflow_runs r WHERE r.id = e.run_id)) END"
@@ -330,127 +334,23 @@ pub(crate) async fn drop_expired_day(store: &PgStore, before: i64) -> Result<Opt
     .fetch_all(&store.pool)
     .await
     .map_err(db_err)?;
-    // 3. The drop.
-    let mut tx = store.begin().await?;
-    sqlx::query("SET LOCAL lock_timeout = '100ms'")
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    sqlx::query("LOCK TABLE executions, attempts, workflow_runs IN ACCESS EXCLUSIVE MODE")
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    if has_runs {
-        let unfinished: Vec<String> = sqlx::query_scalar(&format!(
-            "SELECT id FROM {runs} WHERE state IN ('scheduled', 'running')"
-        ))
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(db_err)?;
-        kept.extend(
-            sqlx::query_scalar::<_, String>(&format!(
-                "SELECT id FROM {executions} WHERE run_id = ANY($1)"
-            ))
-            .bind(&unfinished)
-            .fetch_all(&mut *tx)
+    // 3. The drop: one statement, its own transaction, so its ACCESS EXCLUSIVE locks end
+    //    with it even if this process stalls right after sending it.
+    let (executions_gone, tasks_gone, runs_gone): (i64, i64, i64) =
+        sqlx::query_as("SELECT * FROM sundial_history_day_drop($1, $2, $3, $4)")
+            .bind(day_start)
+            .bind(&kept)
+            .bind(&kept_runs)
+            .bind(i32::from(crate::PARTITION_LOCK_TIMEOUT_MS))
+            .fetch_one(&store.pool)
             .await
-            .map_err(db_err)?,
-        );
-        kept_runs.extend(unfinished);
-    }
-    kept.extend(
-        sqlx::query_scalar::<_, String>(
-            "SELECT id FROM execution_queue WHERE id >= $1 AND id < $2",
-        )
-        .bind(bound(day_start))
-        .bind(bound(day_start + DAY))
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(db_err)?,
-    );
-    kept.sort();
-    kept.dedup();
-    kept_runs.sort();
-    kept_runs.dedup();
-    let mut dropped = DayDropped::default();
-    let counted: (i64, i64) = sqlx::query_as(&format!(
-        "SELECT count(*) FILTER (WHERE run_id IS NULL), count(*) FILTER (WHERE run_id IS NOT NULL) \
-         FROM {executions} WHERE NOT (id = ANY($1))"
-    ))
-    .bind(&kept)
-    .fetch_one(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    dropped.executions = u64::try_from(counted.0).unwrap_or(0);
-    dropped.task_executions = u64::try_from(counted.1).unwrap_or(0);
-    for sql in [
-        format!("ALTER TABLE executions DETACH PARTITION {executions}"),
-        format!("ALTER TABLE attempts DETACH PARTITION {attempts}"),
-    ] {
-        sqlx::query(&sql).execute(&mut *tx).await.map_err(db_err)?;
-    }
-    sqlx::query(&format!(
-        "INSERT INTO executions SELECT * FROM {executions} WHERE id = ANY($1)"
-    ))
-    .bind(&kept)
-    .execute(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    sqlx::query(&format!(
-        "INSERT INTO attempts SELECT * FROM {attempts} WHERE execution_id = ANY($1)"
-    ))
-    .bind(&kept)
-    .execute(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    if has_runs {
-        sqlx::query(&format!(
-            "ALTER TABLE workflow_runs DETACH PARTITION {runs}"
-        ))
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-        sqlx::query(&format!(
-            "INSERT INTO workflow_runs SELECT * FROM {runs} WHERE id = ANY($1)"
-        ))
-        .bind(&kept_runs)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    }
-    if has_runs {
-        let runs_dropped: i64 = sqlx::query_scalar(&format!(
-            "SELECT count(*) FROM {runs} WHERE NOT (id = ANY($1))"
-        ))
-        .bind(&kept_runs)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db_err)?;
-        dropped.runs = u64::try_from(runs_dropped).unwrap_or(0);
-    }
-    sqlx::query("DELETE FROM dead_letters WHERE id >= $1 AND id < $2 AND NOT (id = ANY($3))")
-        .bind(bound(day_start))
-        .bind(bound(day_start + DAY))
-        .bind(&kept)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    let drop_tables = if has_runs {
-        format!("DROP TABLE {executions}, {attempts}, {runs}")
-    } else {
-        format!("DROP TABLE {executions}, {attempts}")
+            .map_err(db_err)?;
+    let dropped = DayDropped {
+        executions: u64::try_from(executions_gone).unwrap_or(0),
+        task_executions: u64::try_from(tasks_gone).unwrap_or(0),
+        runs: u64::try_from(runs_gone).unwrap_or(0),
+        kept: (kept.len() + kept_runs.len()) as u64,
     };
-    sqlx::query(&drop_tables)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    sqlx::query("DELETE FROM history_drops WHERE day_start = $1")
-        .bind(day_start)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    commit(tx).await?;
-    dropped.kept = (kept.len() + kept_runs.len()) as u64;
     Ok(Some(dropped))
 }
 
