@@ -71,14 +71,14 @@ EXCEPTION
 END $$;
 
 -- Drops the day partitions of the UTC day starting at `day_start` (executions, attempts and,
--- when it has one, workflow_runs), keeping the executions `kept` and the runs `kept_runs`
+-- when it has one, workflow_runs), keeping the executions and runs of history_drop_kept
 -- (retention's survivors, found before) and whatever of the day is still unfinished now, which
 -- it adds: they are inserted back through the parents, where the default partitions take
 -- them. Deletes the day's other dead letters (a dropped table fires no DELETE trigger) and
--- the day's row of history_drops. Returns what went. Takes ACCESS EXCLUSIVE on the three
+-- the day's rows of history_drops and history_drop_kept. Returns what went. Takes ACCESS EXCLUSIVE on the three
 -- parents, waiting at most `lock_ms`; called as one statement of its own, so that the locks
 -- end with it even if the caller stalls.
-CREATE FUNCTION sundial_history_day_drop(day_start BIGINT, kept TEXT[], kept_runs TEXT[], lock_ms INT,
+CREATE FUNCTION sundial_history_day_drop(day_start BIGINT, lock_ms INT,
                                          OUT dropped_executions BIGINT, OUT dropped_tasks BIGINT,
                                          OUT dropped_runs BIGINT)
 LANGUAGE plpgsql AS $$
@@ -91,9 +91,15 @@ DECLARE
     r        TEXT := 'workflow_runs_' || day;
     has_runs BOOLEAN := to_regclass('workflow_runs_' || day) IS NOT NULL;
     open_runs TEXT[] := '{}';
+    kept      TEXT[];
+    kept_runs TEXT[];
 BEGIN
     PERFORM set_config('lock_timeout', lock_ms || 'ms', true);
     LOCK TABLE executions, attempts, workflow_runs IN ACCESS EXCLUSIVE MODE;
+    kept := ARRAY(SELECT k.id FROM history_drop_kept k
+                  WHERE k.day_start = sundial_history_day_drop.day_start AND NOT k.is_run);
+    kept_runs := ARRAY(SELECT k.id FROM history_drop_kept k
+                       WHERE k.day_start = sundial_history_day_drop.day_start AND k.is_run);
     IF has_runs THEN
         EXECUTE format('SELECT coalesce(array_agg(id), ''{}'') FROM %I '
                        'WHERE state IN (''scheduled'', ''running'')', r) INTO open_runs;
@@ -119,6 +125,7 @@ BEGIN
     DELETE FROM dead_letters d WHERE d.id >= lo AND d.id < hi AND NOT (d.id = ANY(kept));
     EXECUTE format('DROP TABLE %I, %I', e, a);
     DELETE FROM history_drops h WHERE h.day_start = sundial_history_day_drop.day_start;
+    DELETE FROM history_drop_kept k WHERE k.day_start = sundial_history_day_drop.day_start;
 END $$;
 
 -- executions -------------------------------------------------------------------------------
@@ -212,10 +219,22 @@ CREATE TRIGGER workflow_runs_state_changed AFTER UPDATE OF state ON workflow_run
     WHEN (OLD.state IS DISTINCT FROM NEW.state AND NEW.state IN ('failed', 'cancelled'))
     EXECUTE FUNCTION sundial_run_state_changed();
 
--- The days whose partitions retention is dropping (retention.rs, "drop_expired_day"): while
--- a day is listed, nothing re-opens a finished execution or run of it (a re-drive, a retry
--- from failure), so the survivors found before the drop are all there are.
+-- The day whose partitions retention is dropping (retention.rs, `drop_step`), one at a time:
+-- while a day is listed, nothing re-opens a finished execution or run of it (a re-drive, a
+-- retry from failure), so the survivors its scan finds are all there are. The scan goes a
+-- chunk a call, by id, runs first: `scanned_to` is the last id read, `owner` the process
+-- scanning (taken over once `started_at` is a minute old).
 CREATE TABLE history_drops (
-    day_start  BIGINT PRIMARY KEY,   -- ms since the epoch, a UTC midnight
-    started_at BIGINT NOT NULL
+    day_start  BIGINT  PRIMARY KEY,   -- ms since the epoch, a UTC midnight
+    started_at BIGINT  NOT NULL,      -- ms; the owner's last step
+    owner      TEXT    NOT NULL,
+    runs_done  BOOLEAN NOT NULL DEFAULT false,
+    scanned_to TEXT    NOT NULL DEFAULT ''
+);
+-- The survivors found so far: executions (is_run false) and runs of the day being dropped.
+CREATE TABLE history_drop_kept (
+    day_start BIGINT  NOT NULL,
+    is_run    BOOLEAN NOT NULL,
+    id        TEXT    NOT NULL,
+    PRIMARY KEY (day_start, is_run, id)
 );

@@ -9,10 +9,11 @@
 //! (`workflow_runs_history`). A deleted execution takes its attempts with it; a dead letter
 //! goes by the delete trigger of migration 0008.
 //!
-//! A walk of the jobs' history starts by dropping the oldest day partition (migration 0010)
-//! whose every slot is before the cut-off, whole, its survivors moved to the default
-//! partition first ([`drop_expired_day`]); the row-by-row walk then deletes what is left
-//! in `<table>_before` and `<table>_other`.
+//! On PostgreSQL the history is partitioned by day (migration 0010): a day whose every slot is
+//! before the cut-off is dropped whole, its survivors moved to the default partition first, a
+//! step each call of the jobs' walk ([`drop_step`]); the row-by-row walk deletes the expired
+//! rows of `<table>_before` and `<table>_other` only, so the rows of a day partly past the
+//! cut-off wait until all of it is.
 
 use sundial_store::{HistoryKey, HistoryKind, HistoryPrune, HistoryPruned};
 
@@ -69,28 +70,50 @@ pub(crate) async fn history_prune(store: &PgStore, prune: &HistoryPrune) -> Resu
             next: None,
         });
     }
-    // A walk of the jobs' history starts with the oldest expired day, dropped whole.
+    // Each call of the jobs' walk also takes one step of dropping the oldest expired day
+    // whole; while a drop is under way the walk is told to go on.
     let mut done = HistoryPruned::default();
-    if prune.kind == HistoryKind::Executions
-        && prune.after.is_none()
-        && let Some(day) = drop_expired_day(store, before).await?
-    {
-        tracing::info!(
-            executions = day.executions,
-            task_executions = day.task_executions,
-            runs = day.runs,
-            kept = day.kept,
-            "history: an expired day's partitions dropped"
-        );
-        done.deleted = day.executions;
-        done.task_executions = day.task_executions;
+    let mut dropping = false;
+    if prune.kind == HistoryKind::Executions {
+        match drop_step(
+            store,
+            before,
+            prune.limit.saturating_mul(DROP_SCAN_ROWS_PER_ROW),
+        )
+        .await?
+        {
+            DropStep::Idle => {}
+            DropStep::Scanning => dropping = true,
+            DropStep::Dropped(day) => {
+                tracing::info!(
+                    executions = day.executions,
+                    task_executions = day.task_executions,
+                    runs = day.runs,
+                    "history: an expired day's partitions dropped"
+                );
+                done.deleted = day.executions;
+                done.task_executions = day.task_executions;
+                dropping = true;
+            }
+        }
     }
     let (after_at, after_id) = prune.after.as_ref().map_or((i64::MIN, String::new()), |k| {
         (ms(k.scheduled_at), k.id.clone())
     });
+    // The walk reads the partitions that are not a day's (those go whole): the rows from
+    // before migration 0010 and the default partition's.
+    let first: Option<String> = sqlx::query_scalar("SELECT to_regclass($1)::text")
+        .bind(format!("{table}_before"))
+        .fetch_one(&store.pool)
+        .await
+        .map_err(db_err)?;
+    let walked = match first {
+        Some(first) => format!("(SELECT * FROM {first} UNION ALL SELECT * FROM {table}_other)"),
+        None => format!("{table}_other"),
+    };
     let mut tx = store.begin().await?;
     let seen: Vec<(String, i64, bool)> = sqlx::query_as(&format!(
-        "SELECT e.id, e.scheduled_at, {expired} FROM {table} e \
+        "SELECT e.id, e.scheduled_at, {expired} FROM {walked} e \
          WHERE {scope}e.scheduled_at < $1 AND (e.scheduled_at, e.id) > ($2, $3) \
          ORDER BY e.scheduled_at, e.id LIMIT $4"
     ))
@@ -155,6 +178,13 @@ pub(crate) async fn history_prune(store: &PgStore, prune: &HistoryPrune) -> Resu
             scheduled_at: ts(*at)?,
             id: id.clone(),
         });
+    } else if dropping {
+        // The walk is over, the drop is not: a key past every row the walk reads keeps the
+        // calls coming.
+        done.next = Some(HistoryKey {
+            scheduled_at: prune.before,
+            id: String::new(),
+        });
     }
     Ok(done)
 }
@@ -189,7 +219,7 @@ pub(crate) async fn refuse_if_dropping(tx: &mut Tx<'_>, id: &str) -> Result<()> 
     }
 }
 
-/// What one day's drop removed and kept.
+/// What one day's drop removed.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct DayDropped {
     /// Executions of jobs dropped with the day.
@@ -198,8 +228,17 @@ pub struct DayDropped {
     pub task_executions: u64,
     /// Runs dropped with the day.
     pub runs: u64,
-    /// Executions and runs kept (moved to the default partition).
-    pub kept: u64,
+}
+
+/// Where a day's drop stands after one [`drop_step`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropStep {
+    /// No day is expired whole, or another process is dropping one.
+    Idle,
+    /// A day is being scanned for its survivors; call again.
+    Scanning,
+    /// A day was dropped.
+    Dropped(DayDropped),
 }
 
 /// The advisory lock whose shared side a re-open (re-drive, retry) holds from its check of
@@ -207,39 +246,164 @@ pub struct DayDropped {
 /// its day.
 const REOPEN_LOCK_KEY: i64 = 0x5375_6e64_6961_6c52; // "SundialR"
 
-/// How long a drop waits for the re-opens that began before it announced the day to end:
-/// 10 s.
-const DROP_WAIT_FOR_OLDER: std::time::Duration = std::time::Duration::from_secs(10);
+/// Milliseconds in a day.
+const DAY: i64 = 86_400_000;
 
-/// Drops the oldest day partition of the history whose every slot is before `before` (ms),
-/// keeping its survivors; `None` when there is none (or another process is dropping one).
+/// Rows of a day a drop's scan step reads per row of the row walk's batch (40: 10,000 rows
+/// a step with retention's 250-row batches); the retention service's pause after each call
+/// paces both.
+const DROP_SCAN_ROWS_PER_ROW: u32 = 40;
+
+/// One step of dropping the oldest day partition of the history whose every slot is before
+/// `before` (ms), its survivors kept; `rows` is how many rows of the day a scan step reads.
 ///
 /// The rule (ARCHITECTURE.md, "History partitions"; SPEC §10): what the row-by-row pruning
 /// would keep is kept — unfinished executions and runs, those finished at or after `before`,
 /// each job's newest finished execution and each workflow's newest finished run while the job
-/// or workflow exists, and the tasks of every kept run. The steps:
-/// 1. The day is announced in `history_drops`; from then on nothing re-opens a finished row
-///    of it ([`refuse_if_dropping`]), and the drop waits until the re-opens that passed that
-///    check before have committed.
-/// 2. Without locks, the survivors are found by the expiry tests of the row-by-row pruning,
-///    reading the day's partitions.
-/// 3. One statement (`sundial_history_day_drop`, migration 0010) under a 100 ms
-///    `lock_timeout`: `ACCESS EXCLUSIVE` on the three parents; the rows still unfinished are
-///    added to the survivors (found through the queue's and the runs' indexes, so nothing
-///    scans the day under the lock); the day's partitions are detached, the survivors
-///    inserted back through the parents (the default partition takes them, their ids
-///    unchanged), the day's other dead letters deleted, and the detached tables dropped. A
-///    day's history costs this statement whatever its size, and a process that stalls after
-///    sending it holds no lock.
+/// or workflow exists, and the tasks of every kept run. The steps, each a call:
+/// 1. The day is announced in `history_drops` (one process drops at a time); from then on
+///    nothing re-opens a finished row of it ([`refuse_if_dropping`]), and the scan starts
+///    once the re-opens that passed that check before have committed.
+/// 2. A chunk of `rows` of the day's runs, then of its executions, by id, is read without
+///    locks, and its survivors, by the expiry tests of the row-by-row pruning, are written
+///    to `history_drop_kept`, with how far the scan got: one statement a chunk, so the
+///    caller's pacing spreads the scan's reads.
+/// 3. With the scan done, one statement (`sundial_history_day_drop`, migration 0010) under a
+///    100 ms `lock_timeout` takes `ACCESS EXCLUSIVE` on the three parents, adds the rows still
+///    unfinished (through the queue's and the runs' indexes, so nothing scans the day under
+///    the lock), detaches the day's partitions, inserts the survivors back through the
+///    parents (the default partition takes them, their ids unchanged), deletes the day's
+///    other dead letters and drops the detached tables. A process that stalls after sending a
+///    statement holds no lock.
 ///
-/// A row of the day inserted after step 2 already finished (a catch-up of a slot older than
-/// `history_retention` recorded as missed) is dropped with it.
+/// A row of the day inserted after its chunk was read, already finished (a catch-up of a
+/// slot older than `history_retention` recorded as missed), is dropped with it.
 ///
 /// # Errors
-/// The store's, classified; a lock not had within 100 ms is `Contended` (the day stays,
-/// announced, and the next pass drops it).
-pub(crate) async fn drop_expired_day(store: &PgStore, before: i64) -> Result<Option<DayDropped>> {
-    const DAY: i64 = 86_400_000;
+/// The store's, classified; a lock not had within 100 ms is `Contended` (the scan stays done,
+/// and the next step drops the day).
+pub(crate) async fn drop_step(store: &PgStore, before: i64, rows: u32) -> Result<DropStep> {
+    let now = store.now_ms(&store.pool).await?;
+    let current: Option<(i64, String, bool, String, i64)> = sqlx::query_as(
+        "SELECT day_start, owner, runs_done, scanned_to, started_at FROM history_drops \
+         ORDER BY day_start LIMIT 1",
+    )
+    .fetch_optional(&store.pool)
+    .await
+    .map_err(db_err)?;
+    let Some((day_start, owner, runs_done, scanned_to, started_at)) = current else {
+        return announce_next_day(store, before, now).await;
+    };
+    if owner != store.instance {
+        // Another process's drop; taken over once its owner has been silent for a minute.
+        if started_at >= now - 60_000 {
+            return Ok(DropStep::Idle);
+        }
+        let taken = sqlx::query(
+            "UPDATE history_drops SET owner = $2, started_at = $3 \
+             WHERE day_start = $1 AND owner = $4 AND started_at = $5",
+        )
+        .bind(day_start)
+        .bind(&store.instance)
+        .bind(now)
+        .bind(&owner)
+        .bind(started_at)
+        .execute(&store.pool)
+        .await
+        .map_err(db_err)?
+        .rows_affected();
+        if taken == 0 {
+            return Ok(DropStep::Idle);
+        }
+    }
+    if !runs_done && scanned_to.is_empty() {
+        // Before the scan starts: every re-open that passed its check before the
+        // announcement holds the shared side of this lock until it commits, so having the
+        // exclusive side once means they are all over.
+        let over: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+            .bind(REOPEN_LOCK_KEY)
+            .fetch_one(&store.pool)
+            .await
+            .map_err(db_err)?;
+        if !over {
+            return Ok(DropStep::Scanning);
+        }
+    }
+    let day = ts(day_start)?.strftime("%Y%m%d").to_string();
+    let (executions, runs) = (format!("executions_{day}"), format!("workflow_runs_{day}"));
+    let has_runs = sqlx::query_scalar::<_, Option<String>>("SELECT to_regclass($1)::text")
+        .bind(&runs)
+        .fetch_one(&store.pool)
+        .await
+        .map_err(db_err)?
+        .is_some();
+    // 2. A chunk of the scan: the runs, then the executions.
+    let (table, keep, is_run) = if has_runs && !runs_done {
+        (runs.as_str(), format!("NOT {RUN_EXPIRED}"), true)
+    } else {
+        (
+            executions.as_str(),
+            format!(
+                "CASE WHEN e.run_id IS NULL THEN NOT {EXECUTION_EXPIRED} \
+                 ELSE EXISTS (SELECT 1 FROM history_drop_kept k \
+                              WHERE k.day_start = $2 AND k.is_run AND k.id = e.run_id) \
+                   OR (NOT (e.run_id >= $6 AND e.run_id < $7) \
+                       AND EXISTS (SELECT 1 FROM workflow_runs r WHERE r.id = e.run_id)) END"
+            ),
+            false,
+        )
+    };
+    let read: (i64, Option<String>) = sqlx::query_as(&format!(
+        "WITH chunk AS (SELECT e.id, {keep} AS keep FROM {table} e \
+           WHERE e.id > $3 ORDER BY e.id LIMIT $4), \
+         kept AS (INSERT INTO history_drop_kept (day_start, is_run, id) \
+           SELECT $2, $5, id FROM chunk WHERE keep ON CONFLICT DO NOTHING) \
+         SELECT count(*), max(id) FROM chunk"
+    ))
+    .bind(before)
+    .bind(day_start)
+    .bind(&scanned_to)
+    .bind(i64::from(rows))
+    .bind(is_run)
+    .bind(bound(day_start))
+    .bind(bound(day_start + DAY))
+    .fetch_one(&store.pool)
+    .await
+    .map_err(db_err)?;
+    let short = read.0 < i64::from(rows);
+    if !short || is_run {
+        // More of this table, or on to the executions.
+        sqlx::query(
+            "UPDATE history_drops SET scanned_to = $2, runs_done = runs_done OR $3, started_at = $4 \
+             WHERE day_start = $1",
+        )
+        .bind(day_start)
+        .bind(if short { String::new() } else { read.1.unwrap_or_default() })
+        .bind(short && is_run)
+        .bind(now)
+        .execute(&store.pool)
+        .await
+        .map_err(db_err)?;
+        return Ok(DropStep::Scanning);
+    }
+    // 3. The drop: one statement, its own transaction.
+    let (executions_gone, tasks_gone, runs_gone): (i64, i64, i64) =
+        sqlx::query_as("SELECT * FROM sundial_history_day_drop($1, $2)")
+            .bind(day_start)
+            .bind(i32::from(crate::PARTITION_LOCK_TIMEOUT_MS))
+            .fetch_one(&store.pool)
+            .await
+            .map_err(db_err)?;
+    Ok(DropStep::Dropped(DayDropped {
+        executions: u64::try_from(executions_gone).unwrap_or(0),
+        task_executions: u64::try_from(tasks_gone).unwrap_or(0),
+        runs: u64::try_from(runs_gone).unwrap_or(0),
+    }))
+}
+
+/// Step 1 of [`drop_step`]: announces the oldest day partition whose every slot is before
+/// `before`, if any.
+async fn announce_next_day(store: &PgStore, before: i64, now: i64) -> Result<DropStep> {
     // The day partitions, oldest first, by their names' dates.
     let names: Vec<String> = sqlx::query_scalar(
         "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
@@ -252,8 +416,7 @@ pub(crate) async fn drop_expired_day(store: &PgStore, before: i64) -> Result<Opt
     let Some(day_start) = names
         .iter()
         .filter_map(|n| {
-            let date: jiff::civil::Date =
-                jiff::civil::Date::strptime("%Y%m%d", n.get(11..)?).ok()?;
+            let date = jiff::civil::Date::strptime("%Y%m%d", n.get(11..)?).ok()?;
             Some(
                 date.to_zoned(jiff::tz::TimeZone::UTC)
                     .ok()?
@@ -263,95 +426,24 @@ pub(crate) async fn drop_expired_day(store: &PgStore, before: i64) -> Result<Opt
         })
         .find(|start| start + DAY <= before)
     else {
-        return Ok(None);
+        return Ok(DropStep::Idle);
     };
-    let day = ts(day_start)?.strftime("%Y%m%d").to_string();
-    let (executions, runs) = (format!("executions_{day}"), format!("workflow_runs_{day}"));
-    // 1. Announce the day, in one statement (a stalled process leaves nothing open). One
-    //    process drops a day at a time: the announcement is taken over only once it is a
-    //    minute old (a drop that failed).
-    let now = store.now_ms(&store.pool).await?;
-    let announced: Option<i32> = sqlx::query_scalar(
-        "INSERT INTO history_drops (day_start, started_at) VALUES ($1, $2) \
-         ON CONFLICT (day_start) DO UPDATE SET started_at = excluded.started_at \
-         WHERE history_drops.started_at < excluded.started_at - 60000 \
-         RETURNING 1",
+    let announced = sqlx::query(
+        "INSERT INTO history_drops (day_start, started_at, owner) VALUES ($1, $2, $3) \
+         ON CONFLICT DO NOTHING",
     )
     .bind(day_start)
     .bind(now)
-    .fetch_optional(&store.pool)
+    .bind(&store.instance)
+    .execute(&store.pool)
     .await
-    .map_err(db_err)?;
-    if announced.is_none() {
-        return Ok(None);
-    }
-    // Every re-open that passed its check before the announcement holds the shared side of
-    // this lock until it commits: having the exclusive side once means they are all over.
-    let waited = std::time::Instant::now();
-    loop {
-        let over: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
-            .bind(REOPEN_LOCK_KEY)
-            .fetch_one(&store.pool)
-            .await
-            .map_err(db_err)?;
-        if over {
-            break;
-        }
-        if waited.elapsed() > DROP_WAIT_FOR_OLDER {
-            return Err(Error::Contended(
-                format!("a re-drive or retry begun before the drop of {day} is still open").into(),
-            ));
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    // 2. The survivors, without locks.
-    let has_runs = sqlx::query_scalar::<_, Option<String>>("SELECT to_regclass($1)::text")
-        .bind(&runs)
-        .fetch_one(&store.pool)
-        .await
-        .map_err(db_err)?
-        .is_some();
-    let kept_runs: Vec<String> = if has_runs {
-        sqlx::query_scalar(&format!(
-            "SELECT e.id FROM {runs} e WHERE NOT {RUN_EXPIRED}"
-        ))
-        .bind(before)
-        .fetch_all(&store.pool)
-        .await
-        .map_err(db_err)?
+    .map_err(db_err)?
+    .rows_affected();
+    Ok(if announced == 0 {
+        DropStep::Idle
     } else {
-        Vec::new()
-    };
-    let kept: Vec<String> = sqlx::query_scalar(&format!(
-        "SELECT e.id FROM {executions} e WHERE CASE WHEN e.run_id IS NULL THEN NOT {EXECUTION_EXPIRED} \
-           ELSE e.run_id = ANY($2) OR (NOT (e.run_id >= $3 AND e.run_id < $4) \
-             AND EXISTS (SELECT 1 FROM workflow_runs r WHERE r.id = e.run_id)) END"
-    ))
-    .bind(before)
-    .bind(&kept_runs)
-    .bind(bound(day_start))
-    .bind(bound(day_start + DAY))
-    .fetch_all(&store.pool)
-    .await
-    .map_err(db_err)?;
-    // 3. The drop: one statement, its own transaction, so its ACCESS EXCLUSIVE locks end
-    //    with it even if this process stalls right after sending it.
-    let (executions_gone, tasks_gone, runs_gone): (i64, i64, i64) =
-        sqlx::query_as("SELECT * FROM sundial_history_day_drop($1, $2, $3, $4)")
-            .bind(day_start)
-            .bind(&kept)
-            .bind(&kept_runs)
-            .bind(i32::from(crate::PARTITION_LOCK_TIMEOUT_MS))
-            .fetch_one(&store.pool)
-            .await
-            .map_err(db_err)?;
-    let dropped = DayDropped {
-        executions: u64::try_from(executions_gone).unwrap_or(0),
-        task_executions: u64::try_from(tasks_gone).unwrap_or(0),
-        runs: u64::try_from(runs_gone).unwrap_or(0),
-        kept: (kept.len() + kept_runs.len()) as u64,
-    };
-    Ok(Some(dropped))
+        DropStep::Scanning
+    })
 }
 
 /// The lower bound of the ids of millisecond `ms`: the first 12 hex digits of a UUID's text

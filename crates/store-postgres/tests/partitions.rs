@@ -348,16 +348,28 @@ async fn an_expired_day_is_dropped_whole_keeping_what_retention_keeps() {
     // Forty days on, retention (30 days) starts a walk.
     clock.advance(jiff::SignedDuration::from_hours(24 * 40));
     partition_service(&store).run_once().await.expect("pass");
-    let pruned = store
-        .history_prune(&sundial_store::HistoryPrune {
-            kind: sundial_store::HistoryKind::Executions,
-            before: clock.now() - jiff::SignedDuration::from_hours(24 * 30),
-            limit: 250,
-            after: None,
-            dry_run: false,
-        })
-        .await
-        .expect("prune");
+    // The walk's calls, as the retention service makes them, until it is over.
+    let (mut pruned, mut after, mut calls) = (sundial_store::HistoryPruned::default(), None, 0);
+    loop {
+        let step = store
+            .history_prune(&sundial_store::HistoryPrune {
+                kind: sundial_store::HistoryKind::Executions,
+                before: clock.now() - jiff::SignedDuration::from_hours(24 * 30),
+                limit: 1,
+                after,
+                dry_run: false,
+            })
+            .await
+            .expect("prune");
+        pruned.deleted += step.deleted;
+        pruned.task_executions += step.task_executions;
+        calls += 1;
+        after = step.next;
+        if after.is_none() || calls == 100 {
+            break;
+        }
+    }
+    assert!(calls > 2, "the day is scanned a chunk a call ({calls} calls)");
     assert_eq!(pruned.deleted, 1, "the deleted job's execution");
     assert_eq!(pruned.task_executions, 1, "the first run's task");
     assert_eq!(
@@ -456,7 +468,7 @@ async fn nothing_of_a_day_being_dropped_is_re_opened() {
     exec(
         db.url(),
         &format!(
-            "INSERT INTO history_drops (day_start, started_at) VALUES ({}, 0)",
+            "INSERT INTO history_drops (day_start, started_at, owner) VALUES ({}, 0, 'test')",
             t0().as_millisecond()
         ),
     )
