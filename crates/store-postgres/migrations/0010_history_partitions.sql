@@ -70,17 +70,17 @@ EXCEPTION
         RETURN FALSE;
 END $$;
 
--- Drops the day partitions of the UTC day starting at `day_start` (executions, attempts and,
--- when it has one, workflow_runs), keeping the executions and runs of history_drop_kept
--- (retention's survivors, found before) and whatever of the day is still unfinished now, which
--- it adds: they are inserted back through the parents, where the default partitions take
--- them. Deletes the day's other dead letters (a dropped table fires no DELETE trigger) and
--- the day's rows of history_drops and history_drop_kept. Returns what went. Takes ACCESS EXCLUSIVE on the three
--- parents, waiting at most `lock_ms`; called as one statement of its own, so that the locks
--- end with it even if the caller stalls.
-CREATE FUNCTION sundial_history_day_drop(day_start BIGINT, lock_ms INT,
-                                         OUT dropped_executions BIGINT, OUT dropped_tasks BIGINT,
-                                         OUT dropped_runs BIGINT)
+-- Detaches the day partitions of the UTC day starting at `day_start` (executions, attempts
+-- and, when it has one, workflow_runs), keeping the executions and runs of history_drop_kept
+-- (retention's survivors, found before) and whatever of the day is still unfinished now,
+-- which it adds: they are inserted back through the parents, where the default partitions
+-- take them. Deletes the day's other dead letters (a dropped table fires no DELETE trigger)
+-- and marks the day detached; the caller drops the detached tables next, each in a statement
+-- of its own. Takes ACCESS EXCLUSIVE on the three parents, waiting at most `lock_ms`, and
+-- reads the day only through indexes (the queue's, the unfinished runs'), so it holds them
+-- for milliseconds; called as one statement of its own, so that the locks end with it even
+-- if the caller stalls.
+CREATE FUNCTION sundial_history_day_drop(day_start BIGINT, lock_ms INT) RETURNS VOID
 LANGUAGE plpgsql AS $$
 DECLARE
     day      TEXT := to_char(to_timestamp(day_start / 1000) AT TIME ZONE 'UTC', 'YYYYMMDD');
@@ -108,24 +108,16 @@ BEGIN
             INTO kept USING kept, open_runs;
     END IF;
     kept := kept || ARRAY(SELECT q.id FROM execution_queue q WHERE q.id >= lo AND q.id < hi);
-    EXECUTE format('SELECT count(*) FILTER (WHERE run_id IS NULL), count(*) FILTER (WHERE run_id IS NOT NULL) '
-                   'FROM %I WHERE NOT (id = ANY($1))', e)
-        INTO dropped_executions, dropped_tasks USING kept;
     EXECUTE format('ALTER TABLE executions DETACH PARTITION %I', e);
     EXECUTE format('ALTER TABLE attempts DETACH PARTITION %I', a);
     EXECUTE format('INSERT INTO executions SELECT * FROM %I WHERE id = ANY($1)', e) USING kept;
     EXECUTE format('INSERT INTO attempts SELECT * FROM %I WHERE execution_id = ANY($1)', a) USING kept;
-    dropped_runs := 0;
     IF has_runs THEN
-        EXECUTE format('SELECT count(*) FROM %I WHERE NOT (id = ANY($1))', r) INTO dropped_runs USING kept_runs;
         EXECUTE format('ALTER TABLE workflow_runs DETACH PARTITION %I', r);
         EXECUTE format('INSERT INTO workflow_runs SELECT * FROM %I WHERE id = ANY($1)', r) USING kept_runs;
-        EXECUTE format('DROP TABLE %I', r);
     END IF;
     DELETE FROM dead_letters d WHERE d.id >= lo AND d.id < hi AND NOT (d.id = ANY(kept));
-    EXECUTE format('DROP TABLE %I, %I', e, a);
-    DELETE FROM history_drops h WHERE h.day_start = sundial_history_day_drop.day_start;
-    DELETE FROM history_drop_kept k WHERE k.day_start = sundial_history_day_drop.day_start;
+    UPDATE history_drops h SET detached = true WHERE h.day_start = sundial_history_day_drop.day_start;
 END $$;
 
 -- executions -------------------------------------------------------------------------------
@@ -229,7 +221,14 @@ CREATE TABLE history_drops (
     started_at BIGINT  NOT NULL,      -- ms; the owner's last step
     owner      TEXT    NOT NULL,
     runs_done  BOOLEAN NOT NULL DEFAULT false,
-    scanned_to TEXT    NOT NULL DEFAULT ''
+    scanned_to TEXT    NOT NULL DEFAULT '',
+    -- What the scan found expired, for the report.
+    expired_executions BIGINT NOT NULL DEFAULT 0,
+    expired_tasks      BIGINT NOT NULL DEFAULT 0,
+    expired_runs       BIGINT NOT NULL DEFAULT 0,
+    -- The day's partitions are detached (their tables are dropped next, apart, so that the
+    -- removal of their files holds no lock of the parents).
+    detached   BOOLEAN NOT NULL DEFAULT false
 );
 -- The survivors found so far: executions (is_run false) and runs of the day being dropped.
 CREATE TABLE history_drop_kept (

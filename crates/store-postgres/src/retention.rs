@@ -270,11 +270,12 @@ const DROP_SCAN_ROWS_PER_ROW: u32 = 40;
 ///    caller's pacing spreads the scan's reads.
 /// 3. With the scan done, one statement (`sundial_history_day_drop`, migration 0010) under a
 ///    100 ms `lock_timeout` takes `ACCESS EXCLUSIVE` on the three parents, adds the rows still
-///    unfinished (through the queue's and the runs' indexes, so nothing scans the day under
-///    the lock), detaches the day's partitions, inserts the survivors back through the
-///    parents (the default partition takes them, their ids unchanged), deletes the day's
-///    other dead letters and drops the detached tables. A process that stalls after sending a
-///    statement holds no lock.
+///    unfinished (through the queue's and the runs' indexes, so nothing reads the day's
+///    tables under the lock), detaches the day's partitions, inserts the survivors back
+///    through the parents (the default partition takes them, their ids unchanged) and
+///    deletes the day's other dead letters; then the detached tables are dropped, each in a
+///    statement of its own, so the removal of their files holds no lock of the parents. A
+///    process that stalls after sending a statement holds no lock.
 ///
 /// A row of the day inserted after its chunk was read, already finished (a catch-up of a
 /// slot older than `history_retention` recorded as missed), is dropped with it.
@@ -284,14 +285,14 @@ const DROP_SCAN_ROWS_PER_ROW: u32 = 40;
 /// and the next step drops the day).
 pub(crate) async fn drop_step(store: &PgStore, before: i64, rows: u32) -> Result<DropStep> {
     let now = store.now_ms(&store.pool).await?;
-    let current: Option<(i64, String, bool, String, i64)> = sqlx::query_as(
-        "SELECT day_start, owner, runs_done, scanned_to, started_at FROM history_drops \
+    let current: Option<(i64, String, bool, String, i64, bool)> = sqlx::query_as(
+        "SELECT day_start, owner, runs_done, scanned_to, started_at, detached FROM history_drops \
          ORDER BY day_start LIMIT 1",
     )
     .fetch_optional(&store.pool)
     .await
     .map_err(db_err)?;
-    let Some((day_start, owner, runs_done, scanned_to, started_at)) = current else {
+    let Some((day_start, owner, runs_done, scanned_to, started_at, detached)) = current else {
         return announce_next_day(store, before, now).await;
     };
     if owner != store.instance {
@@ -316,6 +317,17 @@ pub(crate) async fn drop_step(store: &PgStore, before: i64, rows: u32) -> Result
             return Ok(DropStep::Idle);
         }
     }
+    let day = ts(day_start)?.strftime("%Y%m%d").to_string();
+    let (executions, runs) = (format!("executions_{day}"), format!("workflow_runs_{day}"));
+    if detached {
+        return finish_drop(store, day_start, &day).await;
+    }
+    let has_runs = sqlx::query_scalar::<_, Option<String>>("SELECT to_regclass($1)::text")
+        .bind(&runs)
+        .fetch_one(&store.pool)
+        .await
+        .map_err(db_err)?
+        .is_some();
     if !runs_done && scanned_to.is_empty() {
         // Before the scan starts: every re-open that passed its check before the
         // announcement holds the shared side of this lock until it commits, so having the
@@ -329,17 +341,15 @@ pub(crate) async fn drop_step(store: &PgStore, before: i64, rows: u32) -> Result
             return Ok(DropStep::Scanning);
         }
     }
-    let day = ts(day_start)?.strftime("%Y%m%d").to_string();
-    let (executions, runs) = (format!("executions_{day}"), format!("workflow_runs_{day}"));
-    let has_runs = sqlx::query_scalar::<_, Option<String>>("SELECT to_regclass($1)::text")
-        .bind(&runs)
-        .fetch_one(&store.pool)
-        .await
-        .map_err(db_err)?
-        .is_some();
-    // 2. A chunk of the scan: the runs, then the executions.
-    let (table, keep, is_run) = if has_runs && !runs_done {
-        (runs.as_str(), format!("NOT {RUN_EXPIRED}"), true)
+    // 2. A chunk of the scan: the runs, then the executions. Survivors go to
+    //    history_drop_kept; what is expired is counted for the report.
+    let is_run = has_runs && !runs_done;
+    let (table, keep, expired) = if is_run {
+        (
+            runs.as_str(),
+            format!("NOT {RUN_EXPIRED}"),
+            "0::bigint, 0::bigint, count(*) FILTER (WHERE NOT keep)",
+        )
     } else {
         (
             executions.as_str(),
@@ -350,15 +360,17 @@ pub(crate) async fn drop_step(store: &PgStore, before: i64, rows: u32) -> Result
                    OR (NOT (e.run_id >= $6 AND e.run_id < $7) \
                        AND EXISTS (SELECT 1 FROM workflow_runs r WHERE r.id = e.run_id)) END"
             ),
-            false,
+            "count(*) FILTER (WHERE NOT keep AND run_id IS NULL), \
+             count(*) FILTER (WHERE NOT keep AND run_id IS NOT NULL), 0::bigint",
         )
     };
-    let read: (i64, Option<String>) = sqlx::query_as(&format!(
-        "WITH chunk AS (SELECT e.id, {keep} AS keep FROM {table} e \
+    let run_id = if is_run { "NULL::text" } else { "e.run_id" };
+    let read: (i64, Option<String>, i64, i64, i64) = sqlx::query_as(&format!(
+        "WITH chunk AS (SELECT e.id, {run_id} AS run_id, {keep} AS keep FROM {table} e \
            WHERE e.id > $3 ORDER BY e.id LIMIT $4), \
          kept AS (INSERT INTO history_drop_kept (day_start, is_run, id) \
            SELECT $2, $5, id FROM chunk WHERE keep ON CONFLICT DO NOTHING) \
-         SELECT count(*), max(id) FROM chunk"
+         SELECT count(*), max(id), {expired} FROM chunk"
     ))
     .bind(before)
     .bind(day_start)
@@ -371,33 +383,67 @@ pub(crate) async fn drop_step(store: &PgStore, before: i64, rows: u32) -> Result
     .await
     .map_err(db_err)?;
     let short = read.0 < i64::from(rows);
+    sqlx::query(
+        "UPDATE history_drops SET scanned_to = $2, runs_done = runs_done OR $3, started_at = $4, \
+           expired_executions = expired_executions + $5, expired_tasks = expired_tasks + $6, \
+           expired_runs = expired_runs + $7 \
+         WHERE day_start = $1",
+    )
+    .bind(day_start)
+    .bind(if short {
+        String::new()
+    } else {
+        read.1.unwrap_or_default()
+    })
+    .bind(short && is_run)
+    .bind(now)
+    .bind(read.2)
+    .bind(read.3)
+    .bind(read.4)
+    .execute(&store.pool)
+    .await
+    .map_err(db_err)?;
     if !short || is_run {
-        // More of this table, or on to the executions.
-        sqlx::query(
-            "UPDATE history_drops SET scanned_to = $2, runs_done = runs_done OR $3, started_at = $4 \
-             WHERE day_start = $1",
-        )
+        return Ok(DropStep::Scanning);
+    }
+    // 3. The detach: one statement, its own transaction.
+    sqlx::query("SELECT sundial_history_day_drop($1, $2)")
         .bind(day_start)
-        .bind(if short { String::new() } else { read.1.unwrap_or_default() })
-        .bind(short && is_run)
-        .bind(now)
+        .bind(i32::from(crate::PARTITION_LOCK_TIMEOUT_MS))
         .execute(&store.pool)
         .await
         .map_err(db_err)?;
-        return Ok(DropStep::Scanning);
-    }
-    // 3. The drop: one statement, its own transaction.
-    let (executions_gone, tasks_gone, runs_gone): (i64, i64, i64) =
-        sqlx::query_as("SELECT * FROM sundial_history_day_drop($1, $2)")
-            .bind(day_start)
-            .bind(i32::from(crate::PARTITION_LOCK_TIMEOUT_MS))
-            .fetch_one(&store.pool)
+    finish_drop(store, day_start, &day).await
+}
+
+/// The end of a day's drop, once its partitions are detached: their tables dropped, each a
+/// statement of its own (the removal of their files holds no lock of the parents), then the
+/// day's rows of `history_drops` and `history_drop_kept` deleted.
+async fn finish_drop(store: &PgStore, day_start: i64, day: &str) -> Result<DropStep> {
+    for table in ["executions", "attempts", "workflow_runs"] {
+        sqlx::query(&format!("DROP TABLE IF EXISTS {table}_{day}"))
+            .execute(&store.pool)
             .await
             .map_err(db_err)?;
+    }
+    sqlx::query("DELETE FROM history_drop_kept WHERE day_start = $1")
+        .bind(day_start)
+        .execute(&store.pool)
+        .await
+        .map_err(db_err)?;
+    let counts: Option<(i64, i64, i64)> = sqlx::query_as(
+        "DELETE FROM history_drops WHERE day_start = $1 \
+         RETURNING expired_executions, expired_tasks, expired_runs",
+    )
+    .bind(day_start)
+    .fetch_optional(&store.pool)
+    .await
+    .map_err(db_err)?;
+    let (executions, tasks, runs) = counts.unwrap_or_default();
     Ok(DropStep::Dropped(DayDropped {
-        executions: u64::try_from(executions_gone).unwrap_or(0),
-        task_executions: u64::try_from(tasks_gone).unwrap_or(0),
-        runs: u64::try_from(runs_gone).unwrap_or(0),
+        executions: u64::try_from(executions).unwrap_or(0),
+        task_executions: u64::try_from(tasks).unwrap_or(0),
+        runs: u64::try_from(runs).unwrap_or(0),
     }))
 }
 

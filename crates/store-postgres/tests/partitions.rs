@@ -369,7 +369,10 @@ async fn an_expired_day_is_dropped_whole_keeping_what_retention_keeps() {
             break;
         }
     }
-    assert!(calls > 2, "the day is scanned a chunk a call ({calls} calls)");
+    assert!(
+        calls > 2,
+        "the day is scanned a chunk a call ({calls} calls)"
+    );
     assert_eq!(pruned.deleted, 1, "the deleted job's execution");
     assert_eq!(pruned.task_executions, 1, "the first run's task");
     assert_eq!(
