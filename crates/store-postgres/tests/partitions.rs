@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use sqlx::{Connection, PgConnection};
 use sundial_clock::{Clock, ManualClock};
+use sundial_store::Store;
 use sundial_store::maintenance::{MaintenanceConfig, Service};
 use sundial_store::testkit::{
-    complete_ok, create_workflow, first_slots_commit, manual_run, new_job_writes, t0,
+    claim_and_complete_all, create_workflow, first_slots_commit, manual_run, new_job_writes, t0,
 };
-use sundial_store::{ExecutionClaim, Store};
 use sundial_store_postgres::testing::TestDatabase;
 use sundial_store_postgres::{PARTITION_DAYS_AHEAD, PARTITIONED, PgStore};
 
@@ -38,32 +38,32 @@ async fn partitions_of(url: &str, table: &str, key: &str, ids: &[String]) -> Vec
     .expect("partitions")
 }
 
-/// Claims and completes everything due; returns the ids completed.
-async fn run_everything(store: &PgStore) -> Vec<String> {
-    let mut done = Vec::new();
-    loop {
-        let claimed = store
-            .execution_claim(&ExecutionClaim {
-                worker: "w1".into(),
-                limit: 512,
-                rate_limits: Default::default(),
-            })
-            .await
-            .expect("claim");
-        if claimed.is_empty() {
-            return done;
-        }
-        let completions: Vec<_> = claimed
-            .iter()
-            .map(|e| complete_ok(&e.id, e.attempt))
-            .collect();
-        let applied = store
-            .attempt_complete_batch(&completions)
-            .await
-            .expect("complete");
-        assert!(applied.iter().all(|a| *a), "every completion applies");
-        done.extend(claimed.into_iter().map(|e| e.id));
-    }
+/// A store on `db` whose clock stands at `t0()` (2027-01-01, after the first partition's end
+/// whenever this runs before 2027).
+async fn open_at_t0(db: &TestDatabase) -> (Arc<ManualClock>, PgStore) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let dyn_clock: Arc<dyn Clock> = clock.clone();
+    let store = PgStore::open(db.url(), Some(dyn_clock))
+        .await
+        .expect("open store");
+    (clock, store)
+}
+
+/// `n` jobs of namespace `ns`, the first slot of each of `fire` of them triggered.
+async fn jobs_fired(
+    store: &PgStore,
+    n: usize,
+    fire: std::ops::Range<usize>,
+) -> Vec<sundial_store::JobRecord> {
+    let jobs = store
+        .job_write_batch(&new_job_writes("ns", n))
+        .await
+        .expect("jobs");
+    let commit = first_slots_commit(store, "n1", &jobs[fire])
+        .await
+        .expect("leases");
+    store.trigger_commit(&commit).await.expect("trigger");
+    jobs
 }
 
 #[tokio::test]
@@ -165,7 +165,7 @@ async fn a_database_from_before_the_partitions_keeps_its_history_and_goes_on() {
             .executions_inserted,
         0
     );
-    assert_eq!(run_everything(&store).await.len(), 5);
+    assert_eq!(claim_and_complete_all(&store).await.len(), 5);
     store.close().await;
 }
 
@@ -173,11 +173,7 @@ async fn a_database_from_before_the_partitions_keeps_its_history_and_goes_on() {
 async fn the_days_ahead_get_partitions_and_history_lands_in_its_day() {
     let db = TestDatabase::create("sundial_parts").await;
     // 2027-01-01: after the first partition's end, whenever this test runs before 2027.
-    let clock = Arc::new(ManualClock::new(t0()));
-    let dyn_clock: Arc<dyn Clock> = clock.clone();
-    let store = PgStore::open(db.url(), Some(dyn_clock))
-        .await
-        .expect("open store");
+    let (clock, store) = open_at_t0(&db).await;
     let service = partition_service(&store);
     let days = u64::try_from(PARTITION_DAYS_AHEAD + 1).unwrap_or(0);
     assert_eq!(
@@ -187,16 +183,9 @@ async fn the_days_ahead_get_partitions_and_history_lands_in_its_day() {
     );
     assert_eq!(service.run_once().await.expect("pass"), 0, "made once");
 
-    let jobs = store
-        .job_write_batch(&new_job_writes("ns", 4))
-        .await
-        .expect("jobs");
-    let commit = first_slots_commit(&store, "n1", &jobs)
-        .await
-        .expect("leases");
-    store.trigger_commit(&commit).await.expect("trigger");
+    jobs_fired(&store, 4, 0..4).await;
     clock.advance(jiff::SignedDuration::from_secs(60));
-    let ids = run_everything(&store).await;
+    let ids = claim_and_complete_all(&store).await;
     assert_eq!(ids.len(), 4);
     assert_eq!(
         partitions_of(db.url(), "executions", "id", &ids).await,
@@ -233,20 +222,9 @@ async fn the_days_ahead_get_partitions_and_history_lands_in_its_day() {
 #[tokio::test]
 async fn a_day_whose_ids_the_default_partition_holds_is_left_to_it() {
     let db = TestDatabase::create("sundial_parts").await;
-    let clock = Arc::new(ManualClock::new(t0()));
-    let dyn_clock: Arc<dyn Clock> = clock.clone();
-    let store = PgStore::open(db.url(), Some(dyn_clock))
-        .await
-        .expect("open store");
+    let (clock, store) = open_at_t0(&db).await;
     // Executions of 2027-01-01 written before any partition of that day exists.
-    let jobs = store
-        .job_write_batch(&new_job_writes("ns", 3))
-        .await
-        .expect("jobs");
-    let commit = first_slots_commit(&store, "n1", &jobs)
-        .await
-        .expect("leases");
-    store.trigger_commit(&commit).await.expect("trigger");
+    jobs_fired(&store, 3, 0..3).await;
     let service = partition_service(&store);
     let days = u64::try_from(PARTITION_DAYS_AHEAD + 1).unwrap_or(0);
     assert_eq!(
@@ -255,7 +233,7 @@ async fn a_day_whose_ids_the_default_partition_holds_is_left_to_it() {
         "every day of every table but today's executions"
     );
     clock.advance(jiff::SignedDuration::from_secs(60));
-    let ids = run_everything(&store).await;
+    let ids = claim_and_complete_all(&store).await;
     assert_eq!(ids.len(), 3, "the default partition's executions run");
     assert_eq!(
         partitions_of(db.url(), "executions", "id", &ids).await,
@@ -285,23 +263,12 @@ async fn exec(url: &str, sql: &str) {
 #[tokio::test]
 async fn an_expired_day_is_dropped_whole_keeping_what_retention_keeps() {
     let db = TestDatabase::create("sundial_parts").await;
-    let clock = Arc::new(ManualClock::new(t0()));
-    let dyn_clock: Arc<dyn Clock> = clock.clone();
-    let store = PgStore::open(db.url(), Some(dyn_clock))
-        .await
-        .expect("open store");
+    let (clock, store) = open_at_t0(&db).await;
     partition_service(&store).run_once().await.expect("pass");
     // Four jobs fire on 2027-01-01; three run to the end, the fourth's slot is left due.
-    let jobs = store
-        .job_write_batch(&new_job_writes("ns", 4))
-        .await
-        .expect("jobs");
-    let commit = first_slots_commit(&store, "n1", &jobs[..3])
-        .await
-        .expect("leases");
-    store.trigger_commit(&commit).await.expect("trigger");
+    let jobs = jobs_fired(&store, 4, 0..3).await;
     clock.advance(jiff::SignedDuration::from_secs(60));
-    let finished = run_everything(&store).await;
+    let finished = claim_and_complete_all(&store).await;
     assert_eq!(finished.len(), 3);
     // Two runs of a workflow on the same day, both finished: the second is its last.
     let wf = create_workflow(
@@ -322,7 +289,11 @@ async fn an_expired_day_is_dropped_whole_keeping_what_retention_keeps() {
             .expect("run");
         runs.push(run.id);
     }
-    assert_eq!(run_everything(&store).await.len(), 2, "the runs' tasks");
+    assert_eq!(
+        claim_and_complete_all(&store).await.len(),
+        2,
+        "the runs' tasks"
+    );
     let commit = first_slots_commit(&store, "n1", &jobs[3..])
         .await
         .expect("leases");
@@ -430,7 +401,7 @@ async fn an_expired_day_is_dropped_whole_keeping_what_retention_keeps() {
         Some("executions_other")
     );
     // Still in the queue: the next claim judges it (forty days late, a misfire).
-    run_everything(&store).await;
+    claim_and_complete_all(&store).await;
     let record = store
         .execution_get("ns", &unfinished)
         .await
@@ -447,22 +418,11 @@ async fn an_expired_day_is_dropped_whole_keeping_what_retention_keeps() {
 #[tokio::test]
 async fn nothing_of_a_day_being_dropped_is_re_opened() {
     let db = TestDatabase::create("sundial_parts").await;
-    let clock = Arc::new(ManualClock::new(t0()));
-    let dyn_clock: Arc<dyn Clock> = clock.clone();
-    let store = PgStore::open(db.url(), Some(dyn_clock))
-        .await
-        .expect("open store");
+    let (clock, store) = open_at_t0(&db).await;
     partition_service(&store).run_once().await.expect("pass");
-    let jobs = store
-        .job_write_batch(&new_job_writes("ns", 1))
-        .await
-        .expect("jobs");
-    let commit = first_slots_commit(&store, "n1", &jobs)
-        .await
-        .expect("leases");
-    store.trigger_commit(&commit).await.expect("trigger");
+    jobs_fired(&store, 1, 0..1).await;
     clock.advance(jiff::SignedDuration::from_secs(60));
-    let id = run_everything(&store).await.remove(0);
+    let id = claim_and_complete_all(&store).await.remove(0);
     exec(
         db.url(),
         &format!("UPDATE executions SET state = 'dead' WHERE id = '{id}'"),

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use sqlx::Connection;
 use sundial_clock::{Clock, ManualClock};
-use sundial_store::testkit::{complete_ok, first_slots_commit, new_job_writes, t0};
-use sundial_store::{ExecutionClaim, Store};
+use sundial_store::Store;
+use sundial_store::testkit::{claim_and_complete_all, first_slots_commit, new_job_writes, t0};
 use sundial_store_postgres::PgStore;
 use sundial_store_postgres::testing::TestDatabase;
 
@@ -58,32 +58,7 @@ async fn job_completions_never_walk_the_retention_index() {
         .expect("leases");
     let done = store.trigger_commit(&commit).await.expect("trigger");
     assert_eq!(done.executions_inserted as usize, N);
-    let mut completed = 0;
-    loop {
-        let claimed = store
-            .execution_claim(&ExecutionClaim {
-                worker: "w1".into(),
-                limit: 512,
-                rate_limits: Default::default(),
-            })
-            .await
-            .expect("claim");
-        if claimed.is_empty() {
-            break;
-        }
-        for batch in claimed.chunks(256) {
-            let completions: Vec<_> = batch
-                .iter()
-                .map(|e| complete_ok(&e.id, e.attempt))
-                .collect();
-            let applied = store
-                .attempt_complete_batch(&completions)
-                .await
-                .expect("complete");
-            assert!(applied.iter().all(|a| *a), "every completion applies");
-            completed += applied.len();
-        }
-    }
+    let completed = claim_and_complete_all(&store).await.len();
     assert_eq!(completed, N);
     // Ending the store's sessions makes each backend flush its counters as it exits.
     store.close().await;

@@ -161,6 +161,40 @@ pub fn job_record(namespace: &str, name: &str) -> JobRecord {
     }
 }
 
+/// Claims everything due as worker `w1`, 512 a claim, and completes it successfully, 256
+/// completions a batch, until nothing is due; returns the ids completed.
+///
+/// # Panics
+/// When the store fails, or refuses a completion.
+pub async fn claim_and_complete_all(store: &dyn Store) -> Vec<String> {
+    let mut done = Vec::new();
+    loop {
+        let claimed = store
+            .execution_claim(&crate::ExecutionClaim {
+                worker: "w1".into(),
+                limit: 512,
+                rate_limits: Default::default(),
+            })
+            .await
+            .expect("claim");
+        if claimed.is_empty() {
+            return done;
+        }
+        for batch in claimed.chunks(256) {
+            let completions: Vec<_> = batch
+                .iter()
+                .map(|e| complete_ok(&e.id, e.attempt))
+                .collect();
+            let applied = store
+                .attempt_complete_batch(&completions)
+                .await
+                .expect("complete");
+            assert!(applied.iter().all(|a| *a), "every completion applies");
+        }
+        done.extend(claimed.into_iter().map(|e| e.id));
+    }
+}
+
 /// A `scheduled` execution of `job` for `slot` (fire time = slot), as the scheduler makes one.
 pub fn execution(job: &JobRecord, slot: Timestamp) -> NewExecution {
     NewExecution {
