@@ -59,12 +59,14 @@ pub(crate) async fn load_expired(url: &str, n: u64) -> anyhow::Result<()> {
         let last = base + i64::try_from(n).context("--expired")?;
         let mut conn = sqlx::PgConnection::connect(url).await?;
         sqlx::query(
-            "SELECT sundial_history_day_create(t.name, t.key, d, 1000, 0) \
+            "SELECT sundial_history_day_create(t.name, t.key, d, $3, $4) \
              FROM (VALUES ('executions', 'id'), ('attempts', 'execution_id')) AS t(name, key), \
                generate_series($1 / 86400000 * 86400000, $2 / 86400000 * 86400000, 86400000) AS d",
         )
         .bind(base)
         .bind(last)
+        .bind(i32::from(sundial_store_postgres::PARTITION_LOCK_TIMEOUT_MS))
+        .bind(sundial_store_postgres::PARTITIONS_LOCK_KEY)
         .execute(&mut conn)
         .await
         .context("making the days' partitions")?;

@@ -77,7 +77,7 @@ use rows::{commit, db_err, ms, ts};
 
 pub use maintenance::{
     HistoryPartitions, PARTITION_DAYS_AHEAD, PARTITION_LOCK_TIMEOUT_MS, PARTITIONED,
-    PARTITIONS_EVERY, QueueVacuum,
+    PARTITIONS_EVERY, PARTITIONS_LOCK_KEY, QueueVacuum,
 };
 
 /// Classifies a driver error as the store does (see [`Error`]'s table: PostgreSQL's codes by
@@ -93,7 +93,26 @@ pub const DUE_CHANNEL: &str = "sundial_due";
 /// The channel a commit that cancels a running execution notifies, with the execution id.
 pub const CANCEL_CHANNEL: &str = "sundial_cancel";
 
-pub(crate) const DB_NOW: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+const DB_NOW: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+
+/// The current instant by the time authority, in milliseconds since the epoch (UTC): `clock`
+/// when the store was opened with one (tests), else the database's `clock_timestamp()` read
+/// through `executor`.
+///
+/// # Errors
+/// The store's, classified, when the database cannot be read.
+pub(crate) async fn now_ms<'e, E: sqlx::PgExecutor<'e>>(
+    clock: Option<&Arc<dyn Clock>>,
+    executor: E,
+) -> Result<i64> {
+    if let Some(clock) = clock {
+        return Ok(ms(clock.now()));
+    }
+    sqlx::query_scalar(&format!("SELECT {DB_NOW}"))
+        .fetch_one(executor)
+        .await
+        .map_err(db_err)
+}
 
 /// The PostgreSQL-backed [`Store`].
 #[derive(Debug)]
@@ -172,13 +191,7 @@ impl PgStore {
 
     /// The current instant by the time authority, read inside `tx` when there is one.
     async fn now_ms<'e, E: sqlx::PgExecutor<'e>>(&self, executor: E) -> Result<i64> {
-        if let Some(clock) = &self.clock {
-            return Ok(ms(clock.now()));
-        }
-        sqlx::query_scalar(&format!("SELECT {DB_NOW}"))
-            .fetch_one(executor)
-            .await
-            .map_err(db_err)
+        now_ms(self.clock.as_ref(), executor).await
     }
 
     async fn begin(&self) -> Result<Tx<'_>> {

@@ -98,27 +98,14 @@ impl HistoryPartitions {
     pub fn new(pool: PgPool, clock: Option<std::sync::Arc<dyn sundial_clock::Clock>>) -> Self {
         HistoryPartitions { pool, clock }
     }
-
-    /// The store's time, in milliseconds since the epoch (UTC).
-    async fn now_ms(&self) -> Result<i64> {
-        match &self.clock {
-            Some(clock) => Ok(clock.now().as_millisecond()),
-            None => {
-                let sql = format!("SELECT {}", crate::DB_NOW);
-                sqlx::query_scalar(sql.as_str())
-                    .fetch_one(&self.pool)
-                    .await
-                    .map_err(db_err)
-            }
-        }
-    }
 }
 
-/// The advisory lock a pass holds while it makes a partition (`pg_try_advisory_xact_lock`).
-pub(crate) const PARTITIONS_LOCK_KEY: i64 = 0x5375_6e64_6961_6c50; // "SundialP"
+/// The advisory lock a pass holds while it makes a partition (`pg_try_advisory_xact_lock`);
+/// anything else that makes day partitions takes it too (the bench's loader).
+pub const PARTITIONS_LOCK_KEY: i64 = 0x5375_6e64_6961_6c50; // "SundialP"
 
-/// Milliseconds in a day.
-const DAY_MS: i64 = 86_400_000;
+/// Milliseconds in a UTC day, the span of one history partition.
+pub(crate) const DAY_MS: i64 = 86_400_000;
 
 #[async_trait]
 impl Service for HistoryPartitions {
@@ -140,7 +127,10 @@ impl Service for HistoryPartitions {
         if self.pool.is_closed() {
             return Ok(0);
         }
-        let today = self.now_ms().await?.div_euclid(DAY_MS) * DAY_MS;
+        let today = crate::now_ms(self.clock.as_ref(), &self.pool)
+            .await?
+            .div_euclid(DAY_MS)
+            * DAY_MS;
         let mut made = 0;
         for day in 0..=PARTITION_DAYS_AHEAD {
             for (table, key) in PARTITIONED {

@@ -17,6 +17,8 @@
 
 use sundial_store::{HistoryKey, HistoryKind, HistoryPrune, HistoryPruned};
 
+use crate::maintenance::DAY_MS;
+
 use super::*;
 
 /// The expiry test of an execution `e` of a job at the cut-off `$1`.
@@ -246,9 +248,6 @@ pub enum DropStep {
 /// its day.
 const REOPEN_LOCK_KEY: i64 = 0x5375_6e64_6961_6c52; // "SundialR"
 
-/// Milliseconds in a day.
-const DAY: i64 = 86_400_000;
-
 /// Rows of a day a drop's scan step reads per row of the row walk's batch (40: 10,000 rows
 /// a step with retention's 250-row batches); the retention service's pause after each call
 /// paces both.
@@ -378,7 +377,7 @@ pub(crate) async fn drop_step(store: &PgStore, before: i64, rows: u32) -> Result
     .bind(i64::from(rows))
     .bind(is_run)
     .bind(bound(day_start))
-    .bind(bound(day_start + DAY))
+    .bind(bound(day_start + DAY_MS))
     .fetch_one(&store.pool)
     .await
     .map_err(db_err)?;
@@ -470,7 +469,7 @@ async fn announce_next_day(store: &PgStore, before: i64, now: i64) -> Result<Dro
                     .as_millisecond(),
             )
         })
-        .find(|start| start + DAY <= before)
+        .find(|start| start + DAY_MS <= before)
     else {
         return Ok(DropStep::Idle);
     };
