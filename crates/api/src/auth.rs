@@ -11,7 +11,8 @@
 //! - A token acts only inside its namespaces: a request under `/v1/namespaces/{ns}/` for
 //!   another namespace is answered 403 and nothing runs. Routes outside a namespace
 //!   (`/v1/cluster`, `/v1/cron/next`) only read, and any token may call them.
-//! - `viewer` tokens read (`GET`, `HEAD`, and the cron preview); `editor` and `admin` tokens
+//! - `viewer` tokens read (`GET`, `HEAD`, the cron preview and `jobs:plan`, which writes
+//!   nothing); `editor` and `admin` tokens
 //!   also write. A write with a viewer token is answered 403 and nothing runs.
 //! - Presented tokens are compared by their SHA-256 digest, in constant time. A request with
 //!   more than one `Authorization` header is refused (400), so no two grants combine.
@@ -223,7 +224,8 @@ pub async fn authorize(
         return response;
     };
     let reads = matches!(*request.method(), Method::GET | Method::HEAD)
-        || (request.method() == Method::POST && path == "/v1/cron/next");
+        || (request.method() == Method::POST
+            && (path == "/v1/cron/next" || path.ends_with("/jobs:plan")));
     if !reads && token.role == Role::Viewer {
         return ApiError::new(
             StatusCode::FORBIDDEN,

@@ -736,8 +736,9 @@ pub(crate) async fn trigger(
     Ok((StatusCode::CREATED, Json(execution_json(&execution, now))).into_response())
 }
 
-/// `POST /v1/cron/next` with `{"cron", "timezone"?, "from"?, "count"?}` →
-/// `{"fire_times": [RFC 3339 with the zone's offset]}`; `count` 1-1000, default 5.
+/// `POST /v1/cron/next` with `{"cron", "timezone"?, "from"?, "count"?, "dst"?}` →
+/// `{"fire_times": [RFC 3339 with the zone's offset]}`; `count` 1-1000, default 5; `dst` a
+/// schedule's DST policy (docs/cron.md, "DST policy").
 #[utoipa::path(
     post,
     path = "/v1/cron/next",
@@ -760,13 +761,20 @@ pub(crate) async fn cron_next(
     };
     let mut errors = Vec::new();
     for key in obj.keys() {
-        if !["cron", "timezone", "from", "count"].contains(&key.as_str()) {
+        if !["cron", "timezone", "from", "count", "dst"].contains(&key.as_str()) {
             errors.push(FieldError::new(
                 key.clone(),
-                "unknown field; expected cron, timezone, from, count",
+                "unknown field; expected cron, timezone, from, count, dst",
             ));
         }
     }
+    let dst = match obj.get("dst") {
+        None | Some(Value::Null) => sundial_core::job::DstSpec::default(),
+        Some(v) => sundial_core::validate::dst_from_json(v, "dst").unwrap_or_else(|e| {
+            errors.extend(e);
+            sundial_core::job::DstSpec::default()
+        }),
+    };
     let cron = match obj.get("cron").and_then(Value::as_str) {
         Some(text) => sundial_cron::Cron::parse(text)
             .map_err(|e| errors.push(FieldError::new("cron", e.to_string())))
@@ -821,7 +829,7 @@ pub(crate) async fn cron_next(
         return Err(ApiError::invalid(errors));
     };
     let times: Vec<String> = cron
-        .iter_after(from, &tz)
+        .iter_after_with(from, &tz, dst.into())
         .take(count)
         .map(|z| z.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string())
         .collect();

@@ -17,6 +17,7 @@ pub mod error;
 mod executions;
 mod jobs;
 pub mod openapi;
+pub mod plan;
 mod request;
 pub mod resource;
 mod ui;
@@ -186,6 +187,7 @@ fn routes(state: AppState) -> Router {
     .routes(routes!(jobs::cron_next))
     .routes(routes!(jobs::list, jobs::create))
     .routes(routes!(jobs::apply_many))
+    .routes(routes!(plan::plan_many))
     .routes(routes!(jobs::get_one, jobs::put, jobs::patch, jobs::delete))
     .routes(routes!(jobs::pause))
     .routes(routes!(jobs::resume))

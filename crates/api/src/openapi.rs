@@ -90,8 +90,10 @@ pub struct CronNextRequest {
     pub timezone: Option<String>,
     /// From this instant (UTC, RFC 3339); now by default.
     pub from: Option<jiff::Timestamp>,
-    /// How many, 1 to 100; 5 by default.
+    /// How many, 1 to 1000; 5 by default.
     pub count: Option<u32>,
+    /// A DST policy (docs/cron.md, "DST policy"); the dialect's rule by default.
+    pub dst: Option<sundial_core::job::DstSpec>,
 }
 
 /// The answer to [`CronNextRequest`].

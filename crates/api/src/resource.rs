@@ -40,6 +40,7 @@ pub fn job_resource(job: &JobRecord, with_upcoming: bool, now: Timestamp) -> Job
             _ => Vec::new(),
         }
     });
+    let dst_preview = with_upcoming.then(|| dst_preview(&job.spec.schedule, now));
     JobResource {
         spec: job.spec.clone(),
         state: job.state(),
@@ -49,7 +50,66 @@ pub fn job_resource(job: &JobRecord, with_upcoming: bool, now: Timestamp) -> Job
         next_fire_at: job.upcoming_fire_at(),
         last_execution: job.last_execution.clone(),
         next_fire_times,
+        dst_preview,
     }
+}
+
+/// How many offset changes `dst_preview` shows (SPEC §11: the next two).
+pub const DST_PREVIEW_COUNT: usize = 2;
+
+/// A schedule's `dst_preview` as of `now`: the next [`DST_PREVIEW_COUNT`] offset changes of its
+/// zone that touch its wall times, with the slots around each under its DST policy
+/// (docs/cron.md, "DST policy"). Empty for `at` and `every` schedules, zones without DST, and
+/// schedules no change touches within the engine's horizon.
+pub fn dst_preview(
+    spec: &sundial_core::job::ScheduleSpec,
+    now: Timestamp,
+) -> Vec<DstTransitionResource> {
+    let Ok(schedule) = Schedule::compile(spec) else {
+        return Vec::new();
+    };
+    schedule
+        .dst_preview(now, DST_PREVIEW_COUNT)
+        .into_iter()
+        .map(|t| DstTransitionResource {
+            at: t.at,
+            kind: t.kind.as_str(),
+            offset_before: offset_text(t.offset_before),
+            offset_after: offset_text(t.offset_after),
+            local_from: t.local_from.to_string(),
+            local_to: t.local_to.to_string(),
+            slots: t.slots,
+        })
+        .collect()
+}
+
+/// A UTC offset as `±HH:MM` (seconds dropped; no zone's offset has had any since 1972).
+fn offset_text(offset: jiff::tz::Offset) -> String {
+    let seconds = offset.seconds();
+    let sign = if seconds < 0 { '-' } else { '+' };
+    let abs = seconds.unsigned_abs();
+    format!("{sign}{:02}:{:02}", abs / 3600, abs / 60 % 60)
+}
+
+/// One entry of `dst_preview` (SPEC §11): an offset change of the schedule's zone that skips
+/// (`gap`) or repeats (`fold`) wall times the schedule matches.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DstTransitionResource {
+    /// The instant the offset changes (UTC).
+    pub at: Timestamp,
+    /// `gap` (wall times skipped) or `fold` (wall times repeated).
+    pub kind: &'static str,
+    /// The zone's UTC offset before the change, e.g. `-05:00`.
+    pub offset_before: String,
+    /// The UTC offset from the change on, e.g. `-04:00`.
+    pub offset_after: String,
+    /// First skipped or repeated wall time (local, inclusive), e.g. `2027-03-14T02:00:00`.
+    pub local_from: String,
+    /// End of the skipped or repeated wall times (local, exclusive).
+    pub local_to: String,
+    /// The schedule's fire times around the change under its DST policy (UTC): the last
+    /// before the window, those inside it (at most 8), the first after.
+    pub slots: Vec<Timestamp>,
 }
 
 /// An execution as the API shows it at `now` (a due `scheduled` execution reads `queued`);
@@ -108,6 +168,10 @@ pub struct JobResource {
     /// The next five fire times (UTC), on `GET` of one job only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_fire_times: Option<Vec<Timestamp>>,
+    /// The next two DST changes of its zone that touch its slots (SPEC §11), on `GET` of one
+    /// job only; empty when none does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dst_preview: Option<Vec<DstTransitionResource>>,
 }
 
 /// An execution as the API shows it (SPEC §3), with its attempts.

@@ -73,6 +73,12 @@ pub fn workflow_resource(w: &WorkflowRecord, now: Timestamp) -> WorkflowResource
         updated_at: w.updated_at,
         next_fire_at: w.next_fire_at,
         next_fire_times: upcoming,
+        dst_preview: w
+            .spec
+            .schedule
+            .as_ref()
+            .map(|s| crate::resource::dst_preview(s, now))
+            .unwrap_or_default(),
         last_run: w.last_run.clone(),
     }
 }
@@ -120,6 +126,9 @@ pub struct WorkflowResource {
     pub next_fire_at: Option<Timestamp>,
     /// The next five fire times (UTC); none while paused or without a schedule.
     pub next_fire_times: Vec<Timestamp>,
+    /// The next two DST changes of its schedule's zone that touch its slots (SPEC §11); empty
+    /// when none does or it has no cron schedule.
+    pub dst_preview: Vec<crate::resource::DstTransitionResource>,
     /// Its latest run.
     pub last_run: Option<RunSummary>,
 }

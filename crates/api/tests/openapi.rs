@@ -21,6 +21,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/namespaces/{ns}/jobs"),
     ("post", "/v1/namespaces/{ns}/jobs"),
     ("post", "/v1/namespaces/{ns}/jobs:apply"),
+    ("post", "/v1/namespaces/{ns}/jobs:plan"),
     ("get", "/v1/namespaces/{ns}/jobs/{name}"),
     ("put", "/v1/namespaces/{ns}/jobs/{name}"),
     ("patch", "/v1/namespaces/{ns}/jobs/{name}"),

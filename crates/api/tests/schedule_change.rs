@@ -262,3 +262,209 @@ async fn other_changes_keep_the_schedule_position_and_pause_resume_skips_what_pa
         "slots passed while paused belong to no misfire episode"
     );
 }
+
+/// The plan of a batch (SPEC §11, "Plan") against what applying the same batch at the same
+/// instant then does: for every kind of change (schedule, zone, policy, target, pause,
+/// created, unchanged), the action and fields, the next fire times after, the not-started
+/// executions ended and the slots skipped or fired late. Nothing is written by the plan.
+#[tokio::test]
+async fn the_plan_says_what_the_apply_then_does() {
+    let mut rig = rig().await;
+    let target = json!({"type": "http", "url": "http://127.0.0.1:9/"});
+    let job =
+        |name: &str, schedule: Value| json!({"name": name, "schedule": schedule, "target": target});
+    let (status, _) = rig
+        .call(
+            "POST",
+            "/v1/namespaces/t/jobs:apply",
+            Some(json!({"jobs": [
+                job("sched", json!({"every": "1s"})),
+                job("zone", json!({"cron": "0 * * * *", "timezone": "UTC"})),
+                job("policy", json!({"cron": "0 * * * *"})),
+                job("target", json!({"every": "1s"})),
+                job("pause", json!({"every": "1s"})),
+                job("same", json!({"cron": "0 * * * *"})),
+            ]})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    rig.scheduler.pass().await.unwrap();
+    rig.clock.advance(SignedDuration::from_secs(2));
+
+    let mut other_target = job("target", json!({"every": "1s"}));
+    other_target["target"]["url"] = json!("http://127.0.0.1:9/other");
+    let mut paused = job("pause", json!({"every": "1s"}));
+    paused["paused"] = json!(true);
+    let mut policy = job("policy", json!({"cron": "0 * * * *"}));
+    policy["concurrency_policy"] = json!("skip");
+    let batch = json!({"jobs": [
+        job("sched", json!({"cron": "*/10 * * * * *", "timezone": "Europe/Berlin"})),
+        job("zone", json!({"cron": "0 * * * *", "timezone": "Asia/Kolkata"})),
+        policy,
+        other_target,
+        paused,
+        job("same", json!({"cron": "0 * * * *"})),
+        job("new-once", json!({"at": "2025-12-31T23:00:00Z"})),
+    ]});
+    let executions_before = executions_of(&rig, &["sched", "target", "pause"]).await;
+    let (status, plan) = rig
+        .call("POST", "/v1/namespaces/t/jobs:plan", Some(batch.clone()))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{plan}");
+    // Nothing written by the plan.
+    assert_eq!(
+        executions_of(&rig, &["sched", "target", "pause"]).await,
+        executions_before
+    );
+    let (_, none) = rig
+        .call("GET", "/v1/namespaces/t/jobs/new-once", None)
+        .await;
+    assert_eq!(none["status"], 404, "{none}");
+
+    let item = |name: &str| {
+        plan["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {plan}"))
+            .clone()
+    };
+    let fields = |name: &str| -> Vec<String> {
+        item(name)["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["field"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(item("sched")["action"], "changed");
+    assert_eq!(
+        fields("sched"),
+        [
+            "schedule.cron",
+            "schedule.every",
+            "schedule.start_at",
+            "schedule.timezone"
+        ]
+    );
+    assert_eq!(fields("zone"), ["schedule.timezone"]);
+    assert_eq!(fields("policy"), ["concurrency_policy"]);
+    assert_eq!(fields("target"), ["target.url"]);
+    assert_eq!(fields("pause"), ["paused"]);
+    assert_eq!(item("same")["action"], "unchanged");
+    assert_eq!(item("new-once")["action"], "created");
+    // A one-off instant an hour past fires at once: late by an hour and two seconds.
+    assert_eq!(item("new-once")["late_slots"][0]["late_by_ms"], 3_602_000);
+    // The every-second jobs had slots 0..5 s written; at 2 s, 0-2 are due and 3-5 ahead.
+    let ends = |name: &str| -> Vec<(String, String)> {
+        item(name)["cancels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["id"].as_str().unwrap().to_owned(),
+                    c["ends"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let sched_ends = ends("sched");
+    assert_eq!(
+        sched_ends
+            .iter()
+            .map(|(_, e)| e.as_str())
+            .collect::<Vec<_>>(),
+        [
+            "cancelled",
+            "cancelled",
+            "cancelled",
+            "removed",
+            "removed",
+            "removed"
+        ]
+    );
+    assert_eq!(item("target")["rewrites"], 6);
+    assert!(item("target")["cancels"].as_array().unwrap().is_empty());
+    assert_eq!(ends("pause").len(), 6);
+    assert!(
+        item("pause")["skipped_slots"].as_array().unwrap().len() >= 6,
+        "{}",
+        item("pause")
+    );
+    assert!(
+        item("pause")["next_fire_times_after"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+
+    // Apply the same batch at the same instant.
+    let (status, applied) = rig
+        .call("POST", "/v1/namespaces/t/jobs:apply", Some(batch))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{applied}");
+    assert_eq!(applied["created"], 1);
+    assert_eq!(applied["unchanged"], 1);
+    for name in [
+        "sched", "zone", "policy", "target", "pause", "same", "new-once",
+    ] {
+        let (_, got) = rig
+            .call("GET", &format!("/v1/namespaces/t/jobs/{name}"), None)
+            .await;
+        assert_eq!(
+            got["next_fire_times"],
+            item(name)["next_fire_times_after"],
+            "{name}: {got}"
+        );
+    }
+    let (_, same) = rig.call("GET", "/v1/namespaces/t/jobs/same", None).await;
+    assert_eq!(same["version"], 1, "unchanged keeps its version");
+    // What the plan said would end did: cancelled ones are cancelled, removed ones are gone.
+    let after = executions_of(&rig, &["sched", "pause"]).await;
+    for name in ["sched", "pause"] {
+        for (id, end) in ends(name) {
+            let found = after.iter().find(|(i, _)| *i == id);
+            match end.as_str() {
+                "cancelled" => assert_eq!(
+                    found.map(|(_, s)| s.as_str()),
+                    Some("cancelled"),
+                    "{name} {id}"
+                ),
+                _ => assert!(found.is_none(), "{name} {id} should be removed"),
+            }
+        }
+    }
+    // The rewritten ones run the new target and are still waiting.
+    let target_states = executions_of(&rig, &["target"]).await;
+    assert_eq!(target_states.len(), 6);
+    assert!(
+        target_states
+            .iter()
+            .all(|(_, s)| s == "queued" || s == "scheduled"),
+        "{target_states:?}"
+    );
+}
+
+/// (id, state) of every execution of the named jobs in namespace `t`, by id.
+async fn executions_of(rig: &Rig, jobs: &[&str]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for job in jobs {
+        let (_, v) = rig
+            .call(
+                "GET",
+                &format!("/v1/namespaces/t/jobs/{job}/executions?limit=1000"),
+                None,
+            )
+            .await;
+        for e in v["items"].as_array().unwrap() {
+            out.push((
+                e["id"].as_str().unwrap().to_owned(),
+                e["state"].as_str().unwrap().to_owned(),
+            ));
+        }
+    }
+    out.sort();
+    out
+}

@@ -408,6 +408,29 @@ fn rows() -> Vec<Row> {
         Row::new("retry as a string", "PUT", JOB)
             .json(set("/retry", json!("5 times")))
             .expect(422, &["retry"]),
+        // DST policy (docs/cron.md, "DST policy").
+        Row::new("dst values not among the named", "PUT", JOB)
+            .json(set(
+                "/schedule/dst",
+                json!({"gap": "jump", "fold": "twice", "extra": 1}),
+            ))
+            .expect(
+                422,
+                &[
+                    "schedule.dst.gap",
+                    "schedule.dst.fold",
+                    "schedule.dst.extra",
+                ],
+            ),
+        Row::new("dst not an object", "PUT", JOB)
+            .json(set("/schedule/dst", json!("skip")))
+            .expect(422, &["schedule.dst"]),
+        Row::new("dst on an every schedule", "PUT", JOB)
+            .json(set(
+                "/schedule",
+                json!({"every": "1h", "dst": {"gap": "skip"}}),
+            ))
+            .expect(422, &["schedule.dst"]),
         // Wrong JSON types.
         Row::new("schedule as a string", "PUT", JOB)
             .json(set("/schedule", json!("0 2 * * *")))
@@ -583,6 +606,9 @@ fn rows() -> Vec<Row> {
             .json(json!({"cron": 5, "timezone": "Mars/Olympus", "from": "now",
                          "count": 0, "extra": true}))
             .expect(422, &["cron", "timezone", "from", "count", "extra"]),
+        Row::new("cron/next bad dst", "POST", cron_next)
+            .json(json!({"cron": "0 2 * * *", "dst": {"fold": "middle"}}))
+            .expect(422, &["dst.fold"]),
         Row::new("cron/next not JSON", "POST", cron_next)
             .raw("application/json", "cron=* * * * *")
             .expect(400, &[]),
@@ -1099,6 +1125,70 @@ async fn cron_next_gives_instants_with_offsets_across_dst() {
         .await;
     assert_eq!(invalid.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(problem_fields("cron/next", &invalid), ["cron"]);
+
+    // The same expression under `gap: skip`: no slot on the day 02:00 does not exist.
+    let skip = app
+        .call(
+            "POST",
+            "/v1/cron/next",
+            &[],
+            Some(json!({"cron": "0 2 * * *", "timezone": "Europe/Berlin",
+                        "from": "2026-03-28T00:00:00Z", "count": 2, "dst": {"gap": "skip"}})),
+        )
+        .await;
+    assert_eq!(
+        skip.body,
+        json!({"fire_times": ["2026-03-28T02:00:00+01:00", "2026-03-30T02:00:00+02:00"]}),
+        "{}",
+        skip.body
+    );
+}
+
+/// A job's DST policy is stored as written, changes its slots, and `GET` previews the next
+/// two changes of its zone that touch them (SPEC §11).
+#[tokio::test]
+async fn a_dst_policy_changes_the_slots_and_get_previews_the_transitions() {
+    let app = App::new().await;
+    let path = "/v1/namespaces/dst/jobs/nightly";
+    let body = json!({"schedule": {"cron": "30 2 * * *", "timezone": "Europe/Berlin",
+                                   "dst": {"gap": "skip", "fold": "both"},
+                                   "start_at": "2030-01-01T00:00:00Z"},
+                      "target": {"type": "http", "url": "http://127.0.0.1:9/"}});
+    let put = app.call("PUT", path, &[], Some(body)).await;
+    assert_eq!(put.status, StatusCode::CREATED, "{}", put.body);
+    assert_eq!(
+        put.body["schedule"]["dst"],
+        json!({"gap": "skip", "fold": "both"})
+    );
+    let got = app.call("GET", path, &[], None).await;
+    let preview = got.body["dst_preview"].as_array().expect("dst_preview");
+    assert_eq!(preview.len(), 2, "{}", got.body);
+    // Before 2030 no slot exists (start_at), so the slots listed are those of 2030's changes
+    // only: the March gap skips 02:30 (no slot on the 31st), the October fold fires it twice.
+    let gap = preview.iter().find(|t| t["kind"] == "gap").expect("a gap");
+    let fold = preview
+        .iter()
+        .find(|t| t["kind"] == "fold")
+        .expect("a fold");
+    assert_eq!(gap["at"], "2030-03-31T01:00:00Z", "{}", got.body);
+    assert_eq!(gap["local_from"], "2030-03-31T02:00:00");
+    assert_eq!(gap["local_to"], "2030-03-31T03:00:00");
+    assert_eq!(
+        gap["slots"],
+        json!(["2030-03-30T01:30:00Z", "2030-04-01T00:30:00Z"])
+    );
+    assert_eq!(fold["at"], "2030-10-27T01:00:00Z");
+    assert_eq!(
+        fold["slots"],
+        json!([
+            "2030-10-26T00:30:00Z",
+            "2030-10-27T00:30:00Z",
+            "2030-10-27T01:30:00Z",
+            "2030-10-28T01:30:00Z"
+        ])
+    );
+    assert_eq!(fold["offset_before"], "+02:00", "{}", got.body);
+    assert_eq!(fold["offset_after"], "+01:00");
 }
 
 /// Writes of one job at the same time without If-Match all succeed: a write that loses the race

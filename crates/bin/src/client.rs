@@ -114,6 +114,17 @@ enum JobCommand {
         /// The file; `-` reads standard input
         #[arg(short = 'f', long = "file")]
         file: PathBuf,
+        /// Show what applying would do (as `job plan` does) and ask before writing
+        #[arg(long)]
+        plan: bool,
+    },
+    /// Show what applying a file of jobs would do, writing nothing: per job created, changed
+    /// (each field before and after) or unchanged, the next fire times before and after, the
+    /// not-started executions it would cancel, and slots it would skip or fire late.
+    Plan {
+        /// The file; `-` reads standard input
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
     },
     /// List the namespace's jobs.
     List {
@@ -605,7 +616,33 @@ pub async fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
             .map_err(|m| anyhow::anyhow!("job name '{name}': the name {m}"))?;
     }
     match args.command {
-        JobCommand::Apply { file } => return apply_file(&api, &file, &JOBS).await,
+        JobCommand::Apply { file, plan: false } => return apply_file(&api, &file, &JOBS).await,
+        JobCommand::Apply { file, plan: true } => {
+            if file.as_os_str() == "-" {
+                return Err(input_error(
+                    "--plan asks before writing, on standard input: give the jobs in a file, \
+                     not with -f -"
+                        .to_owned(),
+                ));
+            }
+            let text = read_file(&file)?;
+            if !plan(&api, &text, format).await? {
+                return Ok(ExitCode::SUCCESS);
+            }
+            eprint!("Apply these changes? Only 'yes' applies: ");
+            let mut answer = String::new();
+            std::io::stdin()
+                .read_line(&mut answer)
+                .context("reading the answer")?;
+            if answer.trim() != "yes" {
+                eprintln!("Nothing applied.");
+                return Ok(ExitCode::from(1));
+            }
+            return apply(&api, &text, &JOBS).await;
+        }
+        JobCommand::Plan { file } => {
+            plan(&api, &read_file(&file)?, format).await?;
+        }
         JobCommand::List {
             paused,
             label,
@@ -688,37 +725,32 @@ pub async fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
 /// # Errors
 /// A file that cannot be read; otherwise those of [`apply`].
 pub async fn apply_file(api: &Api, file: &Path, kind: &Bulk) -> anyhow::Result<ExitCode> {
-    let text = if file.as_os_str() == "-" {
-        std::io::read_to_string(std::io::stdin()).context("reading standard input")?
-    } else {
-        std::fs::read_to_string(file)
-            .with_context(|| format!("-f: cannot read {}", file.display()))?
-    };
-    apply(api, &text, kind).await
+    apply(api, &read_file(file)?, kind).await
 }
 
-/// Applies every item of a kind in a file's text ([`parse_items`]) through the bulk endpoint
-/// (`…/jobs:apply`, `…/workflows:apply`), per namespace (an item's own `namespace`, else
-/// `-n`) in batches of at most [`Bulk::batch`], each all or none (a file of at most that many
-/// items in one namespace is one batch); reports each item on standard output, and each
-/// rejected batch with its field errors, the item named, on standard error. A name given
-/// twice in one namespace of the file is refused before anything is sent.
+/// The text of `-f FILE`; `-` reads standard input.
+fn read_file(file: &Path) -> anyhow::Result<String> {
+    if file.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin()).context("reading standard input")
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("-f: cannot read {}", file.display()))
+    }
+}
+
+/// The items of `text` by namespace (an item's own `namespace`, else `-n`), as [`apply`]
+/// sends them.
 ///
 /// # Errors
-/// An [`InputError`] (exit status 2) when the file cannot be read as items, names one twice,
-/// or every batch that was rejected was refused as invalid input (400, 413 or 422); any other
-/// error (exit status 1) when a batch was rejected for another reason or the server could not
-/// be reached.
-pub async fn apply(api: &Api, text: &str, kind: &Bulk) -> anyhow::Result<ExitCode> {
-    let Bulk {
-        noun,
-        plural,
-        batch,
-    } = *kind;
-    let items = parse_items(text, kind)?;
+/// An [`InputError`] when an item names a namespace other than `-n` gives, or a name appears
+/// twice in one namespace.
+fn by_namespace<'a>(
+    api: &Api,
+    items: &'a [Value],
+    noun: &str,
+) -> anyhow::Result<std::collections::BTreeMap<String, Vec<&'a Value>>> {
     let mut by_namespace: std::collections::BTreeMap<String, Vec<&Value>> = Default::default();
     let given = api.opts.namespace_given;
-    for item in &items {
+    for item in items {
         let named = item.get("namespace").and_then(Value::as_str);
         if given
             && let Some(named) = named
@@ -746,6 +778,163 @@ pub async fn apply(api: &Api, text: &str, kind: &Bulk) -> anyhow::Result<ExitCod
             }
         }
     }
+    Ok(by_namespace)
+}
+
+/// Prints what applying the jobs of `text` would do (`POST …/jobs:plan` per namespace and
+/// batch, writing nothing): as a diff for people, or the plans as JSON. Returns whether
+/// anything would change.
+///
+/// # Errors
+/// An [`InputError`] when the file cannot be read as jobs or the server refuses a batch as
+/// invalid (each field error printed, as `apply` prints them); the API's other errors.
+pub async fn plan(api: &Api, text: &str, format: Format) -> anyhow::Result<bool> {
+    let items = parse_items(text, &JOBS)?;
+    let grouped = by_namespace(api, &items, "job")?;
+    let (mut counts, mut plans) = ([0usize; 3], Vec::new());
+    for (ns, items) in grouped {
+        let scoped = Api::new(ClientOpts {
+            namespace: ns.clone(),
+            ..api.opts.clone()
+        });
+        for chunk in items.chunks(JOBS.batch) {
+            let body = serde_json::json!({"jobs": chunk});
+            let (status, v) = scoped
+                .send(reqwest::Method::POST, "/jobs:plan", Some(&body))
+                .await?;
+            if status != 200 {
+                for e in v["errors"].as_array().map_or(&[][..], Vec::as_slice) {
+                    eprintln!(
+                        "  {}: {}",
+                        e["field"].as_str().unwrap_or(""),
+                        e["message"].as_str().unwrap_or("")
+                    );
+                }
+                let detail = v["detail"]
+                    .as_str()
+                    .unwrap_or("the server refused the plan");
+                return Err(if matches!(status, 400 | 413 | 422) {
+                    input_error(format!("{ns}: {detail}"))
+                } else {
+                    anyhow::anyhow!("{ns}: {detail} ({status})")
+                });
+            }
+            for item in v["items"].as_array().map_or(&[][..], Vec::as_slice) {
+                let slot = match item["action"].as_str() {
+                    Some("created") => 0,
+                    Some("changed") => 1,
+                    _ => 2,
+                };
+                counts[slot] += 1;
+                if format == Format::Table {
+                    print_plan(&ns, item);
+                }
+                plans.push(item.clone());
+            }
+        }
+    }
+    match format {
+        Format::Table => outln!(
+            "Plan: {} to create, {} to change, {} unchanged.",
+            counts[0],
+            counts[1],
+            counts[2]
+        ),
+        Format::Json => outln!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({"items": plans})).unwrap_or_default()
+        ),
+    }
+    Ok(counts[0] + counts[1] > 0)
+}
+
+/// One job's plan as a diff: `+` created, `~` changed, `=` unchanged.
+fn print_plan(ns: &str, item: &Value) {
+    let name = cell_str(&item["name"]);
+    let times = |key: &str| -> String {
+        let list: Vec<&str> = item[key]
+            .as_array()
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        if list.is_empty() {
+            "none".to_owned()
+        } else {
+            list.join(", ")
+        }
+    };
+    match item["action"].as_str() {
+        Some("created") => {
+            outln!("+ job {ns}/{name} will be created");
+            outln!("    next fire times: {}", times("next_fire_times_after"));
+        }
+        Some("changed") => {
+            outln!("~ job {ns}/{name} will be changed");
+            for c in item["changes"].as_array().map_or(&[][..], Vec::as_slice) {
+                outln!(
+                    "    {}: {} → {}",
+                    cell_str(&c["field"]),
+                    c["before"],
+                    c["after"]
+                );
+            }
+            outln!(
+                "    next fire times before: {}",
+                times("next_fire_times_before")
+            );
+            outln!(
+                "    next fire times after:  {}",
+                times("next_fire_times_after")
+            );
+            let cancels = item["cancels"].as_array().map_or(&[][..], Vec::as_slice);
+            if !cancels.is_empty() {
+                let cancelled = cancels.iter().filter(|c| c["ends"] == "cancelled").count();
+                outln!(
+                    "    ends {} not-started execution(s): {cancelled} cancelled (due), {} removed (ahead of their slot)",
+                    cancels.len(),
+                    cancels.len() - cancelled
+                );
+            }
+            if let Some(n) = item["rewrites"].as_u64().filter(|n| *n > 0) {
+                outln!("    rewrites {n} not-started execution(s) with the new definition");
+            }
+        }
+        _ => outln!("= job {ns}/{name} unchanged"),
+    }
+    let skipped = times("skipped_slots");
+    if skipped != "none" {
+        outln!("    ! skips slot(s): {skipped}");
+    }
+    for late in item["late_slots"].as_array().map_or(&[][..], Vec::as_slice) {
+        outln!(
+            "    ! fires slot {} late, by {} ms",
+            cell_str(&late["slot"]),
+            late["late_by_ms"]
+        );
+    }
+}
+
+/// Applies every item of a kind in a file's text ([`parse_items`]) through the bulk endpoint
+/// (`…/jobs:apply`, `…/workflows:apply`), per namespace (an item's own `namespace`, else
+/// `-n`) in batches of at most [`Bulk::batch`], each all or none (a file of at most that many
+/// items in one namespace is one batch); reports each item on standard output, and each
+/// rejected batch with its field errors, the item named, on standard error. A name given
+/// twice in one namespace of the file is refused before anything is sent.
+///
+/// # Errors
+/// An [`InputError`] (exit status 2) when the file cannot be read as items, names one twice,
+/// or every batch that was rejected was refused as invalid input (400, 413 or 422); any other
+/// error (exit status 1) when a batch was rejected for another reason or the server could not
+/// be reached.
+pub async fn apply(api: &Api, text: &str, kind: &Bulk) -> anyhow::Result<ExitCode> {
+    let Bulk {
+        noun,
+        plural,
+        batch,
+    } = *kind;
+    let items = parse_items(text, kind)?;
+    let by_namespace = by_namespace(api, &items, noun)?;
     let batches: usize = by_namespace.values().map(|j| j.len().div_ceil(batch)).sum();
     let (mut rejected, mut refused_as_invalid) = (0, true);
     for (ns, items) in by_namespace {

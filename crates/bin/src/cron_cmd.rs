@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use sundial_cron::Cron;
+use sundial_cron::{Cron, DstPolicy, TransitionKind};
 
 /// `sundial cron ...`
 #[derive(Debug, Args)]
@@ -27,6 +27,8 @@ enum CronCommand {
         /// How many
         #[arg(long, default_value_t = 5)]
         count: usize,
+        #[command(flatten)]
+        dst: DstArgs,
         /// The expression (put it after `--`)
         #[arg(required = true, num_args = 1..)]
         expr: Vec<String>,
@@ -37,10 +39,33 @@ enum CronCommand {
         /// IANA time zone
         #[arg(long, default_value = "UTC")]
         tz: String,
+        #[command(flatten)]
+        dst: DstArgs,
         /// The expression (put it after `--`)
         #[arg(required = true, num_args = 1..)]
         expr: Vec<String>,
     },
+}
+
+/// A schedule's DST policy (docs/cron.md, "DST policy"): what a fixed-time expression does
+/// with wall times a DST change skips or repeats.
+#[derive(Debug, Args)]
+struct DstArgs {
+    /// A skipped wall time: `shift` fires it when the gap ends, `skip` does not
+    #[arg(long, default_value = "shift", value_parser = ["shift", "skip"])]
+    dst_gap: String,
+    /// A repeated wall time: fire its `first` instant, its `last`, or `both`
+    #[arg(long, default_value = "first", value_parser = ["first", "last", "both"])]
+    dst_fold: String,
+}
+
+impl DstArgs {
+    fn policy(&self) -> DstPolicy {
+        DstPolicy {
+            gap: self.dst_gap.parse().unwrap_or_default(),
+            fold: self.dst_fold.parse().unwrap_or_default(),
+        }
+    }
 }
 
 fn fail(message: String) -> ExitCode {
@@ -55,6 +80,7 @@ pub fn run(args: CronArgs) -> ExitCode {
             tz,
             from,
             count,
+            dst,
             expr,
         } => {
             let cron = match Cron::parse(&expr.join(" ")) {
@@ -72,7 +98,7 @@ pub fn run(args: CronArgs) -> ExitCode {
                 },
             };
             let mut printed = 0;
-            for z in cron.iter_after(from, &zone).take(count) {
+            for z in cron.iter_after_with(from, &zone, dst.policy()).take(count) {
                 outln!("{}", z.strftime("%Y-%m-%dT%H:%M:%S%:z"));
                 printed += 1;
             }
@@ -83,7 +109,7 @@ pub fn run(args: CronArgs) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        CronCommand::Explain { tz, expr } => {
+        CronCommand::Explain { tz, dst, expr } => {
             let cron = match Cron::parse(&expr.join(" ")) {
                 Ok(c) => c,
                 Err(e) => return fail(format!("invalid cron expression: {e}")),
@@ -92,11 +118,35 @@ pub fn run(args: CronArgs) -> ExitCode {
                 return fail(format!("--tz: '{tz}' is not a known IANA time zone"));
             };
             outln!("{} ({tz})", cron.describe());
-            match cron.iter_after(Timestamp::now(), &zone).next() {
+            let (now, policy) = (Timestamp::now(), dst.policy());
+            match cron.iter_after_with(now, &zone, policy).next() {
                 Some(next) => outln!("next fire: {}", next.strftime("%Y-%m-%dT%H:%M:%S%:z")),
                 None => {
                     outln!("it never fires: no date matches it from now through local year 2199")
                 }
+            }
+            for t in cron.dst_transitions(now, &zone, policy, 2) {
+                let slots: Vec<String> = t
+                    .slots
+                    .iter()
+                    .map(|s| {
+                        s.to_zoned(zone.clone())
+                            .strftime("%Y-%m-%dT%H:%M:%S%:z")
+                            .to_string()
+                    })
+                    .collect();
+                outln!(
+                    "dst {} at {}: wall times {} to {} {}; fires {}",
+                    t.kind.as_str(),
+                    t.at,
+                    t.local_from,
+                    t.local_to,
+                    match t.kind {
+                        TransitionKind::Gap => "are skipped",
+                        TransitionKind::Fold => "occur twice",
+                    },
+                    slots.join(", ")
+                );
             }
             ExitCode::SUCCESS
         }

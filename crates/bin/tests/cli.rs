@@ -46,6 +46,84 @@ fn cron_next_prints_instants_with_the_zone_offset() {
 }
 
 #[test]
+fn cron_next_and_explain_take_a_dst_policy() {
+    let o = sundial(&[
+        "cron",
+        "next",
+        "--tz",
+        "America/New_York",
+        "--dst-fold",
+        "both",
+        "--from",
+        "2026-11-01T00:00:00Z",
+        "--count",
+        "3",
+        "--",
+        "30 1 * * *",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // 01:30 occurs twice on 2026-11-01: both instants fire.
+    assert_eq!(
+        stdout(&o),
+        "2026-11-01T01:30:00-04:00\n2026-11-01T01:30:00-05:00\n2026-11-02T01:30:00-05:00\n"
+    );
+    let o = sundial(&["cron", "next", "--dst-gap", "jump", "--", "30 1 * * *"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--dst-gap"), "{}", stderr(&o));
+    // `explain` lists the clock changes that touch the expression, with the slots around them.
+    let o = sundial(&[
+        "cron",
+        "explain",
+        "--tz",
+        "Europe/Berlin",
+        "--dst-gap",
+        "skip",
+        "--",
+        "30 2 * * *",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("dst gap at ") && l.contains("are skipped")),
+        "{out}"
+    );
+    assert!(out.lines().any(|l| l.starts_with("dst fold at ")), "{out}");
+}
+
+/// Every job in `examples/time.yaml` passes the API's validation as written.
+#[test]
+fn the_time_examples_are_valid_jobs() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/time.yaml"
+    ))
+    .expect("examples/time.yaml");
+    let mut count = 0;
+    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
+        let value: serde_json::Value =
+            serde::Deserialize::deserialize(doc).expect("a YAML document");
+        let ctx = sundial_core::validate::Context {
+            namespace: value["namespace"].as_str().unwrap_or_default().to_owned(),
+            name: value["name"].as_str().map(str::to_owned),
+            ..Default::default()
+        };
+        let spec = sundial_core::validate::job_from_json(&value, &ctx)
+            .unwrap_or_else(|e| panic!("{}: {e:?}", value["name"]));
+        assert!(
+            matches!(
+                spec.schedule.kind,
+                sundial_core::job::ScheduleKind::Cron { dst: Some(_), .. }
+            ),
+            "{}",
+            value["name"]
+        );
+        count += 1;
+    }
+    assert_eq!(count, 3);
+}
+
+#[test]
 fn cron_next_rejects_an_invalid_expression_with_exit_2_and_one_line() {
     let o = sundial(&["cron", "next", "--", "61 * * * *"]);
     assert_eq!(o.status.code(), Some(2));
@@ -101,6 +179,130 @@ fn cron_explain_describes_in_words_in_a_zone_and_says_when_it_never_fires() {
     assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).starts_with("sundial: error: --tz"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// `job plan -f` prints what applying would do and writes nothing; `job apply --plan` asks
+/// and applies only on "yes".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_plan_shows_the_diff_and_apply_plan_asks_first() {
+    let receiver = Receiver::start().await;
+    let server = Server::start().await;
+    let url = format!("http://{}", server.addr);
+    let write = |name: &str, cron: &str, dst: &str| {
+        let file = server.dir.join(name);
+        std::fs::write(
+            &file,
+            format!(
+                "namespace: plan\nname: nightly\nschedule: {{cron: '{cron}', timezone: Europe/Berlin{dst}}}\ntarget: {{type: http, url: '{}'}}\n",
+                receiver.url("ok")
+            ),
+        )
+        .unwrap();
+        file
+    };
+    let first = write("first.yaml", "30 2 * * *", "");
+    let o = sundial(&[
+        "job",
+        "plan",
+        "-f",
+        first.to_str().unwrap(),
+        "--server",
+        &url,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("+ job plan/nightly will be created"), "{out}");
+    assert!(
+        out.contains("Plan: 1 to create, 0 to change, 0 unchanged."),
+        "{out}"
+    );
+    // Nothing was written.
+    let o = sundial(&["job", "get", "nightly", "-n", "plan", "--server", &url]);
+    assert!(!o.status.success());
+
+    let apply = |file: &std::path::Path, answer: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sundial"))
+            .args([
+                "job",
+                "apply",
+                "--plan",
+                "-f",
+                file.to_str().unwrap(),
+                "--server",
+                &url,
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(answer.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let o = apply(&first, "no\n");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("Nothing applied."), "{}", stderr(&o));
+    assert!(
+        !sundial(&["job", "get", "nightly", "-n", "plan", "--server", &url])
+            .status
+            .success()
+    );
+    let o = apply(&first, "yes\n");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("job plan/nightly applied (version 1"),
+        "{}",
+        stdout(&o)
+    );
+
+    // A change: each field before and after, and the fire times.
+    let second = write("second.yaml", "45 2 * * *", ", dst: {gap: skip}");
+    let o = sundial(&[
+        "job",
+        "plan",
+        "-f",
+        second.to_str().unwrap(),
+        "--server",
+        &url,
+    ]);
+    let out = stdout(&o);
+    assert!(out.contains("~ job plan/nightly will be changed"), "{out}");
+    assert!(
+        out.contains(r#"schedule.cron: "30 2 * * *" → "45 2 * * *""#),
+        "{out}"
+    );
+    assert!(
+        out.contains(r#"schedule.dst: null → {"fold":"first","gap":"skip"}"#),
+        "{out}"
+    );
+    assert!(out.contains("next fire times after:  "), "{out}");
+    let o = sundial(&[
+        "job",
+        "plan",
+        "-f",
+        first.to_str().unwrap(),
+        "--server",
+        &url,
+    ]);
+    assert!(
+        stdout(&o).contains("= job plan/nightly unchanged"),
+        "{}",
+        stdout(&o)
+    );
+    // An invalid file is refused as the apply refuses it: exit 2, the field named.
+    let bad = write("bad.yaml", "61 2 * * *", "");
+    let o = sundial(&["job", "plan", "-f", bad.to_str().unwrap(), "--server", &url]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("jobs.0.schedule.cron"),
         "{}",
         stderr(&o)
     );

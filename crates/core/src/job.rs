@@ -74,6 +74,10 @@ pub enum ScheduleKind {
         cron: String,
         /// IANA zone name; `UTC` by default.
         timezone: String,
+        /// What a fixed-time expression does with wall times a DST change skips or repeats;
+        /// absent: the dialect's rule (`gap: shift`, `fold: first`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dst: Option<DstSpec>,
     },
     /// One instant.
     At {
@@ -85,6 +89,61 @@ pub enum ScheduleKind {
         /// The interval.
         every: Dur,
     },
+}
+
+/// A cron schedule's DST policy (docs/cron.md, "DST policy"; SPEC §11). JSON:
+/// `{"gap": "shift" | "skip", "fold": "first" | "last" | "both"}`, each member optional
+/// (`shift` and `first` by default). It changes only fixed-time expressions: one whose second,
+/// minute and hour fields do not start with `*`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct DstSpec {
+    /// A wall time the clock skips: `shift` fires it when the gap ends, `skip` does not.
+    #[serde(default)]
+    pub gap: DstGap,
+    /// A wall time the clock repeats: `first` fires its first instant, `last` its second,
+    /// `both` each.
+    #[serde(default)]
+    pub fold: DstFold,
+}
+
+/// The `gap` member of [`DstSpec`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DstGap {
+    /// Fire at the first instant after the gap (the default).
+    #[default]
+    Shift,
+    /// Do not fire.
+    Skip,
+}
+
+/// The `fold` member of [`DstSpec`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DstFold {
+    /// The first of the two instants (the default).
+    #[default]
+    First,
+    /// The second.
+    Last,
+    /// Each of them: two slots.
+    Both,
+}
+
+impl From<DstSpec> for sundial_cron::DstPolicy {
+    fn from(spec: DstSpec) -> Self {
+        sundial_cron::DstPolicy {
+            gap: match spec.gap {
+                DstGap::Shift => sundial_cron::Gap::Shift,
+                DstGap::Skip => sundial_cron::Gap::Skip,
+            },
+            fold: match spec.fold {
+                DstFold::First => sundial_cron::Fold::First,
+                DstFold::Last => sundial_cron::Fold::Last,
+                DstFold::Both => sundial_cron::Fold::Both,
+            },
+        }
+    }
 }
 
 /// What a run of the job does (docs/failure-classes.md). JSON is internally tagged by `type`.

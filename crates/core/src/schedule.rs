@@ -8,7 +8,7 @@
 
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
-use sundial_cron::Cron;
+use sundial_cron::{Cron, DstPolicy, Transition};
 
 use crate::job::{ScheduleKind, ScheduleSpec};
 
@@ -22,7 +22,7 @@ pub struct Schedule {
 
 #[derive(Debug, Clone)]
 enum Rule {
-    Cron(Box<Cron>, TimeZone),
+    Cron(Box<Cron>, TimeZone, DstPolicy),
     At(Timestamp),
     Every { every_ms: i64, anchor: Timestamp },
 }
@@ -47,7 +47,11 @@ impl Schedule {
     /// shorter than one second.
     pub fn compile(spec: &ScheduleSpec) -> Result<Self, ScheduleError> {
         let rule = match &spec.kind {
-            ScheduleKind::Cron { cron, timezone } => {
+            ScheduleKind::Cron {
+                cron,
+                timezone,
+                dst,
+            } => {
                 let parsed = Cron::parse(cron).map_err(|e| ScheduleError {
                     field: "cron",
                     message: e.to_string(),
@@ -56,7 +60,11 @@ impl Schedule {
                     field: "timezone",
                     message: format!("'{timezone}' is not a known IANA time zone"),
                 })?;
-                Rule::Cron(Box::new(parsed), tz)
+                Rule::Cron(
+                    Box::new(parsed),
+                    tz,
+                    dst.map(Into::into).unwrap_or_default(),
+                )
             }
             ScheduleKind::At { at } => Rule::At(*at),
             ScheduleKind::Every { every } => {
@@ -112,7 +120,9 @@ impl Schedule {
 
     fn slot_after(&self, after: Timestamp) -> Option<Timestamp> {
         match &self.rule {
-            Rule::Cron(cron, tz) => cron.next_after(after, tz).map(|z| z.timestamp()),
+            Rule::Cron(cron, tz, dst) => {
+                cron.next_after_with(after, tz, *dst).map(|z| z.timestamp())
+            }
             Rule::At(at) => Some(*at).filter(|at| *at > after),
             Rule::Every { every_ms, anchor } => {
                 let since = after.as_millisecond() - anchor.as_millisecond();
@@ -127,6 +137,24 @@ impl Schedule {
 
     fn in_bounds(&self, slot: Timestamp) -> bool {
         self.start_at.is_none_or(|s| slot >= s) && self.end_at.is_none_or(|e| slot <= e)
+    }
+
+    /// The next `count` offset changes of a cron schedule's zone after `after` (UTC) that
+    /// touch its wall times, each with the slots around it under the schedule's DST policy
+    /// (SPEC §11, `dst_preview`; [`Cron::dst_transitions`]). The search starts at
+    /// `start_at` when that is later; changes after `end_at`, and slots outside
+    /// `start_at`..`end_at`, are left out. Empty for `at` and `every` schedules.
+    pub fn dst_preview(&self, after: Timestamp, count: usize) -> Vec<Transition> {
+        let Rule::Cron(cron, tz, dst) = &self.rule else {
+            return Vec::new();
+        };
+        let after = self.start_at.map_or(after, |s| s.max(after));
+        let mut preview = cron.dst_transitions(after, tz, *dst, count);
+        preview.retain(|t| self.end_at.is_none_or(|end| t.at <= end));
+        for t in &mut preview {
+            t.slots.retain(|s| self.in_bounds(*s));
+        }
+        preview
     }
 
     /// The next `count` slots strictly after `after`.
@@ -221,6 +249,7 @@ mod tests {
             kind: ScheduleKind::Cron {
                 cron: "0 2 * * *".into(),
                 timezone: "Europe/Berlin".into(),
+                dst: None,
             },
             start_at: Some(ts("2026-06-10T00:00:01Z")),
             end_at: None,
@@ -238,6 +267,7 @@ mod tests {
             kind: ScheduleKind::Cron {
                 cron: "* * * * *".into(),
                 timezone: "Mars/Base".into(),
+                dst: None,
             },
             start_at: None,
             end_at: None,

@@ -17,8 +17,8 @@ use serde_json::{Map, Value};
 use crate::allow::{HostAllowList, Verdict};
 use crate::duration::Dur;
 use crate::job::{
-    AmqpTarget, ConcurrencyPolicy, ContainerTarget, HttpTarget, JobSpec, MisfirePolicy, NatsTarget,
-    RedisTarget, ScheduleKind, ScheduleSpec, TargetSpec,
+    AmqpTarget, ConcurrencyPolicy, ContainerTarget, DstFold, DstGap, DstSpec, HttpTarget, JobSpec,
+    MisfirePolicy, NatsTarget, RedisTarget, ScheduleKind, ScheduleSpec, TargetSpec,
 };
 use crate::names::check_name;
 use crate::retry::RetryPolicy;
@@ -91,13 +91,14 @@ pub const MESSAGE_HEADERS: [&str; 8] = [
 
 /// Read-only fields of the job resource: accepted on input (so a fetched job can be written
 /// back as it is) and ignored.
-pub const READ_ONLY_FIELDS: [&str; 7] = [
+pub const READ_ONLY_FIELDS: [&str; 8] = [
     "state",
     "version",
     "created_at",
     "updated_at",
     "next_fire_at",
     "next_fire_times",
+    "dst_preview",
     "last_execution",
 ];
 
@@ -225,6 +226,19 @@ pub fn target_from_json(value: &Value, ctx: &Context) -> Result<TargetSpec, Vec<
     match target {
         Some(t) if v.errors.is_empty() => Ok(t),
         _ if v.errors.is_empty() => Err(vec![FieldError::new("target", "is not a valid target")]),
+        _ => Err(v.errors),
+    }
+}
+
+/// A DST policy object alone (`POST /v1/cron/next`'s `dst`), checked as a schedule's
+/// `schedule.dst` is, its errors named from `path` (`dst.gap`, `dst.fold`).
+///
+/// # Errors
+/// Every bad member: not an object, an unknown member, a value outside the named ones.
+pub fn dst_from_json(value: &Value, path: &str) -> Result<DstSpec, Vec<FieldError>> {
+    let mut v = Walker::default();
+    match v.dst(value, path) {
+        Some(spec) if v.errors.is_empty() => Ok(spec),
         _ => Err(v.errors),
     }
 }
@@ -563,6 +577,34 @@ impl Walker {
         }
     }
 
+    /// A DST policy object at `path` (docs/cron.md, "DST policy"): `{"gap"?, "fold"?}`.
+    fn dst(&mut self, value: &Value, path: &str) -> Option<DstSpec> {
+        let obj = self.object(value, path)?;
+        self.unknown_fields(obj, path, &["gap", "fold"], &[]);
+        let mut spec = DstSpec::default();
+        let gap_path = join(path, "gap");
+        if let Some(text) = self.opt_str(obj, "gap", &gap_path) {
+            match text.as_str() {
+                "shift" => spec.gap = DstGap::Shift,
+                "skip" => spec.gap = DstGap::Skip,
+                _ => self.err(gap_path, format!("'{text}' is not one of shift, skip")),
+            }
+        }
+        let fold_path = join(path, "fold");
+        if let Some(text) = self.opt_str(obj, "fold", &fold_path) {
+            match text.as_str() {
+                "first" => spec.fold = DstFold::First,
+                "last" => spec.fold = DstFold::Last,
+                "both" => spec.fold = DstFold::Both,
+                _ => self.err(
+                    fold_path,
+                    format!("'{text}' is not one of first, last, both"),
+                ),
+            }
+        }
+        Some(spec)
+    }
+
     pub(crate) fn enumeration<T: Copy>(
         &mut self,
         obj: &Map<String, Value>,
@@ -588,7 +630,9 @@ impl Walker {
         self.unknown_fields(
             obj,
             "schedule",
-            &["cron", "timezone", "at", "every", "start_at", "end_at"],
+            &[
+                "cron", "timezone", "dst", "at", "every", "start_at", "end_at",
+            ],
             &[],
         );
         let start_at = self.instant(obj, "start_at", "schedule.start_at");
@@ -620,18 +664,30 @@ impl Walker {
                     }
                     return None;
                 }
-                cron.map(|cron| ScheduleKind::Cron { cron, timezone })
+                let dst = obj
+                    .get("dst")
+                    .filter(|v| !v.is_null())
+                    .and_then(|v| self.dst(v, "schedule.dst"));
+                cron.map(|cron| ScheduleKind::Cron {
+                    cron,
+                    timezone,
+                    dst,
+                })
             }
             ["at"] => {
-                if obj.contains_key("timezone") {
-                    self.err("schedule.timezone", "only applies to cron schedules");
+                for key in ["timezone", "dst"] {
+                    if obj.contains_key(key) {
+                        self.err(join("schedule", key), "only applies to cron schedules");
+                    }
                 }
                 self.instant(obj, "at", "schedule.at")
                     .map(|at| ScheduleKind::At { at })
             }
             ["every"] => {
-                if obj.contains_key("timezone") {
-                    self.err("schedule.timezone", "only applies to cron schedules");
+                for key in ["timezone", "dst"] {
+                    if obj.contains_key(key) {
+                        self.err(join("schedule", key), "only applies to cron schedules");
+                    }
                 }
                 let every = self.duration(obj, "every", "schedule.every", Dur::ZERO, true);
                 (!every.is_zero()).then_some(ScheduleKind::Every { every })

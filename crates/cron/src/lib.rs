@@ -78,6 +78,7 @@
 #![warn(missing_docs)]
 
 mod describe;
+mod dst;
 mod error;
 mod next;
 mod parse;
@@ -90,6 +91,10 @@ use jiff::civil::DateTime;
 use jiff::tz::TimeZone;
 use jiff::{Timestamp, Zoned};
 
+pub use dst::{
+    DstPolicy, Fold, Gap, PREVIEW_HORIZON_TRANSITIONS, PREVIEW_SLOTS_WITHIN, Transition,
+    TransitionKind,
+};
 pub use error::{Field, ParseError};
 
 use spec::Schedule;
@@ -157,7 +162,68 @@ impl Cron {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn next_after(&self, after: Timestamp, tz: &TimeZone) -> Option<Zoned> {
-        self.schedule.next_after(after, tz)
+        self.schedule.next_after(after, tz, DstPolicy::default())
+    }
+
+    /// [`next_after`](Self::next_after) under a schedule's own DST policy (docs/cron.md, "DST
+    /// policy"; SPEC §11). The policy changes only fixed-time expressions; under
+    /// [`DstPolicy::default`] the result is `next_after`'s.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use sundial_cron::{Cron, DstPolicy, Fold, Gap};
+    ///
+    /// let cron = Cron::parse("30 1 * * *")?;
+    /// let tz = jiff::tz::TimeZone::get("America/New_York")?;
+    /// let from: jiff::Timestamp = "2026-11-01T04:00:00Z".parse()?;
+    /// // 01:30 occurs twice on 2026-11-01: `both` fires at each.
+    /// let both = DstPolicy { gap: Gap::Shift, fold: Fold::Both };
+    /// let first = cron.next_after_with(from, &tz, both).expect("fires");
+    /// let second = cron.next_after_with(first.timestamp(), &tz, both).expect("fires");
+    /// assert_eq!(first.timestamp().to_string(), "2026-11-01T05:30:00Z");
+    /// assert_eq!(second.timestamp().to_string(), "2026-11-01T06:30:00Z");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn next_after_with(
+        &self,
+        after: Timestamp,
+        tz: &TimeZone,
+        policy: DstPolicy,
+    ) -> Option<Zoned> {
+        self.schedule.next_after(after, tz, policy)
+    }
+
+    /// The next `count` offset changes of `tz` after `after` (UTC) that touch this
+    /// expression's wall times — some wall time it matches is skipped or repeated — each with
+    /// the fire instants around it under `policy`: the last before the change's window, those
+    /// inside it (at most [`PREVIEW_SLOTS_WITHIN`]) and the first after. Looks at most
+    /// [`PREVIEW_HORIZON_TRANSITIONS`] changes ahead. This is a job's `dst_preview` (SPEC §11).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use sundial_cron::{Cron, DstPolicy, TransitionKind};
+    ///
+    /// let cron = Cron::parse("30 2 * * *")?;
+    /// let tz = jiff::tz::TimeZone::get("America/New_York")?;
+    /// let from: jiff::Timestamp = "2026-01-01T00:00:00Z".parse()?;
+    /// let next = cron.dst_transitions(from, &tz, DstPolicy::default(), 1);
+    /// // The November fold repeats 01:00-02:00, which 02:30 is not in: only March's gap counts.
+    /// assert_eq!(next[0].kind, TransitionKind::Gap);
+    /// assert_eq!(next[0].at.to_string(), "2026-03-08T07:00:00Z");
+    /// let slots: Vec<String> = next[0].slots.iter().map(|t| t.to_string()).collect();
+    /// assert_eq!(slots, ["2026-03-07T07:30:00Z", "2026-03-08T07:00:00Z", "2026-03-09T06:30:00Z"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn dst_transitions(
+        &self,
+        after: Timestamp,
+        tz: &TimeZone,
+        policy: DstPolicy,
+        count: usize,
+    ) -> Vec<Transition> {
+        dst::transitions_touching(&self.schedule, after, tz, policy, count)
     }
 
     /// The successive fire instants strictly after `after` (UTC), as [`Zoned`] values in `tz`,
@@ -170,11 +236,22 @@ impl Cron {
         after: Timestamp,
         tz: &TimeZone,
     ) -> impl Iterator<Item = Zoned> + use<> {
+        self.iter_after_with(after, tz, DstPolicy::default())
+    }
+
+    /// [`iter_after`](Self::iter_after) under a DST policy (see
+    /// [`next_after_with`](Self::next_after_with)).
+    pub fn iter_after_with(
+        &self,
+        after: Timestamp,
+        tz: &TimeZone,
+        policy: DstPolicy,
+    ) -> impl Iterator<Item = Zoned> + use<> {
         let schedule = self.schedule;
         let tz = tz.clone();
         let mut cursor = Some(after);
         std::iter::from_fn(move || {
-            let next = schedule.next_after(cursor?, &tz);
+            let next = schedule.next_after(cursor?, &tz, policy);
             cursor = next.as_ref().map(Zoned::timestamp);
             next
         })

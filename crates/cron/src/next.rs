@@ -22,6 +22,7 @@ use jiff::civil::DateTime;
 use jiff::tz::{AmbiguousOffset, Offset, TimeZone};
 use jiff::{Timestamp, Zoned};
 
+use crate::dst::{DstPolicy, Fold, Gap};
 use crate::spec::{MAX_YEAR, Schedule, days_in_month};
 
 /// A civil date-time at seconds precision. Field order makes the derived ordering chronological.
@@ -63,7 +64,7 @@ impl Civil {
     }
 
     /// `dt` rounded up to the second.
-    fn ceil(dt: DateTime) -> Civil {
+    pub(crate) fn ceil(dt: DateTime) -> Civil {
         let floor = Civil::floor(dt);
         if dt.subsec_nanosecond() == 0 {
             floor
@@ -209,44 +210,107 @@ impl Schedule {
         }
     }
 
-    /// The first fire instant strictly after `after` in `tz` (see the module docs).
-    pub(crate) fn next_after(&self, after: Timestamp, tz: &TimeZone) -> Option<Zoned> {
-        let instant = if self.fixed_time {
-            self.next_fixed(after, tz)
-        } else {
-            self.next_wildcard(after, tz)
-        }?;
-        Some(instant.to_zoned(tz.clone()))
+    /// The first fire instant strictly after `after` in `tz` under `policy` (see the module
+    /// docs), as a [`Zoned`] in `tz`.
+    pub(crate) fn next_after(
+        &self,
+        after: Timestamp,
+        tz: &TimeZone,
+        policy: DstPolicy,
+    ) -> Option<Zoned> {
+        Some(self.next_instant(after, tz, policy)?.to_zoned(tz.clone()))
     }
 
-    /// Fixed-time jobs: the first civil match whose (cronie-mapped) instant is after `after`.
-    fn next_fixed(&self, after: Timestamp, tz: &TimeZone) -> Option<Timestamp> {
+    /// The first fire instant strictly after `after` in `tz` under `policy`.
+    pub(crate) fn next_instant(
+        &self,
+        after: Timestamp,
+        tz: &TimeZone,
+        policy: DstPolicy,
+    ) -> Option<Timestamp> {
+        if !self.fixed_time {
+            return self.next_wildcard(after, tz);
+        }
+        match policy.fold {
+            Fold::First => self.next_fixed(after, tz, policy.gap, Fold::First),
+            Fold::Last => self.next_fixed(after, tz, policy.gap, Fold::Last),
+            // Every instant of `both` is an instant of `first` or of `last`, and each of those
+            // is one of `both`'s: the next of `both` is the earlier of the two.
+            Fold::Both => {
+                let first = self.next_fixed(after, tz, policy.gap, Fold::First);
+                let last = self.next_fixed(after, tz, policy.gap, Fold::Last);
+                match (first, last) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            }
+        }
+    }
+
+    /// Fixed-time jobs: the first civil match whose instant is after `after`, where a civil
+    /// time maps to one instant: itself when unambiguous, the earlier (`pass` = `First`) or
+    /// later (`Last`) instant in a fold, and in a gap the instant the gap ends (`Gap::Shift`)
+    /// or none (`Gap::Skip`). Each mapping never decreases along civil time, so the first
+    /// civil match past a start that no earlier civil time can beat is the answer.
+    fn next_fixed(
+        &self,
+        after: Timestamp,
+        tz: &TimeZone,
+        gap: Gap,
+        pass: Fold,
+    ) -> Option<Timestamp> {
         let offset = tz.to_offset(after);
         let local = Civil::floor(offset.to_datetime(after));
         // Civil times up to `local` map to instants at or before `after`: start past it.
         let mut start = local.succ();
-        // In the second pass of a repeated hour, the repeated civil times already fired (at
-        // their earlier instant): start where the fold ends.
-        if let Some(dt) = local.to_datetime()
-            && let AmbiguousOffset::Fold {
-                before,
-                after: later,
-            } = tz.to_ambiguous_timestamp(dt).offset()
-            && offset == later
-            && let Ok(earlier) = before.to_timestamp(dt)
-            && let Some(transition) = tz.following(earlier).next()
-        {
-            start = start.max(Civil::ceil(before.to_datetime(transition.timestamp())));
+        if pass == Fold::First {
+            // In the second pass of a repeated hour, the repeated civil times already fired (at
+            // their earlier instant): start where the fold ends.
+            if let Some(dt) = local.to_datetime()
+                && let AmbiguousOffset::Fold {
+                    before,
+                    after: later,
+                } = tz.to_ambiguous_timestamp(dt).offset()
+                && offset == later
+                && let Ok(earlier) = before.to_timestamp(dt)
+                && let Some(transition) = tz.following(earlier).next()
+            {
+                start = start.max(Civil::ceil(before.to_datetime(transition.timestamp())));
+            }
+        } else if let Some(transition) = tz.following(after).next() {
+            // In the first pass of a repeated hour, the repeated civil times up to `local` fire
+            // again, later: start from `after` read with the offset that follows the fold.
+            let later = transition.offset();
+            if later < offset
+                && after.as_second() + i64::from(offset.seconds() - later.seconds())
+                    >= transition.timestamp().as_second()
+            {
+                start = Civil::floor(later.to_datetime(after)).succ();
+            }
         }
         loop {
             let c = self.next_civil(start, Civil::END)?;
             let dt = c.to_datetime()?;
             let instant = match tz.to_ambiguous_timestamp(dt).offset() {
-                AmbiguousOffset::Unambiguous { offset } => offset.to_timestamp(dt).ok()?,
-                AmbiguousOffset::Fold { before, .. } => before.to_timestamp(dt).ok()?,
-                AmbiguousOffset::Gap { before, after } => gap_end(tz, dt, before, after)?,
+                AmbiguousOffset::Unambiguous { offset } => offset.to_timestamp(dt).ok(),
+                AmbiguousOffset::Fold {
+                    before,
+                    after: later,
+                } => match pass {
+                    Fold::Last => later.to_timestamp(dt).ok(),
+                    Fold::First | Fold::Both => before.to_timestamp(dt).ok(),
+                },
+                AmbiguousOffset::Gap {
+                    before,
+                    after: later,
+                } => match gap {
+                    Gap::Shift => Some(gap_end(tz, dt, before, later)?),
+                    Gap::Skip => None,
+                },
             };
-            if instant > after {
+            if let Some(instant) = instant
+                && instant > after
+            {
                 return Some(instant);
             }
             start = c.succ();

@@ -13,7 +13,7 @@
 use jiff::tz::{AmbiguousOffset, TimeZone};
 use jiff::{SignedDuration, Timestamp, Zoned};
 use proptest::prelude::*;
-use sundial_cron::Cron;
+use sundial_cron::{Cron, DstPolicy, Fold, Gap};
 
 const ZONES: &[&str] = &[
     "America/New_York",
@@ -125,24 +125,47 @@ fn transition() -> impl Strategy<Value = (&'static str, Timestamp)> {
     })
 }
 
+fn dst_policy() -> impl Strategy<Value = DstPolicy> {
+    (
+        proptest::sample::select(&[Gap::Shift, Gap::Skip][..]),
+        proptest::sample::select(&[Fold::First, Fold::Last, Fold::Both][..]),
+    )
+        .prop_map(|(gap, fold)| DstPolicy { gap, fold })
+}
+
 fn shifted(t: Timestamp, secs: i64) -> Timestamp {
     t.checked_add(SignedDuration::from_secs(secs))
         .expect("in range")
 }
 
-/// The oracle: whether a job fires at instant `t` (whole seconds).
-fn fires_at(cron: &Cron, fixed_time: bool, tz: &TimeZone, t: Timestamp, seconds: bool) -> bool {
+/// The oracle: whether a job fires at instant `t` (whole seconds) under `policy`
+/// (docs/cron.md, "DST policy": a fixed-time job fires a repeated wall time at its first
+/// instant, its second or both; a skipped one at the gap's end or not at all).
+fn fires_at(
+    cron: &Cron,
+    fixed_time: bool,
+    tz: &TimeZone,
+    t: Timestamp,
+    seconds: bool,
+    policy: DstPolicy,
+) -> bool {
     let local = tz.to_datetime(t);
     let matches = cron.matches(local);
     if !fixed_time {
         return matches;
     }
-    let repeat = matches!(
-        tz.to_ambiguous_timestamp(local).offset(),
-        AmbiguousOffset::Fold { after, .. } if tz.to_offset(t) == after
-    );
-    if matches && !repeat {
+    let fires_this_pass = match tz.to_ambiguous_timestamp(local).offset() {
+        AmbiguousOffset::Fold { after, .. } if tz.to_offset(t) == after => {
+            matches!(policy.fold, Fold::Last | Fold::Both)
+        }
+        AmbiguousOffset::Fold { .. } => matches!(policy.fold, Fold::First | Fold::Both),
+        _ => true,
+    };
+    if matches && fires_this_pass {
         return true;
+    }
+    if policy.gap == Gap::Skip {
+        return false;
     }
     // A gap ends at `t`: does any skipped wall time match?
     let Ok(before_t) = t.checked_sub(SignedDuration::from_secs(1)) else {
@@ -173,6 +196,7 @@ fn brute_force(
     tz: &TimeZone,
     from: Timestamp,
     until: Timestamp,
+    policy: DstPolicy,
 ) -> Vec<Timestamp> {
     let step = step_of(e.seconds);
     // The first whole step strictly after `from`.
@@ -181,7 +205,7 @@ fn brute_force(
         Timestamp::from_second(from.as_second().div_euclid(unit) * unit + unit).expect("in range");
     let mut out = Vec::new();
     while t <= until {
-        if fires_at(cron, e.fixed_time, tz, t, e.seconds) {
+        if fires_at(cron, e.fixed_time, tz, t, e.seconds, policy) {
             out.push(t);
         }
         t = t.checked_add(step).expect("in range");
@@ -194,13 +218,14 @@ fn check_against_oracle(
     zone: &str,
     start: Timestamp,
     horizon: SignedDuration,
+    policy: DstPolicy,
 ) -> Result<(), TestCaseError> {
     let cron =
         Cron::parse(&e.text).map_err(|err| TestCaseError::fail(format!("{}: {err}", e.text)))?;
     let tz = TimeZone::get(zone).expect("bundled zone");
     let until = start.checked_add(horizon).expect("in range");
     let got: Vec<Timestamp> = cron
-        .iter_after(start, &tz)
+        .iter_after_with(start, &tz, policy)
         .map(|z| z.timestamp())
         .take_while(|t| *t <= until)
         .collect();
@@ -213,14 +238,22 @@ fn check_against_oracle(
     // Each result is a fire of the oracle (for a wall time that matches, or a gap's end).
     for t in &got {
         prop_assert!(
-            fires_at(&cron, e.fixed_time, &tz, *t, e.seconds),
+            fires_at(&cron, e.fixed_time, &tz, *t, e.seconds, policy),
             "{} in {zone}: {t} is not a fire instant",
             e.text
         );
     }
     // Nothing the oracle fires at is skipped.
-    let want = brute_force(&cron, e, &tz, start, until);
-    prop_assert_eq!(&got, &want, "{} in {} from {}", e.text, zone, start);
+    let want = brute_force(&cron, e, &tz, start, until, policy);
+    prop_assert_eq!(
+        &got,
+        &want,
+        "{} in {} from {} under {:?}",
+        e.text,
+        zone,
+        start,
+        policy
+    );
     Ok(())
 }
 
@@ -234,7 +267,18 @@ proptest! {
         (zone, at) in transition(),
         lead in 0i64..60 * 3600,
     ) {
-        check_against_oracle(&e, zone, shifted(at, -lead), SignedDuration::from_hours(72))?;
+        check_against_oracle(&e, zone, shifted(at, -lead), SignedDuration::from_hours(72), DstPolicy::default())?;
+    }
+
+    /// 5-field expressions under every DST policy, over 3 days spanning a transition.
+    #[test]
+    fn every_dst_policy_equals_the_minute_by_minute_oracle(
+        e in expr(false),
+        (zone, at) in transition(),
+        lead in 0i64..60 * 3600,
+        policy in dst_policy(),
+    ) {
+        check_against_oracle(&e, zone, shifted(at, -lead), SignedDuration::from_hours(72), policy)?;
     }
 
     /// 6-field expressions over 4 hours spanning a transition, second by second.
@@ -244,7 +288,7 @@ proptest! {
         (zone, at) in transition(),
         lead in 0i64..3 * 3600,
     ) {
-        check_against_oracle(&e, zone, shifted(at, -lead), SignedDuration::from_hours(4))?;
+        check_against_oracle(&e, zone, shifted(at, -lead), SignedDuration::from_hours(4), DstPolicy::default())?;
     }
 
     /// Restarting the search anywhere between two results (inside a gap's neighbourhood or a
@@ -273,21 +317,23 @@ proptest! {
     }
 
     /// Every start from an hour before to an hour after a transition (so inside both passes
-    /// of a repeated hour, and on both sides of a gap) gives the oracle's first fire after it.
+    /// of a repeated hour, and on both sides of a gap) gives the oracle's first fire after it,
+    /// under every DST policy.
     #[test]
     fn any_start_around_a_transition_agrees_with_the_oracle(
         e in expr(false),
         (zone, at) in transition(),
+        policy in dst_policy(),
     ) {
         let cron = Cron::parse(&e.text).expect("generated expressions are valid");
         let tz = TimeZone::get(zone).expect("bundled zone");
         let first = shifted(at, -2 * 3600);
-        let oracle = brute_force(&cron, &e, &tz, first, shifted(at, 48 * 3600));
+        let oracle = brute_force(&cron, &e, &tz, first, shifted(at, 48 * 3600), policy);
         for k in 0..18 {
             let from = shifted(at, (7 * k - 60) * 60 + 13);
-            let got = cron.next_after(from, &tz).map(|z| z.timestamp());
+            let got = cron.next_after_with(from, &tz, policy).map(|z| z.timestamp());
             match oracle.iter().copied().find(|t| *t > from) {
-                Some(expected) => prop_assert_eq!(got, Some(expected), "{} in {} from {}", e.text, zone, from),
+                Some(expected) => prop_assert_eq!(got, Some(expected), "{} in {} from {} under {:?}", e.text, zone, from, policy),
                 None => prop_assert!(got.is_none_or(|t| t > shifted(at, 48 * 3600))),
             }
         }

@@ -53,6 +53,7 @@ impl Rig {
             kind: ScheduleKind::Cron {
                 cron: cron.into(),
                 timezone: tz.into(),
+                dst: None,
             },
             start_at: None,
             end_at: None,

@@ -116,7 +116,7 @@ pub(crate) async fn overview(
 /// A schedule in words: the cron describer's, with the zone; `every …`; `once at …`.
 fn schedule_words(kind: &ScheduleKind) -> String {
     match kind {
-        ScheduleKind::Cron { cron, timezone } => match sundial_cron::Cron::parse(cron) {
+        ScheduleKind::Cron { cron, timezone, .. } => match sundial_cron::Cron::parse(cron) {
             Ok(c) => format!("{} ({timezone})", c.describe()),
             Err(_) => format!("{cron} ({timezone})"),
         },
@@ -275,6 +275,20 @@ pub(crate) async fn job(
         ul {
             @for t in resource.next_fire_times.as_deref().unwrap_or(&[]) {
                 li { (when(Some(*t))) " UTC" @if zone.is_some() { span.muted { " · " (in_zone(*t)) } } }
+            }
+        }
+        @if let Some(preview) = resource.dst_preview.as_deref().filter(|p| !p.is_empty()) {
+            h2 { "Daylight saving time ahead" }
+            table {
+                tr { th { "change (UTC)" } th { "kind" } th { "wall times" } th { "slots around it" } }
+                @for t in preview {
+                    tr {
+                        td { (when(Some(t.at))) " " span.muted { (t.offset_before) " → " (t.offset_after) } }
+                        td { (t.kind) }
+                        td { (t.local_from) " – " (t.local_to) " " span.muted { @if t.kind == "gap" { "skipped" } @else { "occur twice" } } }
+                        td { @for s in &t.slots { (when(Some(*s))) " UTC" @if zone.is_some() { span.muted { " (" (in_zone(*s)) ")" } } br; } }
+                    }
+                }
             }
         }
         h2 { "History" }

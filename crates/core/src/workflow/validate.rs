@@ -28,13 +28,14 @@ use crate::workflow::{MAX_OUTPUT_BYTES, MAX_TASKS};
 
 /// Read-only fields of the workflow resource: accepted on input (so a fetched workflow can be
 /// written back as it is) and ignored.
-pub const READ_ONLY_FIELDS: [&str; 8] = [
+pub const READ_ONLY_FIELDS: [&str; 9] = [
     "state",
     "version",
     "created_at",
     "updated_at",
     "next_fire_at",
     "next_fire_times",
+    "dst_preview",
     "last_run",
     "graph",
 ];
