@@ -9,7 +9,7 @@ use sundial_clock::{Clock, ManualClock};
 use sundial_core::Dur;
 use sundial_core::execution::{ExecutionState, Trigger};
 use sundial_core::hash::shard_of;
-use sundial_core::job::{MisfirePolicy, ScheduleKind, ScheduleSpec};
+use sundial_core::job::{DstFold, DstGap, DstSpec, MisfirePolicy, ScheduleKind, ScheduleSpec};
 use sundial_core::schedule::Schedule;
 use sundial_scheduler::{Scheduler, SchedulerConfig};
 use sundial_store::testkit::job_spec;
@@ -48,12 +48,23 @@ async fn rig(start: &str) -> Rig {
 
 impl Rig {
     async fn add_cron(&self, name: &str, cron: &str, tz: &str, policy: MisfirePolicy) {
+        self.add_cron_dst(name, cron, tz, policy, None).await;
+    }
+
+    async fn add_cron_dst(
+        &self,
+        name: &str,
+        cron: &str,
+        tz: &str,
+        policy: MisfirePolicy,
+        dst: Option<DstSpec>,
+    ) {
         let mut spec = job_spec("sim", name, 60);
         spec.schedule = ScheduleSpec {
             kind: ScheduleKind::Cron {
                 cron: cron.into(),
                 timezone: tz.into(),
-                dst: None,
+                dst,
             },
             start_at: None,
             end_at: None,
@@ -213,8 +224,20 @@ async fn skip_records_old_slots_missed_and_runs_the_young_one_late() {
 /// instant the dialect documents (cronie: a skipped time fires at the transition, a repeated
 /// time at its first instant).
 async fn daily_across(cron: &str, tz: &str, from: &str, until: &str, expected: &[&str]) {
+    daily_across_under(cron, tz, None, from, until, expected).await;
+}
+
+/// [`daily_across`] under a schedule's own DST policy (docs/cron.md, "DST policy").
+async fn daily_across_under(
+    cron: &str,
+    tz: &str,
+    dst: Option<DstSpec>,
+    from: &str,
+    until: &str,
+    expected: &[&str],
+) {
     let mut rig = rig(from).await;
-    rig.add_cron("daily", cron, tz, MisfirePolicy::RunOnce)
+    rig.add_cron_dst("daily", cron, tz, MisfirePolicy::RunOnce, dst)
         .await;
     rig.follow_job_until("daily", until).await;
     let got: Vec<Timestamp> = rig
@@ -263,6 +286,56 @@ async fn new_york_daily_job_fires_once_a_day_across_fall_back() {
         &[
             "2026-10-31T01:30:00-04:00[America/New_York]",
             "2026-11-01T01:30:00-04:00[America/New_York]",
+            "2026-11-02T01:30:00-05:00[America/New_York]",
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_dst_policy_skips_the_missing_slot_and_fires_the_repeated_one_twice() {
+    let policy = Some(DstSpec {
+        gap: DstGap::Skip,
+        fold: DstFold::Both,
+    });
+    daily_across_under(
+        "30 2 * * *",
+        "Europe/Berlin",
+        policy,
+        "2026-03-28T00:00:00Z",
+        "2026-03-31T00:00:00Z",
+        &[
+            "2026-03-28T02:30:00+01:00[Europe/Berlin]",
+            "2026-03-30T02:30:00+02:00[Europe/Berlin]",
+        ],
+    )
+    .await;
+    daily_across_under(
+        "30 2 * * *",
+        "Europe/Berlin",
+        policy,
+        "2026-10-24T00:00:00Z",
+        "2026-10-27T00:00:00Z",
+        &[
+            "2026-10-24T02:30:00+02:00[Europe/Berlin]",
+            "2026-10-25T02:30:00+02:00[Europe/Berlin]",
+            "2026-10-25T02:30:00+01:00[Europe/Berlin]",
+            "2026-10-26T02:30:00+01:00[Europe/Berlin]",
+        ],
+    )
+    .await;
+    daily_across_under(
+        "30 1 * * *",
+        "America/New_York",
+        Some(DstSpec {
+            gap: DstGap::Shift,
+            fold: DstFold::Last,
+        }),
+        "2026-10-31T00:00:00Z",
+        "2026-11-03T00:00:00Z",
+        &[
+            "2026-10-31T01:30:00-04:00[America/New_York]",
+            "2026-11-01T01:30:00-05:00[America/New_York]",
             "2026-11-02T01:30:00-05:00[America/New_York]",
         ],
     )
