@@ -8,7 +8,7 @@ use std::hint::black_box;
 use criterion::{Criterion, criterion_group, criterion_main};
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
-use sundial_cron::Cron;
+use sundial_cron::{Calendar, Cron, DstPolicy, Exclusion};
 
 /// 64 start instants spread over 2026 (every ~5.7 days plus an odd number of seconds), so a
 /// benchmark is not one lucky start.
@@ -54,5 +54,64 @@ fn rare(c: &mut Criterion) {
     bench(c, "rare", "*/5 * 29 2 */7", "Europe/Berlin");
 }
 
-criterion_group!(benches, common, rare);
+/// `next_after_excluding` with a calendar against the same expression without one (SPEC §11's
+/// aim: within 10×).
+fn calendars(c: &mut Criterion) {
+    let berlin = TimeZone::get("Europe/Berlin").expect("bundled zone");
+    let weekday_but_one = Calendar::new(
+        berlin.clone(),
+        [Exclusion::Cron(Box::new(
+            Cron::parse("* * * * 0,2-6").expect("valid"),
+        ))],
+    );
+    // A year of holidays: 60 single dates spread over 2026 and the two weeks around new year,
+    // plus every weekend.
+    let mut holidays: Vec<Exclusion> = (0..60)
+        .map(|k| {
+            Exclusion::Date(
+                jiff::civil::date(2026, 1, 2)
+                    .checked_add(SignedDuration::from_hours(24 * 6 * k))
+                    .expect("in range"),
+            )
+        })
+        .collect();
+    holidays.push(Exclusion::Range {
+        from: jiff::civil::date(2026, 12, 20),
+        to: jiff::civil::date(2027, 1, 3),
+    });
+    holidays.push(Exclusion::Cron(Box::new(
+        Cron::parse("* * * * SAT,SUN").expect("valid"),
+    )));
+    let year_of_holidays = Calendar::new(berlin.clone(), holidays);
+    let starts = starts();
+    for (name, expr, calendar) in [
+        ("every weekday but one", "0 2 * * *", weekday_but_one),
+        ("a year of holidays", "0 2 * * *", year_of_holidays),
+        (
+            "none excluded",
+            "0 2 * * *",
+            Calendar::new(berlin.clone(), []),
+        ),
+    ] {
+        let cron = Cron::parse(expr).expect("valid expression");
+        let calendars = [calendar];
+        let mut i = 0;
+        c.bench_function(
+            &format!("calendar, {name}: `{expr}` in Europe/Berlin"),
+            |b| {
+                b.iter(|| {
+                    i = (i + 1) % starts.len();
+                    cron.next_after_excluding(
+                        black_box(starts[i]),
+                        &berlin,
+                        DstPolicy::default(),
+                        &calendars,
+                    )
+                })
+            },
+        );
+    }
+}
+
+criterion_group!(benches, common, rare, calendars);
 criterion_main!(benches);

@@ -77,6 +77,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod calendar;
 mod describe;
 mod dst;
 mod error;
@@ -91,6 +92,7 @@ use jiff::civil::DateTime;
 use jiff::tz::TimeZone;
 use jiff::{Timestamp, Zoned};
 
+pub use calendar::{Calendar, Exclusion};
 pub use dst::{
     DstPolicy, Fold, Gap, PREVIEW_HORIZON_TRANSITIONS, PREVIEW_SLOTS_WITHIN, Transition,
     TransitionKind,

@@ -249,3 +249,73 @@ fn every_invalid_expression_is_rejected() {
         failures.join("\n")
     );
 }
+
+/// A case of `calendar_cases.jsonl`: an expression with one holiday calendar.
+#[derive(Deserialize)]
+struct CalendarCase {
+    id: String,
+    expr: String,
+    tz: String,
+    calendar: CalendarJson,
+    from: String,
+    count: usize,
+    expect: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct CalendarJson {
+    timezone: String,
+    exclude: Vec<serde_json::Value>,
+}
+
+/// Every case of `calendar_cases.jsonl` (Sundial's own; `tests/corpus/SOURCE.md`) gives its
+/// expected instants through `next_after_excluding`.
+#[test]
+fn calendar_cases_fire_exactly_their_expected_instants() {
+    let cases: Vec<CalendarCase> = read_lines("calendar_cases.jsonl");
+    assert!(cases.len() >= 7);
+    let date = |v: &serde_json::Value| -> jiff::civil::Date {
+        v.as_str().expect("a date string").parse().expect("a date")
+    };
+    let mut misses = Vec::new();
+    for c in &cases {
+        let exclusions = c.calendar.exclude.iter().map(|e| {
+            if let Some(d) = e.get("date") {
+                sundial_cron::Exclusion::Date(date(d))
+            } else if let Some(cron) = e.get("cron") {
+                sundial_cron::Exclusion::Cron(Box::new(
+                    Cron::parse(cron.as_str().expect("text")).expect("valid"),
+                ))
+            } else {
+                sundial_cron::Exclusion::Range {
+                    from: date(&e["from"]),
+                    to: date(&e["to"]),
+                }
+            }
+        });
+        let calendar = sundial_cron::Calendar::new(
+            TimeZone::get(&c.calendar.timezone).expect("zone"),
+            exclusions,
+        );
+        let cron = Cron::parse(&c.expr).expect("valid");
+        let tz = TimeZone::get(&c.tz).expect("zone");
+        let mut cursor: Timestamp = c.from.parse().expect("instant");
+        let mut got = Vec::new();
+        while got.len() < c.count {
+            let Some(z) = cron.next_after_excluding(
+                cursor,
+                &tz,
+                sundial_cron::DstPolicy::default(),
+                std::slice::from_ref(&calendar),
+            ) else {
+                break;
+            };
+            cursor = z.timestamp();
+            got.push(rfc3339(&z));
+        }
+        if got != c.expect {
+            misses.push(format!("{}: expected {:?}, got {:?}", c.id, c.expect, got));
+        }
+    }
+    assert!(misses.is_empty(), "{misses:#?}");
+}

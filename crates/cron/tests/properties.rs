@@ -372,3 +372,88 @@ proptest! {
         }
     }
 }
+
+/// A random holiday calendar: dates and ranges in the first 120 days of 2026, perhaps a cron
+/// day rule, in one of the test zones.
+fn calendar() -> impl Strategy<Value = (Vec<sundial_cron::Exclusion>, &'static str)> {
+    let day = |k: i64| {
+        jiff::civil::date(2026, 1, 1)
+            .checked_add(SignedDuration::from_hours(24 * k))
+            .expect("in range")
+    };
+    (
+        proptest::collection::vec(0i64..120, 0..6),
+        proptest::collection::vec((0i64..120, 0i64..12), 0..3),
+        proptest::option::of(proptest::sample::select(
+            &[
+                "* * * * SAT,SUN",
+                "* * 1-7 * *",
+                "* * * * 0,2-6",
+                "* * L * *",
+                "* * */3 * *",
+            ][..],
+        )),
+        proptest::sample::select(ZONES),
+    )
+        .prop_map(move |(dates, ranges, cron, zone)| {
+            let mut out: Vec<sundial_cron::Exclusion> = dates
+                .into_iter()
+                .map(|k| sundial_cron::Exclusion::Date(day(k)))
+                .collect();
+            out.extend(
+                ranges
+                    .into_iter()
+                    .map(|(k, len)| sundial_cron::Exclusion::Range {
+                        from: day(k),
+                        to: day(k + len),
+                    }),
+            );
+            out.extend(
+                cron.map(|c| {
+                    sundial_cron::Exclusion::Cron(Box::new(Cron::parse(c).expect("valid")))
+                }),
+            );
+            (out, zone)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// With a calendar, the fire instants are exactly those without it whose date, in the
+    /// calendar's zone, the calendar does not exclude: none excluded is fired, none included is
+    /// passed over.
+    #[test]
+    fn a_calendar_removes_exactly_the_slots_on_its_excluded_days(
+        e in expr(false),
+        job_zone in proptest::sample::select(ZONES),
+        (exclusions, cal_zone) in calendar(),
+        lead in 0i64..30 * 86_400,
+        policy in dst_policy(),
+    ) {
+        let cron = Cron::parse(&e.text).expect("generated expressions are valid");
+        let tz = TimeZone::get(job_zone).expect("bundled zone");
+        let cal = sundial_cron::Calendar::new(TimeZone::get(cal_zone).expect("bundled zone"), exclusions);
+        let start = shifted(Timestamp::from_second(1_767_225_600).expect("2026-01-01"), lead);
+        let until = shifted(start, 100 * 86_400);
+        let want: Vec<Timestamp> = cron
+            .iter_after_with(start, &tz, policy)
+            .map(|z| z.timestamp())
+            .take_while(|t| *t <= until)
+            .filter(|t| !cal.excludes(t.to_zoned(cal.time_zone().clone()).date()))
+            .take(50)
+            .collect();
+        let mut got = Vec::new();
+        let mut cursor = start;
+        while got.len() < want.len().max(1) {
+            match cron.next_after_excluding(cursor, &tz, policy, std::slice::from_ref(&cal)) {
+                Some(z) if z.timestamp() <= until => {
+                    cursor = z.timestamp();
+                    got.push(cursor);
+                }
+                _ => break,
+            }
+        }
+        prop_assert_eq!(got, want, "{} in {} with a calendar in {}", e.text, job_zone, cal_zone);
+    }
+}
