@@ -62,6 +62,10 @@ pub struct ScheduleSpec {
     /// No slot after this instant; past it the job is `completed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_at: Option<Timestamp>,
+    /// Holiday calendars of the namespace (docs/time.md, "Calendars"): a slot on a date one of
+    /// them excludes, read in that calendar's zone, is not fired and not recorded. At most 16.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude_calendars: Vec<String>,
 }
 
 /// The rule that yields slots.

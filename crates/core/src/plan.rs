@@ -190,6 +190,7 @@ mod tests {
             },
             start_at: Some(ts("2026-01-01T00:00:00Z")),
             end_at: None,
+            exclude_calendars: Vec::new(),
         })
         .unwrap()
     }

@@ -8,7 +8,7 @@
 
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
-use sundial_cron::{Cron, DstPolicy, Transition};
+use sundial_cron::{Calendar, Cron, DstPolicy, Transition};
 
 use crate::job::{ScheduleKind, ScheduleSpec};
 
@@ -18,6 +18,8 @@ pub struct Schedule {
     rule: Rule,
     start_at: Option<Timestamp>,
     end_at: Option<Timestamp>,
+    /// Holiday calendars whose excluded days yield no slot ([`Schedule::with_calendars`]).
+    calendars: Vec<Calendar>,
 }
 
 #[derive(Debug, Clone)]
@@ -84,7 +86,23 @@ impl Schedule {
             rule,
             start_at: spec.start_at,
             end_at: spec.end_at,
+            calendars: Vec::new(),
         })
+    }
+
+    /// This schedule with holiday calendars applied (docs/time.md, "Calendars"): no slot falls
+    /// on a date one of them excludes, each read in its own zone. The scheduler does not use
+    /// this form to advance a job (a calendar changed later must take effect for every slot
+    /// not yet triggered); it checks each planned slot with [`Schedule::excludes`] instead.
+    #[must_use]
+    pub fn with_calendars(mut self, calendars: Vec<Calendar>) -> Self {
+        self.calendars = calendars;
+        self
+    }
+
+    /// Whether one of the schedule's calendars excludes `slot`'s date.
+    pub fn excludes(&self, slot: Timestamp) -> bool {
+        sundial_cron::excluded_until(&self.calendars, slot).is_some()
     }
 
     /// True for a one-off (`at`) schedule.
@@ -98,7 +116,7 @@ impl Schedule {
     pub fn first_slot(&self, from: Timestamp) -> Option<Timestamp> {
         let from = self.start_at.map_or(from, |s| s.max(from));
         let slot = match &self.rule {
-            Rule::At(at) => Some(*at),
+            Rule::At(at) => Some(*at).filter(|at| !self.excludes(*at)),
             _ => self.slot_after(from - SignedDuration::from_millis(1)),
         };
         slot.filter(|s| self.in_bounds(*s))
@@ -112,13 +130,34 @@ impl Schedule {
             _ => after,
         };
         match &self.rule {
-            Rule::At(at) => Some(*at).filter(|at| *at > after),
+            Rule::At(at) => Some(*at).filter(|at| *at > after && !self.excludes(*at)),
             _ => self.slot_after(after),
         }
         .filter(|s| self.in_bounds(*s))
     }
 
+    /// The first slot strictly after `after` on a date no calendar excludes.
     fn slot_after(&self, after: Timestamp) -> Option<Timestamp> {
+        if self.calendars.is_empty() {
+            return self.plain_slot_after(after);
+        }
+        if let Rule::Cron(cron, tz, dst) = &self.rule {
+            return cron
+                .next_after_excluding(after, tz, *dst, &self.calendars)
+                .map(|z| z.timestamp());
+        }
+        let mut cursor = after;
+        loop {
+            let slot = self.plain_slot_after(cursor)?;
+            match sundial_cron::excluded_until(&self.calendars, slot) {
+                None => return Some(slot),
+                Some(resume) if resume == Timestamp::MAX => return None,
+                Some(resume) => cursor = resume.checked_sub(SignedDuration::from_nanos(1)).ok()?,
+            }
+        }
+    }
+
+    fn plain_slot_after(&self, after: Timestamp) -> Option<Timestamp> {
         match &self.rule {
             Rule::Cron(cron, tz, dst) => {
                 cron.next_after_with(after, tz, *dst).map(|z| z.timestamp())
@@ -191,6 +230,7 @@ mod tests {
             },
             start_at: start.map(ts),
             end_at: end.map(ts),
+            exclude_calendars: Vec::new(),
         })
         .unwrap()
     }
@@ -234,6 +274,7 @@ mod tests {
             },
             start_at: None,
             end_at: None,
+            exclude_calendars: Vec::new(),
         })
         .unwrap();
         assert_eq!(
@@ -253,6 +294,7 @@ mod tests {
             },
             start_at: Some(ts("2026-06-10T00:00:01Z")),
             end_at: None,
+            exclude_calendars: Vec::new(),
         })
         .unwrap();
         assert_eq!(
@@ -271,6 +313,7 @@ mod tests {
             },
             start_at: None,
             end_at: None,
+            exclude_calendars: Vec::new(),
         })
         .unwrap_err();
         assert_eq!(e.field, "timezone");
@@ -280,6 +323,7 @@ mod tests {
             },
             start_at: None,
             end_at: None,
+            exclude_calendars: Vec::new(),
         })
         .unwrap_err();
         assert_eq!(e.field, "every");

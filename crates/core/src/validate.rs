@@ -577,6 +577,52 @@ impl Walker {
         }
     }
 
+    /// `schedule.exclude_calendars`: names of calendars, each once, at most
+    /// [`crate::calendar::MAX_CALENDARS_PER_SCHEDULE`].
+    fn calendar_names(&mut self, schedule: &Map<String, Value>) -> Vec<String> {
+        let path = "schedule.exclude_calendars";
+        let items = match schedule.get("exclude_calendars") {
+            None | Some(Value::Null) => return Vec::new(),
+            Some(Value::Array(items)) => items,
+            Some(other) => {
+                self.err(
+                    path,
+                    format!(
+                        "must be an array of calendar names, not {}",
+                        type_name(other)
+                    ),
+                );
+                return Vec::new();
+            }
+        };
+        if items.len() > crate::calendar::MAX_CALENDARS_PER_SCHEDULE {
+            self.err(
+                path,
+                format!(
+                    "names {} calendars; at most {}",
+                    items.len(),
+                    crate::calendar::MAX_CALENDARS_PER_SCHEDULE
+                ),
+            );
+            return Vec::new();
+        }
+        let mut names: Vec<String> = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let field = format!("{path}.{i}");
+            match item {
+                Value::String(name) => match check_name(name) {
+                    Err(m) => self.err(field, format!("'{name}': the name {m}")),
+                    Ok(()) if names.contains(name) => {
+                        self.err(field, format!("'{name}' is named twice"));
+                    }
+                    Ok(()) => names.push(name.clone()),
+                },
+                other => self.err(field, format!("must be a string, not {}", type_name(other))),
+            }
+        }
+        names
+    }
+
     /// A DST policy object at `path` (docs/cron.md, "DST policy"): `{"gap"?, "fold"?}`.
     fn dst(&mut self, value: &Value, path: &str) -> Option<DstSpec> {
         let obj = self.object(value, path)?;
@@ -631,7 +677,14 @@ impl Walker {
             obj,
             "schedule",
             &[
-                "cron", "timezone", "dst", "at", "every", "start_at", "end_at",
+                "cron",
+                "timezone",
+                "dst",
+                "at",
+                "every",
+                "start_at",
+                "end_at",
+                "exclude_calendars",
             ],
             &[],
         );
@@ -707,10 +760,12 @@ impl Walker {
                 None
             }
         }?;
+        let exclude_calendars = self.calendar_names(obj);
         let spec = ScheduleSpec {
             kind,
             start_at,
             end_at,
+            exclude_calendars,
         };
         match Schedule::compile(&spec) {
             Ok(_) => Some(spec),

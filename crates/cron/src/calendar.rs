@@ -120,6 +120,25 @@ impl Calendar {
         None
     }
 
+    /// Whether `instant` falls on a date this calendar excludes (read in its zone): `None` when
+    /// it does not; otherwise the first instant of the next date it includes, from which a
+    /// search for the next slot may resume (every instant before it is excluded too), or
+    /// [`Timestamp::MAX`] when it includes no date through 2199-12-31.
+    pub fn excluded_until(&self, instant: Timestamp) -> Option<Timestamp> {
+        let date = instant.to_zoned(self.tz.clone()).date();
+        if !self.excludes(date) {
+            return None;
+        }
+        let start = date
+            .tomorrow()
+            .ok()
+            .and_then(|d| self.next_included(d))
+            .and_then(|d| d.to_zoned(self.tz.clone()).ok())
+            .and_then(|z| z.start_of_day().ok())
+            .map_or(Timestamp::MAX, |z| z.timestamp());
+        Some(start)
+    }
+
     /// The excluded days of `month` (1-12) of `year`: bit `d` for day `d`.
     fn excluded_mask(&self, year: i32, month: u32) -> u32 {
         let mut mask = 0u32;
@@ -161,6 +180,16 @@ impl Calendar {
         }
         mask
     }
+}
+
+/// [`Calendar::excluded_until`] over several calendars: `None` when none excludes `instant`,
+/// else the latest of the excluding calendars' resume instants (every instant before it is
+/// excluded by one of them).
+pub fn excluded_until(calendars: &[Calendar], instant: Timestamp) -> Option<Timestamp> {
+    calendars
+        .iter()
+        .filter_map(|c| c.excluded_until(instant))
+        .max()
 }
 
 impl Cron {

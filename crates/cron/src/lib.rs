@@ -92,7 +92,7 @@ use jiff::civil::DateTime;
 use jiff::tz::TimeZone;
 use jiff::{Timestamp, Zoned};
 
-pub use calendar::{Calendar, Exclusion};
+pub use calendar::{Calendar, Exclusion, excluded_until};
 pub use dst::{
     DstPolicy, Fold, Gap, PREVIEW_HORIZON_TRANSITIONS, PREVIEW_SLOTS_WITHIN, Transition,
     TransitionKind,

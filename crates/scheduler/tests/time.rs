@@ -68,6 +68,7 @@ impl Rig {
             },
             start_at: None,
             end_at: None,
+            exclude_calendars: Vec::new(),
         };
         spec.misfire_policy = policy;
         let first = Schedule::compile(&spec.schedule)

@@ -33,6 +33,7 @@
 #![warn(missing_docs)]
 
 mod alerts;
+mod calendars;
 mod claim;
 mod complete;
 mod executions;
@@ -380,6 +381,35 @@ impl Store for PgStore {
         prune: &sundial_store::HistoryPrune,
     ) -> Result<sundial_store::HistoryPruned> {
         retention::history_prune(self, prune).await
+    }
+
+    async fn calendar_put(
+        &self,
+        namespace: &str,
+        name: &str,
+        spec: &sundial_core::calendar::CalendarSpec,
+    ) -> Result<(sundial_store::CalendarRecord, bool)> {
+        calendars::calendar_put(self, namespace, name, spec).await
+    }
+
+    async fn calendar_get(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<sundial_store::CalendarRecord>> {
+        calendars::calendar_get(self, namespace, name).await
+    }
+
+    async fn calendar_list(&self, namespace: &str) -> Result<Vec<sundial_store::CalendarRecord>> {
+        calendars::calendar_list(self, namespace).await
+    }
+
+    async fn calendar_users(&self, namespace: &str, name: &str) -> Result<Vec<String>> {
+        calendars::calendar_users(self, namespace, name).await
+    }
+
+    async fn calendar_delete(&self, namespace: &str, name: &str) -> Result<()> {
+        calendars::calendar_delete(self, namespace, name).await
     }
 
     async fn namespace_list(&self) -> Result<Vec<String>> {

@@ -478,6 +478,40 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// everything expired.
     async fn history_prune(&self, prune: &HistoryPrune) -> Result<HistoryPruned>;
 
+    /// Creates the calendar `namespace`/`name` or replaces its spec; returns it as stored and
+    /// whether it was created. A write of the spec already stored changes nothing (its version
+    /// is kept).
+    ///
+    /// # Contract
+    /// One transaction; `version` counts changes from 1.
+    async fn calendar_put(
+        &self,
+        namespace: &str,
+        name: &str,
+        spec: &sundial_core::calendar::CalendarSpec,
+    ) -> Result<(CalendarRecord, bool)>;
+
+    /// One calendar, if it exists.
+    async fn calendar_get(&self, namespace: &str, name: &str) -> Result<Option<CalendarRecord>>;
+
+    /// The namespace's calendars, by name (namespaces hold few: no paging).
+    async fn calendar_list(&self, namespace: &str) -> Result<Vec<CalendarRecord>>;
+
+    /// The jobs and workflows of `namespace` whose schedule names the calendar in
+    /// `exclude_calendars`, as `job NAME` / `workflow NAME`, by kind and name.
+    ///
+    /// # Contract
+    /// Reads only; on PostgreSQL through an index of only the jobs that name calendars.
+    async fn calendar_users(&self, namespace: &str, name: &str) -> Result<Vec<String>>;
+
+    /// Deletes a calendar no job or workflow names.
+    ///
+    /// # Contract
+    /// [`Error::NotFound`] when there is none; [`Error::Conflict`] naming the users (as
+    /// [`Store::calendar_users`] gives them) when some job or workflow names it, deleting
+    /// nothing. The check and the delete are one transaction.
+    async fn calendar_delete(&self, namespace: &str, name: &str) -> Result<()>;
+
     /// The namespaces that hold at least one job or workflow, sorted by name.
     ///
     /// # Contract

@@ -591,3 +591,20 @@ pub struct HistoryPruned {
     /// always after a dry run).
     pub next: Option<HistoryKey>,
 }
+
+/// A holiday calendar as stored (docs/time.md, "Calendars"; SPEC §11).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CalendarRecord {
+    /// Namespace.
+    pub namespace: String,
+    /// Name, unique in the namespace.
+    pub name: String,
+    /// The definition.
+    pub spec: sundial_core::calendar::CalendarSpec,
+    /// 1 on creation, incremented by every write that changes the spec.
+    pub version: i64,
+    /// When it was created (the store's clock, UTC).
+    pub created_at: Timestamp,
+    /// When it last changed (the store's clock, UTC).
+    pub updated_at: Timestamp,
+}

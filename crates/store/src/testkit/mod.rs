@@ -11,6 +11,7 @@
 //! any backend's run.
 
 mod alerts;
+mod calendars;
 mod claim;
 mod complete;
 mod executions;
@@ -21,6 +22,7 @@ mod trigger;
 mod workflows;
 
 pub use alerts::*;
+pub use calendars::*;
 pub use claim::*;
 pub use complete::*;
 pub use executions::*;
@@ -85,6 +87,7 @@ impl Harness {
 pub fn checks() -> Vec<&'static str> {
     let sources = [
         include_str!("alerts.rs"),
+        include_str!("calendars.rs"),
         include_str!("claim.rs"),
         include_str!("complete.rs"),
         include_str!("executions.rs"),
@@ -123,6 +126,7 @@ pub fn job_spec(namespace: &str, name: &str, secs: u64) -> JobSpec {
             },
             start_at: Some(t0()),
             end_at: None,
+            exclude_calendars: Vec::new(),
         },
         target: TargetSpec::Http(HttpTarget {
             method: "POST".into(),
@@ -383,6 +387,8 @@ macro_rules! conformance_tests {
             dead_letters_and_queue_depth_are_counted_per_namespace,
             alert_events_follow_registered_states_and_leases,
             a_failed_run_writes_a_run_alert_event,
+            calendars_are_put_listed_and_versioned,
+            a_calendar_in_use_cannot_be_deleted,
             job_writes_are_conditional_on_version,
             namespaces_are_listed_from_jobs_and_workflows,
             job_list_pages_and_filters,

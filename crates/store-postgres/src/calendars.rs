@@ -1,0 +1,153 @@
+//! Holiday calendars (docs/time.md, "Calendars"): put, get, list, who names one, delete.
+//! A delete checks for users and deletes in one transaction. A job write that names the
+//! calendar and commits between the API's existence check and that transaction can still
+//! leave a job naming a deleted calendar; the scheduler then excludes nothing for it and says
+//! so in its log (docs/time.md).
+
+use super::*;
+use sundial_core::calendar::CalendarSpec;
+use sundial_store::CalendarRecord;
+
+const COLUMNS: &str = "namespace, name, spec, version, created_at, updated_at";
+
+fn decode(row: &sqlx::postgres::PgRow) -> Result<CalendarRecord> {
+    let spec: String = row.try_get("spec").map_err(db_err)?;
+    Ok(CalendarRecord {
+        namespace: row.try_get("namespace").map_err(db_err)?,
+        name: row.try_get("name").map_err(db_err)?,
+        spec: serde_json::from_str(&spec).map_err(|e| Error::Corrupt(e.to_string()))?,
+        version: row.try_get("version").map_err(db_err)?,
+        created_at: ts(row.try_get("created_at").map_err(db_err)?)?,
+        updated_at: ts(row.try_get("updated_at").map_err(db_err)?)?,
+    })
+}
+
+pub(crate) async fn calendar_put(
+    store: &PgStore,
+    namespace: &str,
+    name: &str,
+    spec: &CalendarSpec,
+) -> Result<(CalendarRecord, bool)> {
+    let text = serde_json::to_string(spec).map_err(|e| Error::Corrupt(e.to_string()))?;
+    let mut tx = store.begin().await?;
+    let now = store.now_ms(&mut *tx).await?;
+    let old: Option<(String, i64)> = sqlx::query_as(
+        "SELECT spec, version FROM calendars WHERE namespace = $1 AND name = $2 FOR UPDATE",
+    )
+    .bind(namespace)
+    .bind(name)
+    .fetch_optional(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    let created = old.is_none();
+    let unchanged = old
+        .as_ref()
+        .and_then(|(s, _)| serde_json::from_str::<CalendarSpec>(s).ok())
+        .is_some_and(|s| s == *spec);
+    if !unchanged {
+        sqlx::query(
+            "INSERT INTO calendars (namespace, name, spec, version, created_at, updated_at) \
+             VALUES ($1, $2, $3, 1, $4, $4) \
+             ON CONFLICT (namespace, name) DO UPDATE SET spec = $3, \
+             version = calendars.version + 1, updated_at = $4",
+        )
+        .bind(namespace)
+        .bind(name)
+        .bind(&text)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    }
+    let row = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM calendars WHERE namespace = $1 AND name = $2"
+    ))
+    .bind(namespace)
+    .bind(name)
+    .fetch_one(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    let record = decode(&row)?;
+    commit(tx).await?;
+    Ok((record, created))
+}
+
+pub(crate) async fn calendar_get(
+    store: &PgStore,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<CalendarRecord>> {
+    sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM calendars WHERE namespace = $1 AND name = $2"
+    ))
+    .bind(namespace)
+    .bind(name)
+    .fetch_optional(&store.pool)
+    .await
+    .map_err(db_err)?
+    .as_ref()
+    .map(decode)
+    .transpose()
+}
+
+pub(crate) async fn calendar_list(store: &PgStore, namespace: &str) -> Result<Vec<CalendarRecord>> {
+    sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM calendars WHERE namespace = $1 ORDER BY name"
+    ))
+    .bind(namespace)
+    .fetch_all(&store.pool)
+    .await
+    .map_err(db_err)?
+    .iter()
+    .map(decode)
+    .collect()
+}
+
+/// The jobs through `jobs_calendar_users` (its predicate repeated so the planner may use
+/// it); the workflows, fewer, by their namespace's rows.
+const USERS: &str = "SELECT 'job ' || name FROM jobs WHERE namespace = $1 \
+     AND spec -> 'schedule' ? 'exclude_calendars' \
+     AND spec -> 'schedule' -> 'exclude_calendars' ? $2 \
+     UNION ALL SELECT 'workflow ' || name FROM workflows WHERE namespace = $1 \
+     AND spec::jsonb -> 'schedule' -> 'exclude_calendars' ? $2 \
+     ORDER BY 1";
+
+pub(crate) async fn calendar_users(
+    store: &PgStore,
+    namespace: &str,
+    name: &str,
+) -> Result<Vec<String>> {
+    sqlx::query_scalar(USERS)
+        .bind(namespace)
+        .bind(name)
+        .fetch_all(&store.pool)
+        .await
+        .map_err(db_err)
+}
+
+pub(crate) async fn calendar_delete(store: &PgStore, namespace: &str, name: &str) -> Result<()> {
+    let mut tx = store.begin().await?;
+    let users: Vec<String> = sqlx::query_scalar(USERS)
+        .bind(namespace)
+        .bind(name)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    if !users.is_empty() {
+        return Err(Error::Conflict(format!(
+            "calendar {namespace}/{name} is named in exclude_calendars of {}",
+            users.join(", ")
+        )));
+    }
+    let deleted = sqlx::query("DELETE FROM calendars WHERE namespace = $1 AND name = $2")
+        .bind(namespace)
+        .bind(name)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?
+        .rows_affected();
+    if deleted == 0 {
+        return Err(Error::NotFound(format!("calendar {namespace}/{name}")));
+    }
+    commit(tx).await
+}
