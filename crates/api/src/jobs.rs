@@ -25,7 +25,7 @@ use sundial_store::{JobListQuery, JobRecord, JobWrite, PendingExecutions, RunSpe
 use crate::AppState;
 use crate::error::ApiError;
 use crate::request::{Path, Query, if_match, job_page_token, json_body, limit, list_filters};
-use crate::resource::{execution_json, job_json};
+use crate::resource::{NsCalendars, execution_json, job_json};
 
 /// What validation needs to know of this server, for a write in namespace `ns` of the job or
 /// workflow `name` (from the path, if any).
@@ -36,6 +36,118 @@ pub(crate) fn context(state: &AppState, ns: &str, name: Option<&str>) -> Context
         namespace: ns.to_owned(),
         name: name.map(str::to_owned),
     }
+}
+
+/// The namespace's calendars, compiled, by name (docs/time.md, "Calendars"); a stored one
+/// that does not compile is left out (it excludes nothing).
+///
+/// # Errors
+/// The store's, when the read fails.
+pub(crate) async fn ns_calendars(state: &AppState, ns: &str) -> Result<NsCalendars, ApiError> {
+    Ok(state
+        .store
+        .calendar_list(ns)
+        .await?
+        .into_iter()
+        .filter_map(|c| Some((c.name, c.spec.compile().ok()?)))
+        .collect())
+}
+
+/// Refuses a write whose schedules name calendars `ns` does not hold (a write may only name
+/// calendars that exist): one error per such name, `schedule.exclude_calendars.<i>`, behind
+/// `<prefix><k>.` for the `k`-th of several schedules (a batch) or `prefix` alone for one.
+///
+/// # Errors
+/// 422 naming each unknown calendar; the store's, when the read fails.
+pub(crate) async fn refuse_unknown_calendars(
+    state: &AppState,
+    ns: &str,
+    schedules: &[Option<&sundial_core::job::ScheduleSpec>],
+    prefix: &str,
+) -> Result<(), ApiError> {
+    if schedules
+        .iter()
+        .flatten()
+        .all(|s| s.exclude_calendars.is_empty())
+    {
+        return Ok(());
+    }
+    let stored = state.store.calendar_list(ns).await?;
+    let mut errors = Vec::new();
+    for (k, schedule) in schedules.iter().enumerate() {
+        let Some(schedule) = schedule else { continue };
+        let item = if schedules.len() > 1 || !prefix.is_empty() {
+            format!("{prefix}{k}.")
+        } else {
+            String::new()
+        };
+        for (i, name) in schedule.exclude_calendars.iter().enumerate() {
+            if !stored.iter().any(|c| &c.name == name) {
+                errors.push(FieldError::new(
+                    format!("{item}schedule.exclude_calendars.{i}"),
+                    format!("calendar '{name}' does not exist in namespace {ns}; create it first"),
+                ));
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(errors))
+    }
+}
+
+/// The calendars `POST /v1/cron/next` names: `exclude_calendars` (names) of `namespace`,
+/// which the request's token must be allowed to act in. Bad or unknown names, a missing
+/// `namespace` and a namespace the token may not read are pushed onto `errors`.
+///
+/// # Errors
+/// The store's, when the read fails.
+async fn cron_next_calendars(
+    state: &AppState,
+    body: &serde_json::Map<String, Value>,
+    grant: Option<&crate::auth::Namespaces>,
+    errors: &mut Vec<FieldError>,
+) -> Result<Vec<sundial_cron::Calendar>, ApiError> {
+    let names: Vec<&str> = match body.get("exclude_calendars") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
+            items.iter().filter_map(Value::as_str).collect()
+        }
+        Some(_) => {
+            errors.push(FieldError::new(
+                "exclude_calendars",
+                "must be an array of calendar names",
+            ));
+            return Ok(Vec::new());
+        }
+    };
+    let Some(ns) = body.get("namespace").and_then(Value::as_str) else {
+        errors.push(FieldError::new(
+            "namespace",
+            "is required with exclude_calendars: the namespace that holds them",
+        ));
+        return Ok(Vec::new());
+    };
+    if sundial_core::names::check_name(ns).is_err() || grant.is_some_and(|g| !g.allows(ns)) {
+        errors.push(FieldError::new(
+            "namespace",
+            format!("'{ns}' is not a namespace this token may read"),
+        ));
+        return Ok(Vec::new());
+    }
+    let stored = ns_calendars(state, ns).await?;
+    let mut out = Vec::with_capacity(names.len());
+    for (i, name) in names.iter().enumerate() {
+        match stored.get(*name) {
+            Some(c) => out.push(c.clone()),
+            None => errors.push(FieldError::new(
+                format!("exclude_calendars.{i}"),
+                format!("calendar '{name}' does not exist in namespace {ns}"),
+            )),
+        }
+    }
+    Ok(out)
 }
 
 /// Checks the namespace and name of a path against the name pattern.
@@ -303,6 +415,7 @@ pub(crate) async fn put(
     let body = json_body(&headers, body).await?;
     let spec = validate::job_from_json(&body, &context(&state, &ns, Some(&name)))
         .map_err(ApiError::invalid)?;
+    refuse_unknown_calendars(&state, &ns, &[Some(&spec.schedule)], "").await?;
     retry_races(|| async {
         let existing = state.store.job_get(&ns, &name).await?;
         if existing.is_none() && crate::request::if_match_any(&headers) {
@@ -324,7 +437,7 @@ pub(crate) async fn put(
         Ok(Some(with_etag(
             status,
             job.version,
-            job_json(&job, true, now),
+            job_json(&job, true, now, &ns_calendars(&state, &ns).await?),
         )))
     })
     .await
@@ -359,6 +472,8 @@ pub(crate) async fn apply_many(
         validate::job_from_json(item, &context(&state, &ns, None))
             .map(|spec| (spec.name.clone(), spec))
     })?;
+    let schedules: Vec<_> = specs.iter().map(|s| Some(&s.schedule)).collect();
+    refuse_unknown_calendars(&state, &ns, &schedules, "jobs.").await?;
     let now = state.store.now().await?;
     let mut writes = Vec::with_capacity(specs.len());
     let mut created = 0;
@@ -400,10 +515,11 @@ pub(crate) async fn apply_many(
     };
     state.scheduler_wake.notify_one();
     let updated = written.len() - created;
+    let cals = ns_calendars(&state, &ns).await?;
     let items: Vec<Value> = written
         .iter()
         .chain(&unchanged)
-        .map(|j| job_json(j, false, now))
+        .map(|j| job_json(j, false, now, &cals))
         .collect();
     Ok(Json(json!({"items": items, "created": created, "updated": updated, "unchanged": unchanged.len()})).into_response())
 }
@@ -489,6 +605,7 @@ pub(crate) async fn create(
     let body = json_body(&headers, body).await?;
     let spec =
         validate::job_from_json(&body, &context(&state, &ns, None)).map_err(ApiError::invalid)?;
+    refuse_unknown_calendars(&state, &ns, &[Some(&spec.schedule)], "").await?;
     if state.store.job_get(&ns, &spec.name).await?.is_some() {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -509,7 +626,7 @@ pub(crate) async fn create(
     Ok(with_etag(
         StatusCode::CREATED,
         job.version,
-        job_json(&job, true, now),
+        job_json(&job, true, now, &ns_calendars(&state, &ns).await?),
     ))
 }
 
@@ -531,7 +648,7 @@ pub(crate) async fn get_one(
     Ok(with_etag(
         StatusCode::OK,
         job.version,
-        job_json(&job, true, now),
+        job_json(&job, true, now, &ns_calendars(&state, &ns).await?),
     ))
 }
 
@@ -556,7 +673,7 @@ pub(crate) async fn list(
     let jobs = state
         .store
         .job_list(&JobListQuery {
-            namespace: ns,
+            namespace: ns.clone(),
             paused,
             label,
             after_name,
@@ -567,7 +684,11 @@ pub(crate) async fn list(
         .then(|| jobs.last().map(|j| j.spec.name.clone()))
         .flatten();
     let now = state.store.now().await?;
-    let items: Vec<Value> = jobs.iter().map(|j| job_json(j, false, now)).collect();
+    let cals = ns_calendars(&state, &ns).await?;
+    let items: Vec<Value> = jobs
+        .iter()
+        .map(|j| job_json(j, false, now, &cals))
+        .collect();
     Ok(Json(json!({"items": items, "next_page_token": next})).into_response())
 }
 
@@ -603,6 +724,7 @@ pub(crate) async fn patch(
         validate::merge_patch(&mut doc, &patch);
         let spec = validate::job_from_json(&doc, &context(&state, &ns, Some(&name)))
             .map_err(ApiError::invalid)?;
+        refuse_unknown_calendars(&state, &ns, &[Some(&spec.schedule)], "").await?;
         let Some(job) = write(&state, spec, Some(existing), expected).await? else {
             return Ok(None);
         };
@@ -610,7 +732,7 @@ pub(crate) async fn patch(
         Ok(Some(with_etag(
             StatusCode::OK,
             job.version,
-            job_json(&job, true, now),
+            job_json(&job, true, now, &ns_calendars(&state, &ns).await?),
         )))
     })
     .await
@@ -650,7 +772,7 @@ async fn set_paused(
             return Ok(Some(with_etag(
                 StatusCode::OK,
                 existing.version,
-                job_json(&existing, true, now),
+                job_json(&existing, true, now, &ns_calendars(state, ns).await?),
             )));
         }
         let spec = JobSpec {
@@ -663,7 +785,7 @@ async fn set_paused(
         Ok(Some(with_etag(
             StatusCode::OK,
             job.version,
-            job_json(&job, true, now),
+            job_json(&job, true, now, &ns_calendars(state, ns).await?),
         )))
     })
     .await
@@ -736,9 +858,11 @@ pub(crate) async fn trigger(
     Ok((StatusCode::CREATED, Json(execution_json(&execution, now))).into_response())
 }
 
-/// `POST /v1/cron/next` with `{"cron", "timezone"?, "from"?, "count"?, "dst"?}` →
-/// `{"fire_times": [RFC 3339 with the zone's offset]}`; `count` 1-1000, default 5; `dst` a
-/// schedule's DST policy (docs/cron.md, "DST policy").
+/// `POST /v1/cron/next` with `{"cron", "timezone"?, "from"?, "count"?, "dst"?,
+/// "namespace"?, "exclude_calendars"?}` → `{"fire_times": [RFC 3339 with the zone's offset]}`;
+/// `count` 1-1000, default 5; `dst` a schedule's DST policy (docs/cron.md, "DST policy");
+/// `exclude_calendars` names calendars of `namespace` whose days are left out (docs/time.md,
+/// "Calendars"; a token may name only its namespaces' calendars).
 #[utoipa::path(
     post,
     path = "/v1/cron/next",
@@ -749,6 +873,7 @@ pub(crate) async fn trigger(
 )]
 pub(crate) async fn cron_next(
     State(state): State<AppState>,
+    grant: Option<axum::Extension<crate::auth::Namespaces>>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
@@ -761,13 +886,25 @@ pub(crate) async fn cron_next(
     };
     let mut errors = Vec::new();
     for key in obj.keys() {
-        if !["cron", "timezone", "from", "count", "dst"].contains(&key.as_str()) {
+        if ![
+            "cron",
+            "timezone",
+            "from",
+            "count",
+            "dst",
+            "namespace",
+            "exclude_calendars",
+        ]
+        .contains(&key.as_str())
+        {
             errors.push(FieldError::new(
                 key.clone(),
-                "unknown field; expected cron, timezone, from, count, dst",
+                "unknown field; expected cron, timezone, from, count, dst, namespace, \
+                 exclude_calendars",
             ));
         }
     }
+    let calendars = cron_next_calendars(&state, obj, grant.as_deref(), &mut errors).await?;
     let dst = match obj.get("dst") {
         None | Some(Value::Null) => sundial_core::job::DstSpec::default(),
         Some(v) => sundial_core::validate::dst_from_json(v, "dst").unwrap_or_else(|e| {
@@ -828,10 +965,15 @@ pub(crate) async fn cron_next(
     let (Some(cron), Some(tz), Some(from), true) = (cron, tz, from, errors.is_empty()) else {
         return Err(ApiError::invalid(errors));
     };
-    let times: Vec<String> = cron
-        .iter_after_with(from, &tz, dst.into())
-        .take(count)
-        .map(|z| z.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string())
-        .collect();
+    let policy = dst.into();
+    let mut times = Vec::with_capacity(count);
+    let mut cursor = from;
+    while times.len() < count {
+        let Some(z) = cron.next_after_excluding(cursor, &tz, policy, &calendars) else {
+            break;
+        };
+        cursor = z.timestamp();
+        times.push(z.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string());
+    }
     Ok(Json(json!({"fire_times": times})).into_response())
 }

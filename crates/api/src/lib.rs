@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod auth;
+pub mod calendars;
 pub mod error;
 mod executions;
 mod jobs;
@@ -188,6 +189,12 @@ fn routes(state: AppState) -> Router {
     .routes(routes!(jobs::list, jobs::create))
     .routes(routes!(jobs::apply_many))
     .routes(routes!(plan::plan_many))
+    .routes(routes!(calendars::list))
+    .routes(routes!(
+        calendars::get_one,
+        calendars::put,
+        calendars::delete
+    ))
     .routes(routes!(jobs::get_one, jobs::put, jobs::patch, jobs::delete))
     .routes(routes!(jobs::pause))
     .routes(routes!(jobs::resume))

@@ -32,6 +32,7 @@ use crate::error::Problem;
         (name = "jobs", description = "Jobs and their schedules (SPEC §2)"),
         (name = "executions", description = "Executions, attempts and dead letters (SPEC §3)"),
         (name = "workflows", description = "Workflows and their runs (SPEC §9)"),
+        (name = "calendars", description = "Holiday calendars schedules exclude days by (SPEC §11)"),
         (name = "cluster", description = "Namespaces, nodes, shards, the cron preview")
     ),
     components(schemas(Problem))
@@ -94,6 +95,10 @@ pub struct CronNextRequest {
     pub count: Option<u32>,
     /// A DST policy (docs/cron.md, "DST policy"); the dialect's rule by default.
     pub dst: Option<sundial_core::job::DstSpec>,
+    /// The namespace whose calendars `exclude_calendars` names.
+    pub namespace: Option<String>,
+    /// Calendars of `namespace` whose excluded days yield no fire time (docs/time.md).
+    pub exclude_calendars: Option<Vec<String>>,
 }
 
 /// The answer to [`CronNextRequest`].

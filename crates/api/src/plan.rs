@@ -125,6 +125,8 @@ pub(crate) async fn plan_many(
         validate::job_from_json(item, &context(&state, &ns, None))
             .map(|spec| (spec.name.clone(), spec))
     })?;
+    let schedules: Vec<_> = specs.iter().map(|s| Some(&s.schedule)).collect();
+    jobs::refuse_unknown_calendars(&state, &ns, &schedules, "jobs.").await?;
     let now = state.store.now().await?;
     let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
     let mut existing: std::collections::HashMap<String, JobRecord> = state
@@ -134,6 +136,7 @@ pub(crate) async fn plan_many(
         .into_iter()
         .map(|j| (j.spec.name.clone(), j))
         .collect();
+    let cals = jobs::ns_calendars(&state, &ns).await?;
     let mut items = Vec::with_capacity(specs.len());
     let mut never = Vec::new();
     for (i, spec) in specs.into_iter().enumerate() {
@@ -151,7 +154,14 @@ pub(crate) async fn plan_many(
             }
             _ => Vec::new(),
         };
-        items.push(plan_one(old.as_ref(), &record, pending, &not_started, now));
+        items.push(plan_one(
+            old.as_ref(),
+            &record,
+            pending,
+            &not_started,
+            now,
+            &cals,
+        ));
     }
     if !never.is_empty() {
         return Err(ApiError::invalid(never));
@@ -194,8 +204,9 @@ fn plan_one(
     pending: PendingExecutions,
     not_started: &[sundial_store::ExecutionRecord],
     now: Timestamp,
+    cals: &crate::resource::NsCalendars,
 ) -> JobPlan {
-    let after = job_resource(new, true, now)
+    let after = job_resource(new, true, now, cals)
         .next_fire_times
         .unwrap_or_default();
     let Some(old) = old else {
@@ -211,7 +222,7 @@ fn plan_one(
             late_slots: late_slots(new, now),
         };
     };
-    let before = job_resource(old, true, now)
+    let before = job_resource(old, true, now, cals)
         .next_fire_times
         .unwrap_or_default();
     if old.spec == new.spec {
@@ -255,7 +266,9 @@ fn plan_one(
     };
     // A removed execution's slot fires again when the new schedule yields it from now on.
     let new_slots: Vec<Timestamp> = match Schedule::compile(&new.spec.schedule) {
-        Ok(s) if !new.spec.paused => s.upcoming(now, 50),
+        Ok(s) if !new.spec.paused => s
+            .with_calendars(crate::resource::named_calendars(&new.spec.schedule, cals))
+            .upcoming(now, 50),
         _ => Vec::new(),
     };
     let mut skipped_slots: Vec<Timestamp> = cancels

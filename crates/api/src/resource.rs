@@ -12,18 +12,48 @@ use utoipa::ToSchema;
 /// A job as the API shows it at `now`: its spec plus the read-only fields; `next_fire_at` is
 /// when it fires next (an execution already created for a slot counts); with `with_upcoming`,
 /// `next_fire_times` lists the next five fire times of its schedule from `next_fire_at` on,
-/// that one first (none while paused or completed).
-pub fn job_json(job: &JobRecord, with_upcoming: bool, now: Timestamp) -> Value {
-    to_value(&job_resource(job, with_upcoming, now))
+/// that one first (none while paused or completed). A schedule that names calendars
+/// (`exclude_calendars`, looked up in `calendars`, the namespace's) has both computed without
+/// the slots they exclude.
+pub fn job_json(
+    job: &JobRecord,
+    with_upcoming: bool,
+    now: Timestamp,
+    calendars: &NsCalendars,
+) -> Value {
+    to_value(&job_resource(job, with_upcoming, now, calendars))
+}
+
+/// A namespace's calendars, compiled, by name (docs/time.md, "Calendars").
+pub type NsCalendars = std::collections::HashMap<String, sundial_cron::Calendar>;
+
+/// The calendars of `calendars` that `schedule` names (a name with no calendar is left out:
+/// it excludes nothing, as the scheduler treats it).
+pub fn named_calendars(
+    schedule: &sundial_core::job::ScheduleSpec,
+    calendars: &NsCalendars,
+) -> Vec<sundial_cron::Calendar> {
+    schedule
+        .exclude_calendars
+        .iter()
+        .filter_map(|n| calendars.get(n).cloned())
+        .collect()
 }
 
 /// The typed form of [`job_json`].
-pub fn job_resource(job: &JobRecord, with_upcoming: bool, now: Timestamp) -> JobResource {
-    let next_fire_times = with_upcoming.then(|| {
+pub fn job_resource(
+    job: &JobRecord,
+    with_upcoming: bool,
+    now: Timestamp,
+    calendars: &NsCalendars,
+) -> JobResource {
+    let excluding = !job.spec.schedule.exclude_calendars.is_empty();
+    let upcoming = (with_upcoming || excluding).then(|| {
         // From the job's next fire time, which may be a moment before `now` (an `every` job's
         // first slot is its creation instant) or its slot a jitter earlier.
         match (
-            Schedule::compile(&job.spec.schedule),
+            Schedule::compile(&job.spec.schedule)
+                .map(|s| s.with_calendars(named_calendars(&job.spec.schedule, calendars))),
             job.upcoming_fire_at(),
         ) {
             (Ok(schedule), Some(next)) if !job.spec.paused => {
@@ -40,6 +70,13 @@ pub fn job_resource(job: &JobRecord, with_upcoming: bool, now: Timestamp) -> Job
             _ => Vec::new(),
         }
     });
+    // The stored next fire time ignores calendars (the scheduler passes over excluded slots
+    // when it triggers them); shown, it is the first slot no calendar excludes.
+    let next_fire_at = match &upcoming {
+        Some(times) if excluding => times.first().copied(),
+        _ => job.upcoming_fire_at(),
+    };
+    let next_fire_times = upcoming.filter(|_| with_upcoming);
     let dst_preview = with_upcoming.then(|| dst_preview(&job.spec.schedule, now));
     JobResource {
         spec: job.spec.clone(),
@@ -47,7 +84,7 @@ pub fn job_resource(job: &JobRecord, with_upcoming: bool, now: Timestamp) -> Job
         version: job.version,
         created_at: job.created_at,
         updated_at: job.updated_at,
-        next_fire_at: job.upcoming_fire_at(),
+        next_fire_at,
         last_execution: job.last_execution.clone(),
         next_fire_times,
         dst_preview,

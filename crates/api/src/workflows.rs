@@ -38,19 +38,26 @@ use crate::jobs::{batch, check_path, context, retry_races, with_etag};
 use crate::request::{
     Path, Query, if_match, job_page_token, json_body, limit, list_filters, optional_json_body,
 };
+use crate::resource::{NsCalendars, named_calendars};
 
 /// A workflow as the API shows it at `now`: its spec plus `state`, `version`, `created_at`,
 /// `updated_at`, `next_fire_at`, `next_fire_times` (the next five, none while paused or
 /// without a schedule) and `last_run`.
-pub fn workflow_json(w: &WorkflowRecord, now: Timestamp) -> Value {
-    crate::resource::to_value(&workflow_resource(w, now))
+pub fn workflow_json(w: &WorkflowRecord, now: Timestamp, calendars: &NsCalendars) -> Value {
+    crate::resource::to_value(&workflow_resource(w, now, calendars))
 }
 
-/// The typed form of [`workflow_json`].
-pub fn workflow_resource(w: &WorkflowRecord, now: Timestamp) -> WorkflowResource {
+/// The typed form of [`workflow_json`]; `calendars` are the namespace's (a schedule's
+/// `exclude_calendars` remove their days from `next_fire_times` and `next_fire_at`).
+pub fn workflow_resource(
+    w: &WorkflowRecord,
+    now: Timestamp,
+    calendars: &NsCalendars,
+) -> WorkflowResource {
     let upcoming: Vec<Timestamp> = match (&w.spec.schedule, w.next_fire_at) {
         (Some(s), Some(next)) if !w.spec.paused => match Schedule::compile(s) {
             Ok(schedule) => {
+                let schedule = schedule.with_calendars(named_calendars(s, calendars));
                 let from = now.min(next - w.spec.jitter.as_signed())
                     - jiff::SignedDuration::from_millis(1);
                 schedule
@@ -71,7 +78,10 @@ pub fn workflow_resource(w: &WorkflowRecord, now: Timestamp) -> WorkflowResource
         version: w.version,
         created_at: w.created_at,
         updated_at: w.updated_at,
-        next_fire_at: w.next_fire_at,
+        next_fire_at: match &w.spec.schedule {
+            Some(s) if !s.exclude_calendars.is_empty() => upcoming.first().copied(),
+            _ => w.next_fire_at,
+        },
         next_fire_times: upcoming,
         dst_preview: w
             .spec
@@ -229,7 +239,11 @@ async fn written_response(
     Ok(Some(with_etag(
         status,
         written.version,
-        workflow_json(&written, now),
+        workflow_json(
+            &written,
+            now,
+            &crate::jobs::ns_calendars(state, &written.spec.namespace).await?,
+        ),
     )))
 }
 
@@ -312,6 +326,7 @@ pub(crate) async fn put(
     let body = json_body(&headers, body).await?;
     let spec =
         workflow_from_json(&body, &context(&state, &ns, Some(&name))).map_err(ApiError::invalid)?;
+    crate::jobs::refuse_unknown_calendars(&state, &ns, &[spec.schedule.as_ref()], "").await?;
     retry_races(|| async {
         let existing = state.store.workflow_get(&ns, &name).await?;
         let status = if existing.is_some() {
@@ -343,6 +358,7 @@ pub(crate) async fn create(
     check_path(&ns, None)?;
     let body = json_body(&headers, body).await?;
     let spec = workflow_from_json(&body, &context(&state, &ns, None)).map_err(ApiError::invalid)?;
+    crate::jobs::refuse_unknown_calendars(&state, &ns, &[spec.schedule.as_ref()], "").await?;
     // A create that finds the name taken, or loses the race for it, is a conflict.
     let taken = || {
         ApiError::new(
@@ -361,7 +377,11 @@ pub(crate) async fn create(
     Ok(with_etag(
         StatusCode::CREATED,
         written.version,
-        workflow_json(&written, now),
+        workflow_json(
+            &written,
+            now,
+            &crate::jobs::ns_calendars(&state, &ns).await?,
+        ),
     ))
 }
 
@@ -392,6 +412,8 @@ pub(crate) async fn apply_many(
     let specs = batch(&body, "workflows", MAX_BATCH, |item| {
         workflow_from_json(item, &context(&state, &ns, None)).map(|spec| (spec.name.clone(), spec))
     })?;
+    let schedules: Vec<_> = specs.iter().map(|s| s.schedule.as_ref()).collect();
+    crate::jobs::refuse_unknown_calendars(&state, &ns, &schedules, "workflows.").await?;
     let now = state.store.now().await?;
     let (mut writes, mut unchanged, mut created) = (Vec::new(), Vec::new(), 0);
     for spec in specs {
@@ -417,10 +439,11 @@ pub(crate) async fn apply_many(
     };
     state.scheduler_wake.notify_one();
     let updated = written.len() - created;
+    let cals = crate::jobs::ns_calendars(&state, &ns).await?;
     let items: Vec<Value> = written
         .iter()
         .chain(&unchanged)
-        .map(|w| workflow_json(w, now))
+        .map(|w| workflow_json(w, now, &cals))
         .collect();
     Ok(Json(json!({"items": items, "created": created, "updated": updated, "unchanged": unchanged.len()})).into_response())
 }
@@ -440,7 +463,11 @@ pub(crate) async fn get_one(
 ) -> Result<Response, ApiError> {
     let w = load(&state, &ns, &name).await?;
     let now = state.store.now().await?;
-    Ok(with_etag(StatusCode::OK, w.version, workflow_json(&w, now)))
+    Ok(with_etag(
+        StatusCode::OK,
+        w.version,
+        workflow_json(&w, now, &crate::jobs::ns_calendars(&state, &ns).await?),
+    ))
 }
 
 /// `GET /v1/namespaces/{ns}/workflows?paused=&label=k=v&limit=&page_token=`.
@@ -464,7 +491,7 @@ pub(crate) async fn list(
     let found = state
         .store
         .workflow_list(&WorkflowListQuery {
-            namespace: ns,
+            namespace: ns.clone(),
             paused,
             label,
             after_name,
@@ -475,7 +502,8 @@ pub(crate) async fn list(
         .then(|| found.last().map(|w| w.spec.name.clone()))
         .flatten();
     let now = state.store.now().await?;
-    let items: Vec<Value> = found.iter().map(|w| workflow_json(w, now)).collect();
+    let cals = crate::jobs::ns_calendars(&state, &ns).await?;
+    let items: Vec<Value> = found.iter().map(|w| workflow_json(w, now, &cals)).collect();
     Ok(Json(json!({"items": items, "next_page_token": next})).into_response())
 }
 
@@ -511,6 +539,7 @@ pub(crate) async fn patch(
         validate::merge_patch(&mut doc, &patch);
         let spec = workflow_from_json(&doc, &context(&state, &ns, Some(&name)))
             .map_err(ApiError::invalid)?;
+        crate::jobs::refuse_unknown_calendars(&state, &ns, &[spec.schedule.as_ref()], "").await?;
         written_response(&state, spec, Some(existing), expected, StatusCode::OK).await
     })
     .await

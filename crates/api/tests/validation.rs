@@ -1366,3 +1366,162 @@ async fn a_schedule_that_can_never_fire_is_refused_naming_the_field() {
         .await;
     assert_eq!(edited.status, StatusCode::OK, "{}", edited.body);
 }
+
+/// Holiday calendars through the API (docs/time.md, "Calendars"): put, read, bad input named
+/// field by field, schedules that name them (and refusal of unknown names), the next fire
+/// times without excluded days, the cron preview with them, and no delete while in use.
+#[tokio::test]
+async fn calendars_exclude_days_and_cannot_be_deleted_while_named() {
+    let app = App::new().await;
+    let cal = "/v1/namespaces/cal/calendars/weekends";
+    let body = json!({"timezone": "Europe/Berlin", "exclude": [{"cron": "* * * * SAT,SUN"}],
+                      "description": "no runs at the weekend"});
+    let put = app.call("PUT", cal, &[], Some(body.clone())).await;
+    assert_eq!(put.status, StatusCode::CREATED, "{}", put.body);
+    assert_eq!(put.body["version"], 1);
+    let again = app.call("PUT", cal, &[], Some(body)).await;
+    assert_eq!(again.status, StatusCode::OK);
+    assert_eq!(again.body["version"], 1, "the same spec keeps its version");
+    let got = app.call("GET", cal, &[], None).await;
+    assert_eq!(got.body["used_by"], json!([]), "{}", got.body);
+    let dates = got.body["next_excluded_dates"].as_array().expect("dates");
+    assert_eq!(dates.len(), 10);
+    for d in dates {
+        let date: jiff::civil::Date = d.as_str().expect("text").parse().expect("a date");
+        assert!(matches!(
+            date.weekday(),
+            jiff::civil::Weekday::Saturday | jiff::civil::Weekday::Sunday
+        ));
+    }
+
+    let bad = app
+        .call(
+            "PUT",
+            "/v1/namespaces/cal/calendars/bad",
+            &[],
+            Some(json!({"timezone": "Mars/Olympus", "exclude": [{"date": "2026-02-30"}, {"cron": "* *"},
+                         {"from": "2027-01-02", "to": "2027-01-01"}], "color": "red"})),
+        )
+        .await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        problem_fields("calendar", &bad),
+        [
+            "color",
+            "timezone",
+            "exclude.0.date",
+            "exclude.1.cron",
+            "exclude.2.to"
+        ]
+    );
+    assert_eq!(
+        app.call("GET", "/v1/namespaces/cal/calendars/bad", &[], None)
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+
+    // A job may only name calendars that exist.
+    let job = |cals: Value| {
+        json!({"schedule": {"cron": "0 9 * * *", "timezone": "Europe/Berlin", "exclude_calendars": cals},
+               "target": {"type": "http", "url": "http://127.0.0.1:9/"}})
+    };
+    let refused = app
+        .call(
+            "PUT",
+            "/v1/namespaces/cal/jobs/daily",
+            &[],
+            Some(job(json!(["weekends", "holidays"]))),
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        problem_fields("job", &refused),
+        ["schedule.exclude_calendars.1"]
+    );
+    let created = app
+        .call(
+            "PUT",
+            "/v1/namespaces/cal/jobs/daily",
+            &[],
+            Some(job(json!(["weekends"]))),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let times = created.body["next_fire_times"]
+        .as_array()
+        .expect("times")
+        .clone();
+    assert_eq!(times.len(), 5);
+    let berlin = jiff::tz::TimeZone::get("Europe/Berlin").expect("zone");
+    for t in &times {
+        let t: jiff::Timestamp = t.as_str().expect("text").parse().expect("instant");
+        let weekday = t.to_zoned(berlin.clone()).weekday();
+        assert!(
+            !matches!(
+                weekday,
+                jiff::civil::Weekday::Saturday | jiff::civil::Weekday::Sunday
+            ),
+            "{t}"
+        );
+    }
+    assert_eq!(created.body["next_fire_at"], times[0]);
+
+    // The cron preview with the same calendar.
+    let preview = app
+        .call(
+            "POST",
+            "/v1/cron/next",
+            &[],
+            Some(json!({"cron": "0 9 * * *", "timezone": "Europe/Berlin", "from": "2027-01-01T00:00:00Z",
+                        "count": 3, "namespace": "cal", "exclude_calendars": ["weekends"]})),
+        )
+        .await;
+    assert_eq!(
+        preview.body,
+        json!({"fire_times": ["2027-01-01T09:00:00+01:00", "2027-01-04T09:00:00+01:00", "2027-01-05T09:00:00+01:00"]}),
+    );
+    let unknown = app
+        .call(
+            "POST",
+            "/v1/cron/next",
+            &[],
+            Some(json!({"cron": "0 9 * * *", "exclude_calendars": ["weekends", "nope"]})),
+        )
+        .await;
+    assert_eq!(problem_fields("cron/next", &unknown), ["namespace"]);
+
+    // In use: not deleted, the job named; once unused, deleted.
+    let in_use = app.call("DELETE", cal, &[], None).await;
+    assert_eq!(in_use.status, StatusCode::CONFLICT, "{}", in_use.body);
+    assert!(
+        in_use.body["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("job daily"),
+        "{}",
+        in_use.body
+    );
+    assert_eq!(
+        app.call("GET", cal, &[], None).await.body["used_by"],
+        json!(["job daily"])
+    );
+    let list = app
+        .call("GET", "/v1/namespaces/cal/calendars", &[], None)
+        .await;
+    assert_eq!(list.body["items"][0]["name"], "weekends");
+    assert_eq!(
+        app.call("DELETE", "/v1/namespaces/cal/jobs/daily", &[], None)
+            .await
+            .status,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        app.call("DELETE", cal, &[], None).await.status,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        app.call("DELETE", cal, &[], None).await.status,
+        StatusCode::NOT_FOUND
+    );
+}

@@ -18,6 +18,7 @@ macro_rules! outln {
 mod bench;
 mod bench_history;
 mod bench_workflow;
+mod calendar_cmd;
 mod client;
 mod config;
 mod cron_cmd;
@@ -61,6 +62,8 @@ enum Command {
     Exec(client::ExecArgs),
     /// Manage workflows (DAGs of tasks) and their runs through the API.
     Workflow(workflow_cmd::WorkflowArgs),
+    /// Manage holiday calendars schedules exclude days by, through the API.
+    Calendar(calendar_cmd::CalendarArgs),
     /// Evaluate and explain cron expressions.
     Cron(cron_cmd::CronArgs),
     /// Start a server on an embedded store with a local HTTP receiver, apply
@@ -79,7 +82,8 @@ async fn main() -> ExitCode {
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if let Command::Job(client::JobArgs { opts, .. })
     | Command::Exec(client::ExecArgs { opts, .. })
-    | Command::Workflow(workflow_cmd::WorkflowArgs { opts, .. }) = &mut cli.command
+    | Command::Workflow(workflow_cmd::WorkflowArgs { opts, .. })
+    | Command::Calendar(calendar_cmd::CalendarArgs { opts, .. }) = &mut cli.command
     {
         opts.namespace_given = namespace_given(&matches);
     }
@@ -89,6 +93,7 @@ async fn main() -> ExitCode {
         Command::Job(args) => client::job(args).await,
         Command::Exec(args) => client::exec(args).await,
         Command::Workflow(args) => workflow_cmd::run(args).await,
+        Command::Calendar(args) => calendar_cmd::run(args).await,
         Command::Cron(args) => return cron_cmd::run(args),
         Command::Demo(args) => demo::run(args).await,
         Command::Bench(args) => bench::run(args).await,

@@ -91,7 +91,8 @@ fn cron_next_and_explain_take_a_dst_policy() {
     assert!(out.lines().any(|l| l.starts_with("dst fold at ")), "{out}");
 }
 
-/// Every job in `examples/time.yaml` passes the API's validation as written.
+/// Every job in `examples/time.yaml` passes the API's validation as written, and every
+/// calendar in `examples/calendars.yaml` the calendar's.
 #[test]
 fn the_time_examples_are_valid_jobs() {
     let text = std::fs::read_to_string(concat!(
@@ -114,13 +115,27 @@ fn the_time_examples_are_valid_jobs() {
             matches!(
                 spec.schedule.kind,
                 sundial_core::job::ScheduleKind::Cron { dst: Some(_), .. }
-            ),
+            ) || !spec.schedule.exclude_calendars.is_empty(),
             "{}",
             value["name"]
         );
         count += 1;
     }
-    assert_eq!(count, 3);
+    assert_eq!(count, 4);
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/calendars.yaml"
+    ))
+    .expect("examples/calendars.yaml");
+    let mut calendars = 0;
+    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
+        let value: serde_json::Value =
+            serde::Deserialize::deserialize(doc).expect("a YAML document");
+        sundial_core::calendar::calendar_from_json(&value)
+            .unwrap_or_else(|e| panic!("{}: {e:?}", value["name"]));
+        calendars += 1;
+    }
+    assert_eq!(calendars, 2);
 }
 
 #[test]
@@ -306,6 +321,75 @@ async fn job_plan_shows_the_diff_and_apply_plan_asks_first() {
         "{}",
         stderr(&o)
     );
+}
+
+/// `calendar apply|list|get|delete`: a calendar a job names shows who names it and cannot be
+/// deleted; a bad file is refused naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calendar_commands_drive_the_api() {
+    let receiver = Receiver::start().await;
+    let server = Server::start().await;
+    let url = format!("http://{}", server.addr);
+    let run = |args: &[&str]| {
+        let mut cmd = args.to_vec();
+        cmd.extend_from_slice(&["--server", &url, "-n", "cal"]);
+        sundial(&cmd)
+    };
+    let file = server.dir.join("calendars.yaml");
+    std::fs::write(
+        &file,
+        "name: weekends\ntimezone: Europe/Berlin\nexclude:\n  - cron: '* * * * SAT,SUN'\n\
+         ---\nname: holidays\ntimezone: Europe/Berlin\nexclude:\n  - date: 2027-12-25\n  - {from: 2027-12-31, to: 2028-01-01}\n",
+    )
+    .unwrap();
+    let o = run(&["calendar", "apply", "-f", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("calendar cal/weekends created (version 1)"),
+        "{}",
+        stdout(&o)
+    );
+    let o = run(&["calendar", "list"]);
+    let out = stdout(&o);
+    assert!(out.starts_with("NAME"), "{out}");
+    assert!(
+        out.contains("holidays") && out.contains("weekends"),
+        "{out}"
+    );
+
+    let job = server.dir.join("job.yaml");
+    std::fs::write(
+        &job,
+        format!(
+            "name: daily\nschedule: {{cron: '0 9 * * *', timezone: Europe/Berlin, exclude_calendars: [weekends, holidays]}}\ntarget: {{type: http, url: '{}'}}\n",
+            receiver.url("ok")
+        ),
+    )
+    .unwrap();
+    let o = run(&["job", "apply", "-f", job.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(&["calendar", "get", "weekends"]);
+    let out = stdout(&o);
+    assert!(out.contains("used_by:\n- job daily"), "{out}");
+    assert!(out.contains("next_excluded_dates:"), "{out}");
+    let o = run(&["calendar", "delete", "weekends"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("job daily"), "{}", stderr(&o));
+
+    let bad = server.dir.join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "name: bad\ntimezone: Mars/Olympus\nexclude: [{date: 2027-02-30}]\n",
+    )
+    .unwrap();
+    let o = run(&["calendar", "apply", "-f", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("timezone:") && err.contains("exclude.0.date:"),
+        "{err}"
+    );
+    assert!(!run(&["calendar", "get", "bad"]).status.success());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

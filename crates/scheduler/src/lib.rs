@@ -21,6 +21,7 @@
 
 #![warn(missing_docs)]
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -29,6 +30,7 @@ use sundial_core::Dur;
 use sundial_core::execution::ExecutionState;
 use sundial_core::execution::Trigger;
 use sundial_core::hash::fire_time;
+use sundial_core::job::ScheduleSpec;
 use sundial_core::plan::{JobTiming, Plan, plan};
 use sundial_core::schedule::Schedule;
 use sundial_core::workflow::RunState;
@@ -104,6 +106,36 @@ pub struct Scheduler {
     leases_renewed_at: Option<Timestamp>,
     waker: Arc<Notify>,
     triggered: Arc<Notify>,
+    /// Calendars named by a schedule but not found, already said in the log.
+    missing_calendars: std::collections::HashSet<(String, String)>,
+}
+
+/// The calendars one pass needs, by (namespace, name), compiled once for the pass.
+type PassCalendars = HashMap<(String, String), sundial_cron::Calendar>;
+
+/// Drops the planned slots that fall on a date one of the schedule's calendars excludes:
+/// they are not fired and not recorded (docs/time.md, "Calendars"). The plan's next slot is
+/// left as the schedule alone gives it, so a calendar changed later applies to every slot
+/// not yet triggered, in both directions.
+fn drop_excluded(
+    planned: &mut Plan,
+    namespace: &str,
+    schedule: &ScheduleSpec,
+    calendars: &PassCalendars,
+) {
+    if schedule.exclude_calendars.is_empty() {
+        return;
+    }
+    let named: Vec<&sundial_cron::Calendar> = schedule
+        .exclude_calendars
+        .iter()
+        .filter_map(|name| calendars.get(&(namespace.to_owned(), name.clone())))
+        .collect();
+    planned.executions.retain(|e| {
+        named
+            .iter()
+            .all(|c| c.excluded_until(e.scheduled_at).is_none())
+    });
 }
 
 impl Scheduler {
@@ -121,6 +153,7 @@ impl Scheduler {
             config,
             leases: Vec::new(),
             leases_renewed_at: None,
+            missing_calendars: Default::default(),
             waker: Arc::new(Notify::new()),
             triggered,
         }
@@ -262,9 +295,12 @@ impl Scheduler {
         if due.is_empty() {
             return Ok(report);
         }
+        let calendars = self
+            .calendars(due.iter().map(|j| (&j.spec.namespace, &j.spec.schedule)))
+            .await?;
         let mut jobs = Vec::with_capacity(due.len());
         for job in &due {
-            let (trigger, dropped) = self.job_trigger(job, now, horizon);
+            let (trigger, dropped) = self.job_trigger(job, now, horizon, &calendars);
             report.dropped += dropped;
             jobs.push(trigger);
         }
@@ -294,6 +330,61 @@ impl Scheduler {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Reads and compiles the calendars the `schedules` name (each namespace's calendars in one
+    /// read), for one pass: a calendar changed since the last pass takes effect for every slot
+    /// not yet triggered (docs/time.md, "Calendars"). A named calendar that does not exist (it
+    /// was deleted while a write naming it raced the delete) excludes nothing; the log says so
+    /// once per process.
+    ///
+    /// # Errors
+    /// The store's, when a read fails.
+    async fn calendars<'a>(
+        &mut self,
+        schedules: impl Iterator<Item = (&'a String, &'a ScheduleSpec)>,
+    ) -> Result<PassCalendars, StoreError> {
+        let mut wanted: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+        for (ns, schedule) in schedules {
+            for name in &schedule.exclude_calendars {
+                wanted.entry(ns.as_str()).or_default().push(name.as_str());
+            }
+        }
+        let mut out = PassCalendars::new();
+        for (ns, names) in wanted {
+            let stored = self.store.calendar_list(ns).await?;
+            for name in names {
+                let key = (ns.to_owned(), name.to_owned());
+                if out.contains_key(&key) {
+                    continue;
+                }
+                match stored
+                    .iter()
+                    .find(|c| c.name == name)
+                    .map(|c| c.spec.compile())
+                {
+                    Some(Ok(calendar)) => {
+                        out.insert(key, calendar);
+                    }
+                    Some(Err(e)) => {
+                        if self.missing_calendars.insert(key) {
+                            tracing::error!(namespace = ns, calendar = name, error = %e,
+                                "a stored calendar does not compile; it excludes nothing");
+                        }
+                    }
+                    None => {
+                        if self.missing_calendars.insert(key) {
+                            tracing::warn!(
+                                namespace = ns,
+                                calendar = name,
+                                "a schedule names a calendar that does not exist; it excludes nothing"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Records the trigger span of every execution `commit` wrote (those of the jobs in
@@ -338,6 +429,12 @@ impl Scheduler {
                 limit: self.config.batch,
             })
             .await?;
+        let calendars = self
+            .calendars(
+                due.iter()
+                    .filter_map(|w| Some((&w.spec.namespace, w.spec.schedule.as_ref()?))),
+            )
+            .await?;
         let (mut runs, mut held_back) = (0, None::<Timestamp>);
         for w in &due {
             let (Some(schedule), Some(next_slot), Some(next_fire)) =
@@ -350,7 +447,7 @@ impl Scheduler {
                 held_back = Some(held_back.map_or(next_fire, |h| h.min(next_fire)));
                 continue;
             }
-            let planned = match Schedule::compile(schedule) {
+            let mut planned = match Schedule::compile(schedule) {
                 Ok(compiled) => plan(
                     &compiled,
                     JobTiming {
@@ -373,6 +470,7 @@ impl Scheduler {
                     }
                 }
             };
+            drop_excluded(&mut planned, &w.spec.namespace, schedule, &calendars);
             let trigger = WorkflowTrigger {
                 node: self.config.node.clone(),
                 leases: self.leases.clone(),
@@ -428,9 +526,15 @@ impl Scheduler {
 
     /// Plans one due job. A job whose stored schedule no longer compiles (it was valid when
     /// written) is completed rather than retried forever.
-    fn job_trigger(&self, job: &DueJob, now: Timestamp, horizon: Timestamp) -> (JobTrigger, u64) {
+    fn job_trigger(
+        &self,
+        job: &DueJob,
+        now: Timestamp,
+        horizon: Timestamp,
+        calendars: &PassCalendars,
+    ) -> (JobTrigger, u64) {
         let spec = &job.spec;
-        let planned = match Schedule::compile(&spec.schedule) {
+        let mut planned = match Schedule::compile(&spec.schedule) {
             Ok(schedule) => {
                 let timing = JobTiming {
                     uid: &job.uid,
@@ -450,6 +554,7 @@ impl Scheduler {
                 }
             }
         };
+        drop_excluded(&mut planned, &spec.namespace, &spec.schedule, calendars);
         if planned.dropped > 0 {
             tracing::warn!(job = %spec.name, namespace = %spec.namespace, dropped = planned.dropped,
                 "misfire episode longer than the record bound");

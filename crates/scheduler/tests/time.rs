@@ -51,6 +51,12 @@ impl Rig {
         self.add_cron_dst(name, cron, tz, policy, None).await;
     }
 
+    /// A cron job that excludes the days of the named calendars.
+    async fn add_cron_excluding(&self, name: &str, cron: &str, tz: &str, calendars: &[&str]) {
+        self.add_cron_full(name, cron, tz, MisfirePolicy::RunOnce, None, calendars)
+            .await;
+    }
+
     async fn add_cron_dst(
         &self,
         name: &str,
@@ -58,6 +64,18 @@ impl Rig {
         tz: &str,
         policy: MisfirePolicy,
         dst: Option<DstSpec>,
+    ) {
+        self.add_cron_full(name, cron, tz, policy, dst, &[]).await;
+    }
+
+    async fn add_cron_full(
+        &self,
+        name: &str,
+        cron: &str,
+        tz: &str,
+        policy: MisfirePolicy,
+        dst: Option<DstSpec>,
+        calendars: &[&str],
     ) {
         let mut spec = job_spec("sim", name, 60);
         spec.schedule = ScheduleSpec {
@@ -68,7 +86,7 @@ impl Rig {
             },
             start_at: None,
             end_at: None,
-            exclude_calendars: Vec::new(),
+            exclude_calendars: calendars.iter().map(|c| (*c).to_owned()).collect(),
         };
         spec.misfire_policy = policy;
         let first = Schedule::compile(&spec.schedule)
@@ -341,6 +359,56 @@ async fn a_dst_policy_skips_the_missing_slot_and_fires_the_repeated_one_twice() 
         ],
     )
     .await;
+}
+
+/// Slots on a calendar's excluded days are neither fired nor recorded, and a calendar changed
+/// later takes effect for every slot not yet triggered, both ways (docs/time.md, "Calendars").
+#[tokio::test]
+async fn calendar_days_are_not_fired_and_a_changed_calendar_applies_to_later_slots() {
+    let mut rig = rig("2027-01-01T00:00:00Z").await; // a Friday
+    let calendar = |exclude: serde_json::Value| {
+        sundial_core::calendar::calendar_from_json(
+            &serde_json::json!({"timezone": "Europe/Berlin", "exclude": exclude}),
+        )
+        .unwrap()
+    };
+    rig.store
+        .calendar_put(
+            "sim",
+            "weekends",
+            &calendar(serde_json::json!([{"cron": "* * * * SAT,SUN"}])),
+        )
+        .await
+        .unwrap();
+    rig.add_cron_excluding("daily", "0 9 * * *", "Europe/Berlin", &["weekends", "gone"])
+        .await;
+    rig.follow_job_until("daily", "2027-01-06T00:00:00Z").await;
+    let slots = |es: Vec<ExecutionRecord>| -> Vec<String> {
+        es.iter().map(|e| e.scheduled_at.to_string()).collect()
+    };
+    assert_eq!(
+        slots(rig.executions("daily").await),
+        [
+            "2027-01-01T08:00:00Z",
+            "2027-01-04T08:00:00Z",
+            "2027-01-05T08:00:00Z"
+        ],
+        "the weekend of the 2nd and 3rd is left out, and not recorded"
+    );
+    // Now weekends run, but the 6th and 7th are holidays.
+    rig.store
+        .calendar_put(
+            "sim",
+            "weekends",
+            &calendar(serde_json::json!([{"from": "2027-01-06", "to": "2027-01-07"}])),
+        )
+        .await
+        .unwrap();
+    rig.follow_job_until("daily", "2027-01-10T00:00:00Z").await;
+    assert_eq!(
+        slots(rig.executions("daily").await)[3..],
+        ["2027-01-08T08:00:00Z", "2027-01-09T08:00:00Z"]
+    );
 }
 
 #[tokio::test]

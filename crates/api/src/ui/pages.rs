@@ -224,7 +224,11 @@ pub(crate) async fn job(
         Ok(n) => n,
         Err(e) => return problem(e),
     };
-    let resource = crate::resource::job_resource(&job, true, now);
+    let calendars = match crate::jobs::ns_calendars(&ui.app, &ns).await {
+        Ok(c) => c,
+        Err(e) => return e.into_response(),
+    };
+    let resource = crate::resource::job_resource(&job, true, now, &calendars);
     let before = crate::executions::page_token(q.get("before"))
         .ok()
         .flatten();
@@ -257,6 +261,16 @@ pub(crate) async fn job(
     let base = format!("/ui/namespaces/{ns}/jobs/{name}");
     let body = html! {
         p { (badge(job.state())) " " (schedule_words(&job.spec.schedule.kind)) }
+        @if !job.spec.schedule.exclude_calendars.is_empty() {
+            p { "Not on the days of calendar" @if job.spec.schedule.exclude_calendars.len() > 1 { "s" } ": "
+                @for (i, c) in job.spec.schedule.exclude_calendars.iter().enumerate() {
+                    @if i > 0 { ", " } code { (c) }
+                }
+                @if job.spec.schedule.exclude_calendars.iter().any(|c| !calendars.contains_key(c)) {
+                    span.muted { " (one of them does not exist: it excludes nothing)" }
+                }
+            }
+        }
         @if !job.spec.description.is_empty() { p { (job.spec.description) } }
         @if !job.spec.labels.is_empty() {
             p { @for (k, v) in &job.spec.labels { span.state { (k) "=" (v) } " " } }
