@@ -18,7 +18,7 @@ pub mod error;
 mod executions;
 mod jobs;
 pub mod openapi;
-pub mod plan;
+mod plan;
 mod request;
 pub mod resource;
 mod ui;

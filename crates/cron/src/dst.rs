@@ -146,7 +146,7 @@ pub struct Transition {
 /// every second of a repeated hour).
 pub const PREVIEW_SLOTS_WITHIN: usize = 8;
 
-/// How far [`transitions_touching`] looks: this many of the zone's offset changes (about 25
+/// How far [`Cron::dst_transitions`](crate::Cron::dst_transitions) looks: this many of the zone's offset changes (about 25
 /// years of twice-yearly DST), so a schedule no change touches costs a bounded search.
 pub const PREVIEW_HORIZON_TRANSITIONS: usize = 50;
 

@@ -144,6 +144,48 @@ async fn each_slot_gets_one_run_however_often_the_scheduler_passes() {
     }
 }
 
+/// A workflow whose schedule names a calendar gets no run on the calendar's days, and none is
+/// recorded (docs/time.md, "Calendars").
+#[tokio::test]
+async fn a_calendar_day_gets_no_run() {
+    let mut rig = rig("2027-01-01T00:00:30Z").await;
+    rig.store
+        .calendar_put(
+            "sim",
+            "new-year",
+            &sundial_core::calendar::calendar_from_json(
+                &json!({"timezone": "UTC", "exclude": [{"date": "2027-01-02"}]}),
+            )
+            .expect("valid"),
+        )
+        .await
+        .expect("put");
+    rig.add(
+        "hourly",
+        json!({"schedule": {"cron": "0 */12 * * *", "exclude_calendars": ["new-year"]}, "tasks": [
+            {"name": "a", "target": {"type": "http", "url": "http://127.0.0.1:9/a"}}]}),
+    )
+    .await;
+    let start: Timestamp = "2027-01-01T00:00:30Z".parse().expect("instant");
+    for h in 0..=120 {
+        rig.pass_at(start + SignedDuration::from_mins(h * 30)).await;
+    }
+    let slots: Vec<String> = rig
+        .runs("hourly")
+        .await
+        .iter()
+        .map(|r| r.scheduled_at.to_string())
+        .collect();
+    assert_eq!(
+        slots,
+        [
+            "2027-01-01T12:00:00Z",
+            "2027-01-03T00:00:00Z",
+            "2027-01-03T12:00:00Z"
+        ]
+    );
+}
+
 #[tokio::test]
 async fn an_outage_gives_one_run_under_run_once() {
     let mut rig = rig("2027-01-01T00:00:30Z").await;
