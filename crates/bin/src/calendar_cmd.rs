@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use reqwest::Method;
 use serde_json::Value;
@@ -119,12 +118,7 @@ async fn apply(
     file: &std::path::Path,
     format: Format,
 ) -> anyhow::Result<ExitCode> {
-    let text = if file.as_os_str() == "-" {
-        std::io::read_to_string(std::io::stdin()).context("reading standard input")?
-    } else {
-        std::fs::read_to_string(file)
-            .with_context(|| format!("-f: cannot read {}", file.display()))?
-    };
+    let text = crate::client::read_file(file)?;
     let mut docs = Vec::new();
     for (i, doc) in serde_yaml_ng::Deserializer::from_str(&text).enumerate() {
         let value: Value = serde::Deserialize::deserialize(doc)

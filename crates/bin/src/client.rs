@@ -729,7 +729,10 @@ pub async fn apply_file(api: &Api, file: &Path, kind: &Bulk) -> anyhow::Result<E
 }
 
 /// The text of `-f FILE`; `-` reads standard input.
-fn read_file(file: &Path) -> anyhow::Result<String> {
+///
+/// # Errors
+/// The file cannot be read (the message names it).
+pub(crate) fn read_file(file: &Path) -> anyhow::Result<String> {
     if file.as_os_str() == "-" {
         std::io::read_to_string(std::io::stdin()).context("reading standard input")
     } else {
