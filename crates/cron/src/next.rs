@@ -12,7 +12,10 @@
 //!    - *fixed-time* jobs map each matching civil time to one instant: the instant itself when
 //!      unambiguous, the earlier one in a fold (repeated hour), the transition instant in a gap
 //!      (skipped hour). That mapping never decreases along civil time, so the answer is the
-//!      first civil match whose instant is after the start.
+//!      first civil match whose instant is after the start. A schedule's DST policy
+//!      (docs/cron.md, "DST policy") swaps in another such mapping — the later instant of a
+//!      fold (`last`), no instant for a gap (`skip`) — and `both` is the earlier answer of the
+//!      `first` and `last` mappings, the union of their instants.
 //!    - *wildcard* jobs fire at every instant whose local wall time matches: the timeline is cut
 //!      into spans of constant UTC offset at the zone's transitions, and each span is searched
 //!      in civil time with its own offset, so skipped times never fire and repeated ones fire
