@@ -67,7 +67,7 @@ fn resource(c: CalendarRecord) -> CalendarResource {
 
 /// The excluded local dates of `spec` from the local date of `now`, at most
 /// [`NEXT_EXCLUDED_SHOWN`], looking a year ahead.
-fn next_excluded(spec: &CalendarSpec, now: Timestamp) -> Vec<Date> {
+pub(crate) fn next_excluded(spec: &CalendarSpec, now: Timestamp) -> Vec<Date> {
     let Ok(calendar) = spec.compile() else {
         return Vec::new();
     };

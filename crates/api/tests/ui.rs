@@ -255,6 +255,56 @@ async fn every_page_escapes_what_a_user_wrote_and_shows_the_schedule_in_words() 
     assert!(js.body.starts_with("var htmx"), "htmx is embedded");
 }
 
+/// The calendars page lists each calendar's exclusions, who names it and its next excluded
+/// dates, with what a user wrote escaped; a job naming calendars says so on its page.
+#[tokio::test]
+async fn the_calendars_page_shows_exclusions_users_and_next_dates_escaped() {
+    let ui = Ui::new(false).await;
+    let json = [("content-type", "application/json")];
+    let cal = json!({"timezone": "Europe/Berlin", "description": XSS,
+                     "exclude": [{"date": "2099-12-25"}, {"from": "2099-12-30", "to": "2099-12-31"},
+                                 {"cron": "* * * * SAT,SUN"}]});
+    let reply = ui
+        .send(
+            "PUT",
+            "/v1/namespaces/a/calendars/weekends",
+            &json,
+            &cal.to_string(),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+    let job = json!({"schedule": {"cron": "0 9 * * *", "timezone": "Europe/Berlin",
+                                  "exclude_calendars": ["weekends"]},
+                     "target": {"type": "http", "url": "http://127.0.0.1:9/x"}});
+    let reply = ui
+        .send(
+            "PUT",
+            "/v1/namespaces/a/jobs/workdays",
+            &json,
+            &job.to_string(),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+    let page = ui.get("/ui/namespaces/a/calendars", None).await;
+    assert_escaped(&page);
+    for text in [
+        "weekends",
+        "2099-12-25",
+        "2099-12-30 – 2099-12-31",
+        "SAT,SUN",
+        "job workdays",
+    ] {
+        assert!(page.body.contains(text), "{text}: {}", page.body);
+    }
+    let job_page = ui.get("/ui/namespaces/a/jobs/workdays", None).await;
+    assert!(
+        job_page.body.contains("Not on the days of calendar")
+            && job_page.body.contains("<code>weekends</code>"),
+        "{}",
+        job_page.body
+    );
+}
+
 #[tokio::test]
 async fn a_post_from_another_origin_is_refused_and_one_from_the_page_acts_through_the_api() {
     let ui = Ui::new(false).await;

@@ -103,6 +103,7 @@ pub(crate) fn router(app: AppState, api: Router) -> Router {
             post(pages::execution_action),
         )
         .route("/ui/namespaces/{ns}/dead-letters", get(pages::dead_letters))
+        .route("/ui/namespaces/{ns}/calendars", get(pages::calendars))
         .route(
             "/ui/namespaces/{ns}/dead-letters/redrive",
             post(pages::redrive),
@@ -390,6 +391,7 @@ pub(crate) fn page(title: &str, ns: Option<&str>, body: Markup) -> Html<String> 
                             a href={ "/ui/namespaces/" (ns) "/jobs" } { "Jobs" }
                             a href={ "/ui/namespaces/" (ns) "/workflows" } { "Workflows" }
                             a href={ "/ui/namespaces/" (ns) "/dead-letters" } { "Dead letters" }
+                            a href={ "/ui/namespaces/" (ns) "/calendars" } { "Calendars" }
                             span.muted { "namespace " (ns) }
                         }
                         a href="/ui/cluster" { "Cluster" }

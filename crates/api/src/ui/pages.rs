@@ -9,6 +9,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
+use sundial_core::calendar::ExclusionSpec;
 use sundial_core::execution::ExecutionState;
 use sundial_core::job::ScheduleKind;
 use sundial_store::{ExecutionListQuery, ExecutionRecord, JobListQuery};
@@ -455,6 +456,60 @@ pub(crate) async fn execution_action(
 /// `GET /ui/namespaces/{ns}/dead-letters?job=&before=`: dead letters newest first, a page at
 /// a time, with checkboxes to re-drive the selected, and a form to re-drive every one that
 /// matches the filter (after saying how many).
+/// `GET /ui/namespaces/{ns}/calendars`: the namespace's holiday calendars, each with its
+/// exclusions, the schedules that name it and its next excluded dates (docs/time.md).
+pub(crate) async fn calendars(
+    State(ui): State<Ui>,
+    Extension(session): Extension<Session>,
+    Path(ns): Path<String>,
+) -> Response {
+    if let Err(r) = gate(&session, Some(ns.as_str()), &[]) {
+        return r.into_response();
+    }
+    let listed = match ui.app.store.calendar_list(&ns).await {
+        Ok(l) => l,
+        Err(e) => return problem(e),
+    };
+    let now = match ui.app.store.now().await {
+        Ok(n) => n,
+        Err(e) => return problem(e),
+    };
+    let mut rows = Vec::with_capacity(listed.len());
+    for c in listed {
+        let users = match ui.app.store.calendar_users(&ns, &c.name).await {
+            Ok(u) => u,
+            Err(e) => return problem(e),
+        };
+        let next = crate::calendars::next_excluded(&c.spec, now);
+        rows.push((c, users, next));
+    }
+    let body = html! {
+        @if rows.is_empty() {
+            p.muted { "No calendars in namespace " (ns) ". " code { "sundial calendar apply -f FILE -n " (ns) } " makes one." }
+        }
+        table {
+            tr { th { "calendar" } th { "zone" } th { "excludes" } th { "named by" } th { "next excluded dates" } }
+            @for (c, users, next) in &rows {
+                tr {
+                    td { (c.name) @if !c.spec.description.is_empty() { br; span.muted { (c.spec.description) } } }
+                    td { (c.spec.timezone) }
+                    td { @for e in &c.spec.exclude {
+                        @match e {
+                            ExclusionSpec::Date { date } => { (date) }
+                            ExclusionSpec::Range { from, to } => { (from) " – " (to) }
+                            ExclusionSpec::Cron { cron } => { "days of " code { (cron) } }
+                        }
+                        br;
+                    } }
+                    td { @if users.is_empty() { span.muted { "nothing" } } @for u in users { (u) br; } }
+                    td { @for d in next { (d) " " } }
+                }
+            }
+        }
+    };
+    page(&format!("Calendars of {ns}"), Some(&ns), body).into_response()
+}
+
 pub(crate) async fn dead_letters(
     State(ui): State<Ui>,
     Extension(session): Extension<Session>,
