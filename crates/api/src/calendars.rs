@@ -108,7 +108,26 @@ pub(crate) async fn put(
 ) -> Result<Response, ApiError> {
     check_path(&ns, Some(&name))?;
     let body = json_body(&headers, body).await?;
-    let spec = calendar_from_json(&body).map_err(ApiError::invalid)?;
+    // The path names the calendar: a body that names another is refused, not ignored.
+    let mut mismatched = Vec::new();
+    for (key, expected) in [("namespace", &ns), ("name", &name)] {
+        if let Some(given) = body.get(key).filter(|v| !v.is_null())
+            && given.as_str() != Some(expected.as_str())
+        {
+            mismatched.push(sundial_core::validate::FieldError::new(
+                key,
+                format!("{given} differs from the path's '{expected}'"),
+            ));
+        }
+    }
+    let spec = match calendar_from_json(&body) {
+        Ok(spec) if mismatched.is_empty() => spec,
+        Ok(_) => return Err(ApiError::invalid(mismatched)),
+        Err(mut errors) => {
+            errors.extend(mismatched);
+            return Err(ApiError::invalid(errors));
+        }
+    };
     let (record, created) = state.store.calendar_put(&ns, &name, &spec).await?;
     state.scheduler_wake.notify_one();
     let status = if created {

@@ -53,6 +53,71 @@ pub(crate) async fn ns_calendars(state: &AppState, ns: &str) -> Result<NsCalenda
         .collect())
 }
 
+/// `refused` (a 422 from validation) with one more error for each calendar name in the raw
+/// body's `schedule.exclude_calendars` that `ns` does not hold, so one answer names every bad
+/// field. `items` is the key of a batch (`jobs`, `workflows`), `None` for one body. Any other
+/// error, or a failed read of the calendars, leaves `refused` as it is.
+pub(crate) async fn and_unknown_calendars(
+    state: &AppState,
+    ns: &str,
+    body: &Value,
+    items: Option<&str>,
+    mut refused: ApiError,
+) -> ApiError {
+    if refused.status != StatusCode::UNPROCESSABLE_ENTITY {
+        return refused;
+    }
+    let bodies: Vec<(String, &Value)> = match items {
+        None => vec![(String::new(), body)],
+        Some(key) => body
+            .get(key)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .enumerate()
+                    .map(|(i, v)| (format!("{key}.{i}."), v))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    };
+    let named: Vec<(String, &str)> = bodies
+        .iter()
+        .flat_map(|(prefix, v)| {
+            v.pointer("/schedule/exclude_calendars")
+                .and_then(Value::as_array)
+                .map(|names| {
+                    names
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(k, n)| {
+                            let n = n.as_str()?;
+                            sundial_core::names::check_name(n).ok()?;
+                            Some((format!("{prefix}schedule.exclude_calendars.{k}"), n))
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        })
+        .collect();
+    if named.is_empty() {
+        return refused;
+    }
+    let Ok(stored) = state.store.calendar_list(ns).await else {
+        return refused;
+    };
+    for (field, name) in named {
+        if !stored.iter().any(|c| c.name == name)
+            && !refused.errors.iter().any(|e| e.field == field)
+        {
+            refused.errors.push(FieldError::new(
+                field,
+                format!("calendar '{name}' does not exist in namespace {ns}; create it first"),
+            ));
+        }
+    }
+    ApiError::invalid(refused.errors)
+}
+
 /// Refuses a write whose schedules name calendars `ns` does not hold (a write may only name
 /// calendars that exist): one error per such name, `schedule.exclude_calendars.<i>`, behind
 /// `<prefix><k>.` for the `k`-th of several schedules (a batch) or `prefix` alone for one.
@@ -139,6 +204,13 @@ async fn cron_next_calendars(
     let stored = ns_calendars(state, ns).await?;
     let mut out = Vec::with_capacity(names.len());
     for (i, name) in names.iter().enumerate() {
+        if names[..i].contains(name) {
+            errors.push(FieldError::new(
+                format!("exclude_calendars.{i}"),
+                format!("'{name}' is named twice"),
+            ));
+            continue;
+        }
         match stored.get(*name) {
             Some(c) => out.push(c.clone()),
             None => errors.push(FieldError::new(
@@ -413,8 +485,13 @@ pub(crate) async fn put(
     check_path(&ns, Some(&name))?;
     let expected = if_match(&headers)?;
     let body = json_body(&headers, body).await?;
-    let spec = validate::job_from_json(&body, &context(&state, &ns, Some(&name)))
-        .map_err(ApiError::invalid)?;
+    let spec = match validate::job_from_json(&body, &context(&state, &ns, Some(&name))) {
+        Ok(spec) => spec,
+        Err(e) => {
+            let refused = ApiError::invalid(e);
+            return Err(and_unknown_calendars(&state, &ns, &body, None, refused).await);
+        }
+    };
     refuse_unknown_calendars(&state, &ns, &[Some(&spec.schedule)], "").await?;
     retry_races(|| async {
         let existing = state.store.job_get(&ns, &name).await?;
@@ -468,10 +545,13 @@ pub(crate) async fn apply_many(
 ) -> Result<Response, ApiError> {
     check_path(&ns, None)?;
     let body = json_body(&headers, body).await?;
-    let specs = batch(&body, "jobs", MAX_BATCH, |item| {
+    let specs = match batch(&body, "jobs", MAX_BATCH, |item| {
         validate::job_from_json(item, &context(&state, &ns, None))
             .map(|spec| (spec.name.clone(), spec))
-    })?;
+    }) {
+        Ok(specs) => specs,
+        Err(e) => return Err(and_unknown_calendars(&state, &ns, &body, Some("jobs"), e).await),
+    };
     let schedules: Vec<_> = specs.iter().map(|s| Some(&s.schedule)).collect();
     refuse_unknown_calendars(&state, &ns, &schedules, "jobs.").await?;
     let now = state.store.now().await?;
@@ -603,8 +683,13 @@ pub(crate) async fn create(
 ) -> Result<Response, ApiError> {
     check_path(&ns, None)?;
     let body = json_body(&headers, body).await?;
-    let spec =
-        validate::job_from_json(&body, &context(&state, &ns, None)).map_err(ApiError::invalid)?;
+    let spec = match validate::job_from_json(&body, &context(&state, &ns, None)) {
+        Ok(spec) => spec,
+        Err(e) => {
+            let refused = ApiError::invalid(e);
+            return Err(and_unknown_calendars(&state, &ns, &body, None, refused).await);
+        }
+    };
     refuse_unknown_calendars(&state, &ns, &[Some(&spec.schedule)], "").await?;
     if state.store.job_get(&ns, &spec.name).await?.is_some() {
         return Err(ApiError::new(
@@ -722,8 +807,13 @@ pub(crate) async fn patch(
         let mut doc = serde_json::to_value(&existing.spec)
             .map_err(|e| sundial_store::Error::Corrupt(e.to_string()))?;
         validate::merge_patch(&mut doc, &patch);
-        let spec = validate::job_from_json(&doc, &context(&state, &ns, Some(&name)))
-            .map_err(ApiError::invalid)?;
+        let spec = match validate::job_from_json(&doc, &context(&state, &ns, Some(&name))) {
+            Ok(spec) => spec,
+            Err(e) => {
+                let refused = ApiError::invalid(e);
+                return Err(and_unknown_calendars(&state, &ns, &doc, None, refused).await);
+            }
+        };
         refuse_unknown_calendars(&state, &ns, &[Some(&spec.schedule)], "").await?;
         let Some(job) = write(&state, spec, Some(existing), expected).await? else {
             return Ok(None);

@@ -104,7 +104,7 @@ pub struct CronNextRequest {
 /// The answer to [`CronNextRequest`].
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CronNextResponse {
-    /// Fire times (UTC).
+    /// Fire times, RFC 3339 with the zone's UTC offset at each (e.g. `2026-03-29T03:00:00+02:00`).
     pub fire_times: Vec<jiff::Timestamp>,
 }
 

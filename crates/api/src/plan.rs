@@ -121,10 +121,15 @@ pub(crate) async fn plan_many(
 ) -> Result<Response, ApiError> {
     check_path(&ns, None)?;
     let body = json_body(&headers, body).await?;
-    let specs = jobs::batch(&body, "jobs", MAX_BATCH, |item| {
+    let specs = match jobs::batch(&body, "jobs", MAX_BATCH, |item| {
         validate::job_from_json(item, &context(&state, &ns, None))
             .map(|spec| (spec.name.clone(), spec))
-    })?;
+    }) {
+        Ok(specs) => specs,
+        Err(e) => {
+            return Err(jobs::and_unknown_calendars(&state, &ns, &body, Some("jobs"), e).await);
+        }
+    };
     let schedules: Vec<_> = specs.iter().map(|s| Some(&s.schedule)).collect();
     jobs::refuse_unknown_calendars(&state, &ns, &schedules, "jobs.").await?;
     let now = state.store.now().await?;
@@ -219,7 +224,7 @@ fn plan_one(
             cancels: Vec::new(),
             rewrites: 0,
             skipped_slots: Vec::new(),
-            late_slots: late_slots(new, now),
+            late_slots: late_slots(new, now, cals),
         };
     };
     let before = job_resource(old, true, now, cals)
@@ -277,7 +282,16 @@ fn plan_one(
         .map(|c| c.scheduled_at)
         .collect();
     if new.spec.paused && !old.spec.paused {
-        skipped_slots.extend(before.iter().copied());
+        // The next five slots the old schedule would have fired after those it had written.
+        let from = cancels
+            .iter()
+            .map(|c| c.scheduled_at)
+            .max()
+            .map_or(now, |m| m.max(now));
+        if let Ok(s) = Schedule::compile(&old.spec.schedule) {
+            let s = s.with_calendars(crate::resource::named_calendars(&old.spec.schedule, cals));
+            skipped_slots.extend(s.upcoming(from, 5));
+        }
     }
     skipped_slots.sort();
     skipped_slots.dedup();
@@ -290,15 +304,29 @@ fn plan_one(
         cancels,
         rewrites,
         skipped_slots,
-        late_slots: late_slots(new, now),
+        late_slots: late_slots(new, now, cals),
     }
 }
 
 /// A one-off slot already past that `new` fires at once (docs/policies.md, "start_at and
-/// end_at": a one-off job whose `at` has passed fires now).
-fn late_slots(new: &JobRecord, now: Timestamp) -> Vec<LateSlot> {
+/// end_at": a one-off job whose `at` has passed fires now), unless a calendar excludes it.
+fn late_slots(
+    new: &JobRecord,
+    now: Timestamp,
+    cals: &crate::resource::NsCalendars,
+) -> Vec<LateSlot> {
+    let excluded = |slot: Timestamp| {
+        Schedule::compile(&new.spec.schedule).is_ok_and(|s| {
+            s.with_calendars(crate::resource::named_calendars(&new.spec.schedule, cals))
+                .excludes(slot)
+        })
+    };
     new.next_slot_at
-        .filter(|slot| *slot < now && matches!(new.spec.schedule.kind, ScheduleKind::At { .. }))
+        .filter(|slot| {
+            *slot < now
+                && matches!(new.spec.schedule.kind, ScheduleKind::At { .. })
+                && !excluded(*slot)
+        })
         .map(|slot| LateSlot {
             slot,
             late_by_ms: now.as_millisecond() - slot.as_millisecond(),

@@ -77,7 +77,7 @@ pub fn job_resource(
         _ => job.upcoming_fire_at(),
     };
     let next_fire_times = upcoming.filter(|_| with_upcoming);
-    let dst_preview = with_upcoming.then(|| dst_preview(&job.spec.schedule, now));
+    let dst_preview = with_upcoming.then(|| dst_preview(&job.spec.schedule, now, calendars));
     JobResource {
         spec: job.spec.clone(),
         state: job.state(),
@@ -96,15 +96,18 @@ pub const DST_PREVIEW_COUNT: usize = 2;
 
 /// A schedule's `dst_preview` as of `now`: the next [`DST_PREVIEW_COUNT`] offset changes of its
 /// zone that touch its wall times, with the slots around each under its DST policy
-/// (docs/cron.md, "DST policy"). Empty for `at` and `every` schedules, zones without DST, and
+/// (docs/cron.md, "DST policy"), without the slots its calendars (of `calendars`, the
+/// namespace's) exclude. Empty for `at` and `every` schedules, zones without DST, and
 /// schedules no change touches within the engine's horizon.
 pub fn dst_preview(
     spec: &sundial_core::job::ScheduleSpec,
     now: Timestamp,
+    calendars: &NsCalendars,
 ) -> Vec<DstTransitionResource> {
     let Ok(schedule) = Schedule::compile(spec) else {
         return Vec::new();
     };
+    let schedule = schedule.with_calendars(named_calendars(spec, calendars));
     schedule
         .dst_preview(now, DST_PREVIEW_COUNT)
         .into_iter()

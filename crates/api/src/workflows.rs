@@ -87,7 +87,7 @@ pub fn workflow_resource(
             .spec
             .schedule
             .as_ref()
-            .map(|s| crate::resource::dst_preview(s, now))
+            .map(|s| crate::resource::dst_preview(s, now, calendars))
             .unwrap_or_default(),
         last_run: w.last_run.clone(),
     }
@@ -324,8 +324,15 @@ pub(crate) async fn put(
     check_path(&ns, Some(&name))?;
     let expected = if_match(&headers)?;
     let body = json_body(&headers, body).await?;
-    let spec =
-        workflow_from_json(&body, &context(&state, &ns, Some(&name))).map_err(ApiError::invalid)?;
+    let spec = match workflow_from_json(&body, &context(&state, &ns, Some(&name))) {
+        Ok(spec) => spec,
+        Err(e) => {
+            let refused = ApiError::invalid(e);
+            return Err(
+                crate::jobs::and_unknown_calendars(&state, &ns, &body, None, refused).await,
+            );
+        }
+    };
     crate::jobs::refuse_unknown_calendars(&state, &ns, &[spec.schedule.as_ref()], "").await?;
     retry_races(|| async {
         let existing = state.store.workflow_get(&ns, &name).await?;
@@ -357,7 +364,15 @@ pub(crate) async fn create(
 ) -> Result<Response, ApiError> {
     check_path(&ns, None)?;
     let body = json_body(&headers, body).await?;
-    let spec = workflow_from_json(&body, &context(&state, &ns, None)).map_err(ApiError::invalid)?;
+    let spec = match workflow_from_json(&body, &context(&state, &ns, None)) {
+        Ok(spec) => spec,
+        Err(e) => {
+            let refused = ApiError::invalid(e);
+            return Err(
+                crate::jobs::and_unknown_calendars(&state, &ns, &body, None, refused).await,
+            );
+        }
+    };
     crate::jobs::refuse_unknown_calendars(&state, &ns, &[spec.schedule.as_ref()], "").await?;
     // A create that finds the name taken, or loses the race for it, is a conflict.
     let taken = || {
@@ -409,9 +424,22 @@ pub(crate) async fn apply_many(
 ) -> Result<Response, ApiError> {
     check_path(&ns, None)?;
     let body = json_body(&headers, body).await?;
-    let specs = batch(&body, "workflows", MAX_BATCH, |item| {
+    let specs = match batch(&body, "workflows", MAX_BATCH, |item| {
         workflow_from_json(item, &context(&state, &ns, None)).map(|spec| (spec.name.clone(), spec))
-    })?;
+    }) {
+        Ok(specs) => specs,
+        Err(e) => {
+            let body = &body;
+            return Err(crate::jobs::and_unknown_calendars(
+                &state,
+                &ns,
+                body,
+                Some("workflows"),
+                e,
+            )
+            .await);
+        }
+    };
     let schedules: Vec<_> = specs.iter().map(|s| s.schedule.as_ref()).collect();
     crate::jobs::refuse_unknown_calendars(&state, &ns, &schedules, "workflows.").await?;
     let now = state.store.now().await?;
@@ -537,8 +565,15 @@ pub(crate) async fn patch(
         let mut doc =
             serde_json::to_value(&existing.spec).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         validate::merge_patch(&mut doc, &patch);
-        let spec = workflow_from_json(&doc, &context(&state, &ns, Some(&name)))
-            .map_err(ApiError::invalid)?;
+        let spec = match workflow_from_json(&doc, &context(&state, &ns, Some(&name))) {
+            Ok(spec) => spec,
+            Err(e) => {
+                let refused = ApiError::invalid(e);
+                return Err(
+                    crate::jobs::and_unknown_calendars(&state, &ns, &doc, None, refused).await,
+                );
+            }
+        };
         crate::jobs::refuse_unknown_calendars(&state, &ns, &[spec.schedule.as_ref()], "").await?;
         written_response(&state, spec, Some(existing), expected, StatusCode::OK).await
     })

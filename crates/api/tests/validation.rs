@@ -1189,6 +1189,40 @@ async fn a_dst_policy_changes_the_slots_and_get_previews_the_transitions() {
     );
     assert_eq!(fold["offset_before"], "+02:00", "{}", got.body);
     assert_eq!(fold["offset_after"], "+01:00");
+
+    // A calendar's days are left out of the preview's slots too.
+    let holiday = app
+        .call(
+            "PUT",
+            "/v1/namespaces/dst/calendars/autumn",
+            &[],
+            Some(json!({"timezone": "Europe/Berlin", "exclude": [{"date": "2030-10-27"}]})),
+        )
+        .await;
+    assert_eq!(holiday.status, StatusCode::CREATED, "{}", holiday.body);
+    let mut excluding = got.body.clone();
+    excluding["schedule"]["exclude_calendars"] = json!(["autumn"]);
+    let put = app.call("PUT", path, &[], Some(excluding)).await;
+    assert_eq!(put.status, StatusCode::OK, "{}", put.body);
+    let got = app.call("GET", path, &[], None).await;
+    let fold = got.body["dst_preview"]
+        .as_array()
+        .and_then(|p| p.iter().find(|t| t["kind"] == "fold"))
+        .expect("a fold");
+    assert_eq!(
+        fold["slots"],
+        json!(["2030-10-26T00:30:00Z", "2030-10-28T01:30:00Z"]),
+        "{}",
+        got.body
+    );
+    // The dialect's own rule written out is no policy: stored as none, the job unchanged.
+    let plain = json!({"schedule": {"cron": "0 3 * * *", "timezone": "Europe/Berlin", "dst": {}},
+                       "target": {"type": "http", "url": "http://127.0.0.1:9/"}});
+    let put = app
+        .call("PUT", "/v1/namespaces/dst/jobs/plain", &[], Some(plain))
+        .await;
+    assert_eq!(put.status, StatusCode::CREATED, "{}", put.body);
+    assert!(put.body["schedule"].get("dst").is_none(), "{}", put.body);
 }
 
 /// Writes of one job at the same time without If-Match all succeed: a write that loses the race
@@ -1490,6 +1524,40 @@ async fn calendars_exclude_days_and_cannot_be_deleted_while_named() {
         )
         .await;
     assert_eq!(problem_fields("cron/next", &unknown), ["namespace"]);
+
+    // One answer names every bad field, unknown calendars too.
+    let everything = app
+        .call(
+            "PUT",
+            "/v1/namespaces/cal/jobs/other",
+            &[],
+            Some(json!({"schedule": {"every": "1h", "dst": {"gap": "skip"}, "exclude_calendars": ["nope"]},
+                        "target": {"type": "http", "url": "http://127.0.0.1:9/"}})),
+        )
+        .await;
+    assert_eq!(
+        problem_fields("job", &everything),
+        ["schedule.dst", "schedule.exclude_calendars.0"]
+    );
+    // The path names the calendar: a body naming another is refused.
+    let elsewhere = app
+        .call(
+            "PUT",
+            cal,
+            &[],
+            Some(json!({"name": "other", "exclude": []})),
+        )
+        .await;
+    assert_eq!(problem_fields("calendar", &elsewhere), ["name"]);
+    let twice = app
+        .call(
+            "POST",
+            "/v1/cron/next",
+            &[],
+            Some(json!({"cron": "0 9 * * *", "namespace": "cal", "exclude_calendars": ["weekends", "weekends"]})),
+        )
+        .await;
+    assert_eq!(problem_fields("cron/next", &twice), ["exclude_calendars.1"]);
 
     // In use: not deleted, the job named; once unused, deleted.
     let in_use = app.call("DELETE", cal, &[], None).await;

@@ -130,23 +130,39 @@ async fn apply(
     if docs.is_empty() {
         return Err(input_error("the file holds no calendar"));
     }
-    let mut refused = 0;
-    for mut doc in docs {
+    // Every document is checked for a name before anything is written, so a file with one
+    // unnamed calendar writes none.
+    let mut named = Vec::with_capacity(docs.len());
+    for (i, mut doc) in docs.into_iter().enumerate() {
         let Some(obj) = doc.as_object_mut() else {
-            return Err(input_error("each document must be a calendar object"));
+            return Err(input_error(format!(
+                "document {}: not a calendar object; nothing was applied",
+                i + 1
+            )));
         };
         let Some(name) = obj
             .remove("name")
             .and_then(|n| n.as_str().map(str::to_owned))
         else {
-            return Err(input_error("a calendar in the file has no name"));
+            return Err(input_error(format!(
+                "document {}: the calendar has no name; nothing was applied",
+                i + 1
+            )));
         };
-        sundial_core::names::check_name(&name)
-            .map_err(|m| input_error(format!("calendar name '{name}': the name {m}")))?;
+        sundial_core::names::check_name(&name).map_err(|m| {
+            input_error(format!(
+                "document {}: calendar name '{name}': the name {m}; nothing was applied",
+                i + 1
+            ))
+        })?;
         let ns = match obj.remove("namespace") {
             Some(Value::String(ns)) => ns,
             _ => opts.namespace.clone(),
         };
+        named.push((ns, name, doc));
+    }
+    let mut refused = 0;
+    for (ns, name, doc) in named {
         let api = Api::new(ClientOpts {
             namespace: ns.clone(),
             ..opts.clone()

@@ -794,7 +794,7 @@ fn by_namespace<'a>(
 pub async fn plan(api: &Api, text: &str, format: Format) -> anyhow::Result<bool> {
     let items = parse_items(text, &JOBS)?;
     let grouped = by_namespace(api, &items, "job")?;
-    let (mut counts, mut plans) = ([0usize; 3], Vec::new());
+    let (mut counts, mut plans, mut at) = ([0usize; 3], Vec::new(), Value::Null);
     for (ns, items) in grouped {
         let scoped = Api::new(ClientOpts {
             namespace: ns.clone(),
@@ -822,6 +822,9 @@ pub async fn plan(api: &Api, text: &str, format: Format) -> anyhow::Result<bool>
                     anyhow::anyhow!("{ns}: {detail} ({status})")
                 });
             }
+            if at.is_null() {
+                at = v["at"].clone();
+            }
             for item in v["items"].as_array().map_or(&[][..], Vec::as_slice) {
                 let slot = match item["action"].as_str() {
                     Some("created") => 0,
@@ -845,7 +848,8 @@ pub async fn plan(api: &Api, text: &str, format: Format) -> anyhow::Result<bool>
         ),
         Format::Json => outln!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({"items": plans})).unwrap_or_default()
+            serde_json::to_string_pretty(&serde_json::json!({"at": at, "items": plans}))
+                .unwrap_or_default()
         ),
     }
     Ok(counts[0] + counts[1] > 0)

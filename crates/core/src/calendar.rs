@@ -21,12 +21,17 @@ pub const MAX_CALENDARS_PER_SCHEDULE: usize = 16;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CalendarSpec {
     /// IANA zone its dates are local days of; `UTC` by default.
+    #[serde(default = "utc")]
     pub timezone: String,
     /// What it excludes, at most [`MAX_EXCLUSIONS`] items.
     pub exclude: Vec<ExclusionSpec>,
     /// Free text for people.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
+}
+
+fn utc() -> String {
+    "UTC".to_owned()
 }
 
 /// One exclusion item. JSON: `{"date": "2026-12-25"}` | `{"from": DATE, "to": DATE}`

@@ -181,8 +181,9 @@ impl Schedule {
     /// The next `count` offset changes of a cron schedule's zone after `after` (UTC) that
     /// touch its wall times, each with the slots around it under the schedule's DST policy
     /// (SPEC §11, `dst_preview`; [`Cron::dst_transitions`]). The search starts at
-    /// `start_at` when that is later; changes after `end_at`, and slots outside
-    /// `start_at`..`end_at`, are left out. Empty for `at` and `every` schedules.
+    /// `start_at` when that is later; changes after `end_at`, slots outside
+    /// `start_at`..`end_at` and slots on days its calendars exclude are left out. Empty for
+    /// `at` and `every` schedules.
     pub fn dst_preview(&self, after: Timestamp, count: usize) -> Vec<Transition> {
         let Rule::Cron(cron, tz, dst) = &self.rule else {
             return Vec::new();
@@ -191,7 +192,7 @@ impl Schedule {
         let mut preview = cron.dst_transitions(after, tz, *dst, count);
         preview.retain(|t| self.end_at.is_none_or(|end| t.at <= end));
         for t in &mut preview {
-            t.slots.retain(|s| self.in_bounds(*s));
+            t.slots.retain(|s| self.in_bounds(*s) && !self.excludes(*s));
         }
         preview
     }

@@ -717,10 +717,13 @@ impl Walker {
                     }
                     return None;
                 }
+                // The dialect's own rule is stored as no policy, so writing it out changes
+                // nothing.
                 let dst = obj
                     .get("dst")
                     .filter(|v| !v.is_null())
-                    .and_then(|v| self.dst(v, "schedule.dst"));
+                    .and_then(|v| self.dst(v, "schedule.dst"))
+                    .filter(|d| *d != DstSpec::default());
                 cron.map(|cron| ScheduleKind::Cron {
                     cron,
                     timezone,

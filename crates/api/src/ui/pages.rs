@@ -114,6 +114,31 @@ pub(crate) async fn overview(
     page("Overview", None, body).into_response()
 }
 
+/// Each job's next fire time as the API shows it: calendars' days left out.
+async fn next_fires_of<'a>(
+    ui: &Ui,
+    ns: &str,
+    jobs: impl Iterator<
+        Item = (
+            &'a sundial_core::job::ScheduleSpec,
+            &'a sundial_store::JobRecord,
+        ),
+    >,
+) -> Result<Vec<Option<jiff::Timestamp>>, Response> {
+    let jobs: Vec<_> = jobs.collect();
+    if jobs.iter().all(|(s, _)| s.exclude_calendars.is_empty()) {
+        return Ok(jobs.iter().map(|(_, j)| j.upcoming_fire_at()).collect());
+    }
+    let cals = crate::jobs::ns_calendars(&ui.app, ns)
+        .await
+        .map_err(IntoResponse::into_response)?;
+    let now = ui.app.store.now().await.map_err(problem)?;
+    Ok(jobs
+        .iter()
+        .map(|(_, j)| crate::resource::job_resource(j, false, now, &cals).next_fire_at)
+        .collect())
+}
+
 /// A schedule in words: the cron describer's, with the zone; `every …`; `once at …`.
 fn schedule_words(kind: &ScheduleKind) -> String {
     match kind {
@@ -175,6 +200,12 @@ pub(crate) async fn jobs(
         query.append_pair("after", after);
         query.finish()
     };
+    // Calendars leave their days out of the next fire time (docs/time.md, "Calendars").
+    let next_fires = match next_fires_of(&ui, &ns, jobs.iter().map(|j| (&j.spec.schedule, j))).await
+    {
+        Ok(n) => n,
+        Err(r) => return r,
+    };
     let body = html! {
         form method="get" {
             label { "state " select name="paused" {
@@ -187,12 +218,12 @@ pub(crate) async fn jobs(
         }
         table {
             tr { th { "name" } th { "schedule" } th { "state" } th { "next fire (UTC)" } th { "last result" } }
-            @for j in &jobs {
+            @for (j, next) in jobs.iter().zip(&next_fires) {
                 tr {
                     td { a href={ "/ui/namespaces/" (ns) "/jobs/" (j.spec.name) } { (j.spec.name) } }
                     td { (schedule_words(&j.spec.schedule.kind)) }
                     td { (badge(j.state())) }
-                    td { (when(j.upcoming_fire_at())) }
+                    td { (when(*next)) }
                     td { @if let Some(last) = &j.last_execution {
                         a href={ "/ui/namespaces/" (ns) "/executions/" (last.id) } { (badge(last.state.as_str())) }
                     } @else { "-" } }
@@ -756,6 +787,25 @@ pub(crate) async fn workflows(
         Ok(w) => w,
         Err(e) => return problem(e),
     };
+    let next_fires: HashMap<String, Option<jiff::Timestamp>> =
+        match crate::jobs::ns_calendars(&ui.app, &ns).await {
+            Ok(cals) => {
+                let now = match ui.app.store.now().await {
+                    Ok(n) => n,
+                    Err(e) => return problem(e),
+                };
+                items
+                    .iter()
+                    .map(|w| {
+                        (
+                            w.spec.name.clone(),
+                            crate::workflows::workflow_resource(w, now, &cals).next_fire_at,
+                        )
+                    })
+                    .collect()
+            }
+            Err(e) => return e.into_response(),
+        };
     let body = html! {
         table {
             tr { th { "name" } th { "schedule" } th { "state" } th { "tasks" } th { "next fire (UTC)" } th { "last run" } }
@@ -765,7 +815,7 @@ pub(crate) async fn workflows(
                     td { @if let Some(s) = &w.spec.schedule { (schedule_words(&s.kind)) } @else { "when triggered" } }
                     td { (badge(w.state())) }
                     td { (w.spec.tasks.len()) }
-                    td { (when(w.next_fire_at)) }
+                    td { (when(next_fires.get(&w.spec.name).copied().flatten())) }
                     td { @if let Some(r) = &w.last_run {
                         a href={ "/ui/namespaces/" (ns) "/runs/" (r.id) } { (badge(r.state.as_str())) }
                     } @else { "-" } }
