@@ -147,6 +147,8 @@ pub enum Trigger {
     Misfire,
     /// A workflow task whose upstream tasks succeeded.
     Workflow,
+    /// A past slot a backfill created (SPEC §11, docs/time.md "Backfill").
+    Backfill,
 }
 
 impl Trigger {
@@ -157,6 +159,7 @@ impl Trigger {
             Self::Manual => "manual",
             Self::Misfire => "misfire",
             Self::Workflow => "workflow",
+            Self::Backfill => "backfill",
         }
     }
 }
@@ -169,10 +172,16 @@ impl FromStr for Trigger {
     /// # Errors
     /// A message naming the unknown value.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [Self::Schedule, Self::Manual, Self::Misfire, Self::Workflow]
-            .into_iter()
-            .find(|t| t.as_str() == s)
-            .ok_or_else(|| format!("unknown trigger '{s}'"))
+        [
+            Self::Schedule,
+            Self::Manual,
+            Self::Misfire,
+            Self::Workflow,
+            Self::Backfill,
+        ]
+        .into_iter()
+        .find(|t| t.as_str() == s)
+        .ok_or_else(|| format!("unknown trigger '{s}'"))
     }
 }
 

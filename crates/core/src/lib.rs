@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod allow;
+pub mod backfill;
 pub mod calendar;
 pub mod duration;
 pub mod execution;

@@ -33,6 +33,7 @@
 #![warn(missing_docs)]
 
 mod alerts;
+mod backfills;
 mod calendars;
 mod claim;
 mod complete;
@@ -410,6 +411,58 @@ impl Store for PgStore {
 
     async fn calendar_delete(&self, namespace: &str, name: &str) -> Result<()> {
         calendars::calendar_delete(self, namespace, name).await
+    }
+
+    async fn backfill_create(
+        &self,
+        backfill: &sundial_store::NewBackfill,
+    ) -> Result<sundial_store::BackfillRecord> {
+        backfills::backfill_create(self, backfill).await
+    }
+
+    async fn backfill_get(
+        &self,
+        namespace: &str,
+        id: &str,
+    ) -> Result<Option<sundial_store::BackfillRecord>> {
+        backfills::backfill_get(self, namespace, id).await
+    }
+
+    async fn backfill_list(
+        &self,
+        namespace: &str,
+        of: sundial_store::BackfillOf,
+        name: &str,
+    ) -> Result<Vec<sundial_store::BackfillRecord>> {
+        backfills::backfill_list(self, namespace, of, name).await
+    }
+
+    async fn backfill_running(&self, shards: &[u16]) -> Result<Vec<sundial_store::BackfillRecord>> {
+        backfills::backfill_running(self, shards).await
+    }
+
+    async fn backfill_taken(
+        &self,
+        of: sundial_store::BackfillOf,
+        ids: &[String],
+    ) -> Result<std::collections::HashSet<String>> {
+        backfills::backfill_taken(self, of, ids).await
+    }
+
+    async fn backfill_step(
+        &self,
+        step: &sundial_store::BackfillStep,
+    ) -> Result<sundial_store::BackfillStepped> {
+        backfills::backfill_step(self, step).await
+    }
+
+    async fn backfill_cancel(
+        &self,
+        namespace: &str,
+        id: &str,
+        reason: Option<&str>,
+    ) -> Result<sundial_store::BackfillRecord> {
+        backfills::backfill_cancel(self, namespace, id, reason).await
     }
 
     async fn namespace_list(&self) -> Result<Vec<String>> {

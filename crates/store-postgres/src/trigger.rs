@@ -34,7 +34,9 @@ pub(crate) async fn insert_executions(
         // (migration 0010), so a slot's execution must carry the id derived from it.
         if matches!(
             e.trigger,
-            sundial_core::execution::Trigger::Schedule | sundial_core::execution::Trigger::Misfire
+            sundial_core::execution::Trigger::Schedule
+                | sundial_core::execution::Trigger::Misfire
+                | sundial_core::execution::Trigger::Backfill
         ) && e.id != sundial_core::ids::slot_execution_id(&e.job_uid, e.scheduled_at)
         {
             return Err(Error::Defect(

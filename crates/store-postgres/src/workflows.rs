@@ -42,7 +42,7 @@ const RUN_COLUMNS: &str = "r.id, r.namespace, r.workflow, r.workflow_uid, r.work
 const TASK_COLUMNS: &str = "id, task, state, fire_at, attempt, started_at, finished_at, output";
 
 /// The states of a run that is not terminal, as an SQL list.
-const UNFINISHED_RUN: &str = "('scheduled', 'running')";
+pub(crate) const UNFINISHED_RUN: &str = "('scheduled', 'running')";
 
 /// The states of an execution that is not terminal, as an SQL list.
 const UNFINISHED_EXECUTION: &str = "('pending', 'scheduled', 'queued', 'running', 'retry_wait')";
@@ -357,9 +357,9 @@ pub(crate) async fn run_create(store: &PgStore, run: &NewRun) -> Result<RunRecor
 /// What creating a run did.
 pub(crate) struct CreatedRun {
     /// The run's id: the new run's, or the one the slot already had.
-    id: String,
+    pub(crate) id: String,
     /// Whether a new run was inserted.
-    inserted: bool,
+    pub(crate) inserted: bool,
 }
 
 /// Creates a run of the workflow version `run` names inside `tx`, whose workflow row the
@@ -372,10 +372,13 @@ pub(crate) async fn create_run_in_tx(
     run: &NewRun,
     now: i64,
 ) -> Result<CreatedRun> {
-    if matches!(run.trigger, Trigger::Schedule | Trigger::Misfire) {
+    if matches!(
+        run.trigger,
+        Trigger::Schedule | Trigger::Misfire | Trigger::Backfill
+    ) {
         let existing: Option<String> = sqlx::query_scalar(
             "SELECT id FROM workflow_runs WHERE workflow_uid = $1 AND scheduled_at = $2 \
-             AND trigger IN ('schedule', 'misfire')",
+             AND trigger IN ('schedule', 'misfire', 'backfill')",
         )
         .bind(&run.workflow_uid)
         .bind(ms(run.scheduled_at))
@@ -412,8 +415,10 @@ pub(crate) async fn create_run_in_tx(
     }
     // One run per slot (W1) rests on the primary key of the partitioned table (migration
     // 0010), so a slot's run must carry the id derived from it.
-    if matches!(run.trigger, Trigger::Schedule | Trigger::Misfire)
-        && run.id != sundial_core::ids::slot_run_id(&run.workflow_uid, run.scheduled_at)
+    if matches!(
+        run.trigger,
+        Trigger::Schedule | Trigger::Misfire | Trigger::Backfill
+    ) && run.id != sundial_core::ids::slot_run_id(&run.workflow_uid, run.scheduled_at)
     {
         return Err(Error::Defect(
             format!(

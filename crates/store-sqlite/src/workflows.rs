@@ -37,7 +37,7 @@ const RUN_COLUMNS: &str = "r.id, r.namespace, r.workflow, r.workflow_uid, r.work
 const TASK_COLUMNS: &str = "id, task, state, fire_at, attempt, started_at, finished_at, output";
 
 /// The states of a run that is not terminal, as an SQL list.
-const UNFINISHED_RUN: &str = "('scheduled', 'running')";
+pub(crate) const UNFINISHED_RUN: &str = "('scheduled', 'running')";
 
 /// The states of an execution that is not terminal, as an SQL list.
 const UNFINISHED_EXECUTION: &str = "('pending', 'scheduled', 'queued', 'running', 'retry_wait')";
@@ -350,9 +350,9 @@ pub(crate) async fn run_create(store: &SqliteStore, run: &NewRun) -> Result<RunR
 /// What creating a run did, for the signals sent after its commit.
 pub(crate) struct CreatedRun {
     /// The run's id: the new run's, or the one the slot already had.
-    id: String,
+    pub(crate) id: String,
     /// Whether a new run was inserted.
-    inserted: bool,
+    pub(crate) inserted: bool,
     /// Whether tasks were made due.
     due: bool,
     /// Running executions cancelled (a `replace`).
@@ -360,7 +360,7 @@ pub(crate) struct CreatedRun {
 }
 
 impl CreatedRun {
-    fn signal(&self, store: &SqliteStore) {
+    pub(crate) fn signal(&self, store: &SqliteStore) {
         if self.due {
             store.signals.due.notify_one();
         }
@@ -380,10 +380,13 @@ pub(crate) async fn create_run_in_tx(
     run: &NewRun,
     now: i64,
 ) -> Result<CreatedRun> {
-    if matches!(run.trigger, Trigger::Schedule | Trigger::Misfire) {
+    if matches!(
+        run.trigger,
+        Trigger::Schedule | Trigger::Misfire | Trigger::Backfill
+    ) {
         let existing: Option<String> = sqlx::query_scalar(
             "SELECT id FROM workflow_runs WHERE workflow_uid = ?1 AND scheduled_at = ?2 \
-             AND trigger IN ('schedule', 'misfire')",
+             AND trigger IN ('schedule', 'misfire', 'backfill')",
         )
         .bind(&run.workflow_uid)
         .bind(ms(run.scheduled_at))

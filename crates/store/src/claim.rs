@@ -15,7 +15,8 @@
 //!    (deferred by [`DEFER_MS`]) while the job is active or an older catch-up of the job still
 //!    waits; any other execution that comes due while the job is active or a catch-up waits is
 //!    `skipped`. Under `replace`, the active executions are cancelled (running ones are
-//!    signalled) and the new one runs.
+//!    signalled) and the new one runs. A backfilled slot (`trigger: backfill`) under either
+//!    waits (deferred) while the job is active: it never skips or replaces another.
 //! 3. **Rate limits**: a rate-limited namespace gets at most the whole tokens of its bucket;
 //!    the bucket is written back less what was handed out.
 //!

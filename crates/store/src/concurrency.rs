@@ -17,17 +17,20 @@ pub enum Decision {
     /// Record it `skipped` and do not run it (`skip`, the job is active).
     Skip,
     /// Leave it waiting and look again shortly: a catch-up slot of a misfire episode under
-    /// `skip`, which runs after the one before it instead of being skipped.
+    /// `skip`, which runs after the one before it instead of being skipped, or a backfilled
+    /// slot under `skip` or `replace`, which waits for the job to be idle (docs/time.md,
+    /// "Backfill").
     Defer,
     /// Cancel the job's active executions, then run it (`replace`, the job is active).
     Replace,
 }
 
 /// The decision for an execution with `trigger` of a job with `policy`, given whether the job
-/// is active.
+/// is active. A backfilled slot never skips or replaces: it waits its turn.
 pub fn decide(policy: ConcurrencyPolicy, trigger: Trigger, active: bool) -> Decision {
     match (policy, active) {
         (ConcurrencyPolicy::Allow, _) | (_, false) => Decision::Run,
+        (_, true) if trigger == Trigger::Backfill => Decision::Defer,
         (ConcurrencyPolicy::Skip, true) if trigger == Trigger::Misfire => Decision::Defer,
         (ConcurrencyPolicy::Skip, true) => Decision::Skip,
         (ConcurrencyPolicy::Replace, true) => Decision::Replace,
@@ -143,6 +146,9 @@ mod tests {
             (P::Skip, Trigger::Misfire, true, D::Defer),
             (P::Replace, Trigger::Schedule, false, D::Run),
             (P::Replace, Trigger::Schedule, true, D::Replace),
+            (P::Skip, Trigger::Backfill, true, D::Defer),
+            (P::Replace, Trigger::Backfill, true, D::Defer),
+            (P::Allow, Trigger::Backfill, true, D::Run),
         ] {
             assert_eq!(
                 decide(policy, trigger, active),

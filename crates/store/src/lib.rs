@@ -19,6 +19,7 @@
 #![warn(missing_docs)]
 
 pub mod alerts;
+pub mod backfill;
 pub mod claim;
 pub mod completion;
 pub mod concurrency;
@@ -36,6 +37,9 @@ use async_trait::async_trait;
 use jiff::Timestamp;
 
 pub use alerts::{ALERT_STATES, AlertEvent, AlertSettle, AlertSubject, NamespaceCounts};
+pub use backfill::{
+    BackfillOf, BackfillRecord, BackfillState, BackfillStep, BackfillStepped, NewBackfill,
+};
 pub use records::*;
 pub use workflow::{
     NewRun, RunListQuery, RunRecord, RunSummary, TaskRecord, WorkflowListQuery, WorkflowRecord,
@@ -511,6 +515,65 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// [`Store::calendar_users`] gives them) when some job or workflow names it, deleting
     /// nothing. The check and the delete are one transaction.
     async fn calendar_delete(&self, namespace: &str, name: &str) -> Result<()>;
+
+    /// Creates a backfill (SPEC §11, docs/time.md "Backfill"): `running`, its cursor at
+    /// `from`, its counts 0. The scheduler holding its shard drives it from then on.
+    ///
+    /// # Contract
+    /// One insert; [`Error::Conflict`] if the id exists.
+    async fn backfill_create(&self, backfill: &NewBackfill) -> Result<BackfillRecord>;
+
+    /// One backfill of a namespace.
+    async fn backfill_get(&self, namespace: &str, id: &str) -> Result<Option<BackfillRecord>>;
+
+    /// The backfills of one job or workflow (by name, every incarnation), newest first, at
+    /// most 100.
+    async fn backfill_list(
+        &self,
+        namespace: &str,
+        of: BackfillOf,
+        name: &str,
+    ) -> Result<Vec<BackfillRecord>>;
+
+    /// The `running` backfills of the given shards, oldest first.
+    async fn backfill_running(&self, shards: &[u16]) -> Result<Vec<BackfillRecord>>;
+
+    /// Of the given execution ids (for [`BackfillOf::Job`]) or run ids (for
+    /// [`BackfillOf::Workflow`]), those that exist. The ids are a slot's derived ids
+    /// (`sundial_core::ids`), so this says which slots have an execution or run.
+    ///
+    /// # Contract
+    /// Reads only; by primary key.
+    async fn backfill_taken(
+        &self,
+        of: BackfillOf,
+        ids: &[String],
+    ) -> Result<std::collections::HashSet<String>>;
+
+    /// Applies one step of a backfill ([`backfill`]'s invariants): its executions or runs, its
+    /// cursor and counts, in one transaction.
+    ///
+    /// # Contract
+    /// - Fenced as [`Store::trigger_commit`]: [`Error::StaleFence`] and nothing written unless
+    ///   the shard is leased to `node` with the epoch read.
+    /// - [`BackfillStepped::Stale`] (nothing written) unless the backfill is `running` with
+    ///   `expected_cursor`; [`BackfillStepped::Waiting`] for a serial step whose previous
+    ///   execution or run is unfinished.
+    /// - A workflow's runs are created as [`Store::run_create`] creates them, with the version
+    ///   they name ([`Error::StaleVersion`] when it is no longer current).
+    async fn backfill_step(&self, step: &BackfillStep) -> Result<BackfillStepped>;
+
+    /// Cancels a running backfill: it creates nothing after this commits; what it created
+    /// stays. `reason` is kept when the store's driver ends it (the job was deleted).
+    ///
+    /// # Contract
+    /// [`Error::NotFound`]; [`Error::Conflict`] when it is not `running`.
+    async fn backfill_cancel(
+        &self,
+        namespace: &str,
+        id: &str,
+        reason: Option<&str>,
+    ) -> Result<BackfillRecord>;
 
     /// The namespaces that hold at least one job or workflow, sorted by name.
     ///

@@ -11,6 +11,7 @@
 //! any backend's run.
 
 mod alerts;
+mod backfills;
 mod calendars;
 mod claim;
 mod complete;
@@ -22,6 +23,7 @@ mod trigger;
 mod workflows;
 
 pub use alerts::*;
+pub use backfills::*;
 pub use calendars::*;
 pub use claim::*;
 pub use complete::*;
@@ -87,6 +89,7 @@ impl Harness {
 pub fn checks() -> Vec<&'static str> {
     let sources = [
         include_str!("alerts.rs"),
+        include_str!("backfills.rs"),
         include_str!("calendars.rs"),
         include_str!("claim.rs"),
         include_str!("complete.rs"),
@@ -389,6 +392,10 @@ macro_rules! conformance_tests {
             a_failed_run_writes_a_run_alert_event,
             calendars_are_put_listed_and_versioned,
             a_calendar_in_use_cannot_be_deleted,
+            a_backfill_step_is_fenced_idempotent_and_counts_existing_slots,
+            a_serial_backfill_waits_for_its_previous_execution_and_stops_when_cancelled,
+            a_backfilled_slot_waits_while_its_job_runs,
+            a_workflow_backfill_creates_one_run_per_slot,
             job_writes_are_conditional_on_version,
             namespaces_are_listed_from_jobs_and_workflows,
             job_list_pages_and_filters,
