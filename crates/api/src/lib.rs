@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod auth;
+pub mod backfills;
 pub mod calendars;
 pub mod error;
 mod executions;
@@ -199,6 +200,10 @@ fn routes(state: AppState) -> Router {
     .routes(routes!(jobs::pause))
     .routes(routes!(jobs::resume))
     .routes(routes!(jobs::trigger))
+    .routes(routes!(backfills::job_start))
+    .routes(routes!(backfills::job_list))
+    .routes(routes!(backfills::job_get))
+    .routes(routes!(backfills::job_cancel))
     .routes(routes!(executions::list_for_job))
     .routes(routes!(executions::list_for_namespace))
     .routes(routes!(executions::get_one))
@@ -215,6 +220,10 @@ fn routes(state: AppState) -> Router {
     .routes(routes!(workflows::pause))
     .routes(routes!(workflows::resume))
     .routes(routes!(workflows::trigger))
+    .routes(routes!(backfills::workflow_start))
+    .routes(routes!(backfills::workflow_list))
+    .routes(routes!(backfills::workflow_get))
+    .routes(routes!(backfills::workflow_cancel))
     .routes(routes!(workflows::runs))
     .routes(routes!(workflows::run_get))
     .routes(routes!(workflows::run_cancel))

@@ -139,6 +139,19 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
             .await
             .context("cannot start the scheduler")?;
         scheduler_wake = scheduler.waker();
+        // Backfills (docs/time.md, "Backfill") are driven where their shard is held.
+        let backfiller = sundial_scheduler::backfill::Backfiller::new(
+            store.clone(),
+            clock.clone(),
+            &config.node_id,
+            scheduler.lease_watch(),
+            worker_wake.clone(),
+        );
+        let backfill_rx = rx.clone();
+        tasks.spawn(async move {
+            backfiller.run(backfill_rx).await;
+            Ok(())
+        });
         let rx = rx.clone();
         tasks.spawn(async move { scheduler.run(rx).await.context("scheduler stopped") });
     }

@@ -21,6 +21,8 @@
 
 #![warn(missing_docs)]
 
+pub mod backfill;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -108,6 +110,8 @@ pub struct Scheduler {
     triggered: Arc<Notify>,
     /// Calendars named by a schedule but not found, already said in the log.
     missing_calendars: std::collections::HashSet<(String, String)>,
+    /// The leases held, for the backfill driver ([`Scheduler::lease_watch`]).
+    published: watch::Sender<Vec<ShardLease>>,
 }
 
 /// The calendars one pass needs, by (namespace, name), compiled once for the pass.
@@ -154,6 +158,7 @@ impl Scheduler {
             leases: Vec::new(),
             leases_renewed_at: None,
             missing_calendars: Default::default(),
+            published: watch::Sender::new(Vec::new()),
             waker: Arc::new(Notify::new()),
             triggered,
         }
@@ -167,6 +172,22 @@ impl Scheduler {
     /// The shards held after the last renewal.
     pub fn leases(&self) -> &[ShardLease] {
         &self.leases
+    }
+
+    /// The shards held, as each pass leaves them (empty while none is held): what the
+    /// backfill driver of this process ([`backfill::Backfiller`]) follows.
+    pub fn lease_watch(&self) -> watch::Receiver<Vec<ShardLease>> {
+        self.published.subscribe()
+    }
+
+    fn publish_leases(&self) {
+        self.published.send_if_modified(|held| {
+            let changed = *held != self.leases;
+            if changed {
+                held.clone_from(&self.leases);
+            }
+            changed
+        });
     }
 
     /// Takes the shard leases; call once before [`Scheduler::run`] to fail fast.
@@ -221,6 +242,8 @@ impl Scheduler {
                 _ = shutdown.changed() => {}
             }
         }
+        self.leases.clear();
+        self.publish_leases();
         if let Err(e) = self.store.shard_lease_release(&self.config.node).await {
             tracing::warn!(error = %e, "releasing shard leases failed");
         }
@@ -260,6 +283,12 @@ impl Scheduler {
     /// # Errors
     /// A store error; a stale fence clears the leases so the next pass re-reads them.
     pub async fn pass(&mut self) -> Result<PassReport, StoreError> {
+        let report = self.trigger_pass().await;
+        self.publish_leases();
+        report
+    }
+
+    async fn trigger_pass(&mut self) -> Result<PassReport, StoreError> {
         let now = self.store.now().await?;
         let renew_after = self.config.lease_ttl.as_signed() / 3;
         if self
