@@ -33,6 +33,13 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/namespaces/{ns}/jobs/{name}/pause"),
     ("post", "/v1/namespaces/{ns}/jobs/{name}/resume"),
     ("post", "/v1/namespaces/{ns}/jobs/{name}/trigger"),
+    ("post", "/v1/namespaces/{ns}/jobs/{name}/backfill"),
+    ("get", "/v1/namespaces/{ns}/jobs/{name}/backfills"),
+    ("get", "/v1/namespaces/{ns}/jobs/{name}/backfills/{id}"),
+    (
+        "post",
+        "/v1/namespaces/{ns}/jobs/{name}/backfills/{id}/cancel",
+    ),
     ("get", "/v1/namespaces/{ns}/jobs/{name}/executions"),
     ("get", "/v1/namespaces/{ns}/executions"),
     ("get", "/v1/namespaces/{ns}/executions/{id}"),
@@ -48,6 +55,13 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/namespaces/{ns}/workflows/{name}/pause"),
     ("post", "/v1/namespaces/{ns}/workflows/{name}/resume"),
     ("post", "/v1/namespaces/{ns}/workflows/{name}/trigger"),
+    ("post", "/v1/namespaces/{ns}/workflows/{name}/backfill"),
+    ("get", "/v1/namespaces/{ns}/workflows/{name}/backfills"),
+    ("get", "/v1/namespaces/{ns}/workflows/{name}/backfills/{id}"),
+    (
+        "post",
+        "/v1/namespaces/{ns}/workflows/{name}/backfills/{id}/cancel",
+    ),
     ("get", "/v1/namespaces/{ns}/workflows/{name}/runs"),
     ("get", "/v1/namespaces/{ns}/workflows/{name}/runs/{run_id}"),
     (
