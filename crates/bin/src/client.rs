@@ -158,6 +158,10 @@ enum JobCommand {
         /// The job's name
         name: String,
     },
+    /// Backfill the job's past slots in [--from, --to) that have no execution (trigger:
+    /// backfill), at --rate a second, under its concurrency policy; or, with --list, --status
+    /// ID or --cancel ID, its backfills.
+    Backfill(crate::backfill_cmd::BackfillArgs),
     /// Delete a job (its history is kept).
     Delete {
         /// The job's name
@@ -610,7 +614,8 @@ pub async fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
     | JobCommand::Resume { name }
     | JobCommand::Trigger { name }
     | JobCommand::Delete { name }
-    | JobCommand::History { name, .. } = &args.command
+    | JobCommand::History { name, .. }
+    | JobCommand::Backfill(crate::backfill_cmd::BackfillArgs { name, .. }) = &args.command
     {
         sundial_core::names::check_name(name)
             .map_err(|m| anyhow::anyhow!("job name '{name}': the name {m}"))?;
@@ -681,6 +686,9 @@ pub async fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
             print(format, &v, |v| {
                 outln!("execution {} queued", v["id"].as_str().unwrap_or("?"))
             });
+        }
+        JobCommand::Backfill(backfill) => {
+            crate::backfill_cmd::run(&api, format, "job", backfill).await?
         }
         JobCommand::Delete { name } => {
             api.call(Method::DELETE, &format!("/jobs/{name}"), None)

@@ -15,6 +15,7 @@ macro_rules! outln {
     }};
 }
 
+mod backfill_cmd;
 mod bench;
 mod bench_history;
 mod bench_workflow;

@@ -87,6 +87,10 @@ enum WorkflowCommand {
         #[arg(long = "param", value_name = "KEY=VALUE", value_parser = parse_param)]
         params: Vec<(String, Value)>,
     },
+    /// Backfill the workflow's past slots in [--from, --to) that have no run (trigger:
+    /// backfill), at --rate a second, under its concurrency policy; or, with --list, --status
+    /// ID or --cancel ID, its backfills.
+    Backfill(crate::backfill_cmd::BackfillArgs),
     /// Delete a workflow (its unfinished runs are cancelled; history is kept).
     Delete { name: String },
     /// A workflow's runs, newest first.
@@ -206,7 +210,10 @@ pub async fn run(args: WorkflowArgs) -> anyhow::Result<ExitCode> {
         | WorkflowCommand::Trigger { name, .. }
         | WorkflowCommand::Delete { name }
         | WorkflowCommand::Runs { name, .. }
-        | WorkflowCommand::Graph { name } => check_name(name)?,
+        | WorkflowCommand::Graph { name }
+        | WorkflowCommand::Backfill(crate::backfill_cmd::BackfillArgs { name, .. }) => {
+            check_name(name)?
+        }
         WorkflowCommand::Run { command } => match command {
             RunCommand::Get { run }
             | RunCommand::Cancel { run }
@@ -295,6 +302,9 @@ pub async fn run(args: WorkflowArgs) -> anyhow::Result<ExitCode> {
                     v["state"].as_str().unwrap_or("?")
                 )
             });
+        }
+        WorkflowCommand::Backfill(backfill) => {
+            crate::backfill_cmd::run(&api, format, "workflow", backfill).await?
         }
         WorkflowCommand::Delete { name } => {
             api.call(Method::DELETE, &format!("/workflows/{name}"), None)
