@@ -87,23 +87,23 @@ impl Rig {
     /// Runs scheduler and backfill passes, 100 ms apart by the clock, until the backfill `id`
     /// of job `j` ends; returns it.
     async fn drive(&mut self, id: &str) -> Value {
+        self.drive_at(&format!("/v1/namespaces/t/jobs/j/backfills/{id}"))
+            .await
+    }
+
+    /// As [`Rig::drive`], for the backfill at `path`.
+    async fn drive_at(&mut self, path: &str) -> Value {
         for _ in 0..200 {
             self.scheduler.pass().await.unwrap();
             self.backfiller.pass().await.unwrap();
-            let (status, b) = self
-                .call(
-                    "GET",
-                    &format!("/v1/namespaces/t/jobs/j/backfills/{id}"),
-                    None,
-                )
-                .await;
+            let (status, b) = self.call("GET", path, None).await;
             assert_eq!(status, StatusCode::OK, "{b}");
             if b["state"] != "running" {
                 return b;
             }
             self.clock.advance(SignedDuration::from_millis(100));
         }
-        panic!("backfill {id} did not end");
+        panic!("backfill {path} did not end");
     }
 
     /// The backfilled executions' slots, oldest first.
@@ -354,5 +354,69 @@ async fn a_cancelled_backfill_creates_nothing_more_and_calendar_days_are_left_ou
         rig.backfilled().await.len(),
         made,
         "nothing after the cancel"
+    );
+}
+
+#[tokio::test]
+async fn a_workflow_backfill_creates_one_run_per_past_slot() {
+    let mut rig = rig().await;
+    let (status, wf) = rig
+        .call(
+            "PUT",
+            "/v1/namespaces/t/workflows/w",
+            Some(json!({"schedule": {"cron": "0 * * * *"},
+                "tasks": [{"name": "a", "target": {"type": "http", "url": "http://127.0.0.1:9/a"}}]})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{wf}");
+    let path = "/v1/namespaces/t/workflows/w/backfill";
+    let range = json!({"from": "2025-12-31T12:00:00Z", "to": "2026-01-01T00:00:00Z", "max_per_second": 100});
+    let (status, b) = rig.call("POST", path, Some(range.clone())).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{b}");
+    assert_eq!(b["workflow"], "w");
+    let done = rig
+        .drive_at(&format!(
+            "/v1/namespaces/t/workflows/w/backfills/{}",
+            b["id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(
+        (done["state"].clone(), done["created"].clone()),
+        (json!("done"), json!(12)),
+        "{done}"
+    );
+    let (_, runs) = rig
+        .call("GET", "/v1/namespaces/t/workflows/w/runs?limit=100", None)
+        .await;
+    let backfilled: Vec<&Value> = runs["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["trigger"] == "backfill")
+        .collect();
+    assert_eq!(backfilled.len(), 12, "{runs}");
+    let mut dry = range;
+    dry["dry_run"] = json!(true);
+    let (_, answer) = rig.call("POST", path, Some(dry)).await;
+    assert_eq!(
+        (answer["count"].clone(), answer["existing"].clone()),
+        (json!(0), json!(12)),
+        "{answer}"
+    );
+    let (status, _) = rig
+        .call("POST", "/v1/namespaces/t/workflows/w/pause", None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, problem) = rig
+        .call(
+            "POST",
+            path,
+            Some(json!({"from": "2025-12-30T00:00:00Z", "to": "2025-12-31T00:00:00Z"})),
+        )
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::CONFLICT,
+        "a paused workflow is not backfilled: {problem}"
     );
 }

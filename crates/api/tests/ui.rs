@@ -569,3 +569,48 @@ async fn workflow_pages_show_the_runs_grid_and_the_run_s_dag() {
         .await;
     assert!(run.body.contains("state-cancelled"), "{}", run.body);
 }
+
+#[tokio::test]
+async fn the_job_page_lists_its_backfills_and_cancels_a_running_one_through_the_api() {
+    let ui = Ui::new(false).await;
+    ui.put_job("a", "nightly", None).await;
+    let started = ui
+        .send(
+            "POST",
+            "/v1/namespaces/a/jobs/nightly/backfill",
+            &[("content-type", "application/json")],
+            &json!({"from": "2026-10-01T00:00:00Z", "to": "2026-11-01T00:00:00Z"}).to_string(),
+        )
+        .await;
+    assert_eq!(started.status, StatusCode::ACCEPTED, "{}", started.body);
+    let id = serde_json::from_str::<serde_json::Value>(&started.body).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let page = ui.get("/ui/namespaces/a/jobs/nightly", None).await;
+    assert_escaped(&page);
+    assert!(
+        page.body.contains("Backfills") && page.body.contains(&id),
+        "{}",
+        page.body
+    );
+    let cancel = format!("/ui/namespaces/a/jobs/nightly/backfills/{id}/cancel");
+    assert!(
+        page.body.contains(&cancel),
+        "a cancel button: {}",
+        page.body
+    );
+    let refused = ui
+        .send("POST", &cancel, &[("origin", "http://evil.example")], "")
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    let done = ui.post(&cancel, None, "").await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", done.body);
+    let b = ui.store.backfill_get("a", &id).await.unwrap().unwrap();
+    assert_eq!(b.state, sundial_store::BackfillState::Cancelled);
+    let page = ui.get("/ui/namespaces/a/jobs/nightly", None).await;
+    assert!(
+        !page.body.contains(&cancel),
+        "no cancel button once cancelled"
+    );
+}

@@ -86,13 +86,27 @@ pub(crate) struct Common {
     /// prune while it runs
     #[arg(long, default_value_t = 0)]
     pub(crate) expired: u64,
+    /// Slots of a backfill (docs/time.md, "Backfill") started 5 s into a steady run over the
+    /// past of an every-second job of its own; its deliveries are counted apart, so the
+    /// figures stay the ordinary slots'
+    #[arg(long, default_value_t = 0)]
+    pub(crate) backfill: u64,
+    /// The backfill's `max_per_second`
+    #[arg(long, default_value_t = 5000)]
+    pub(crate) backfill_rate: u32,
 }
 
 #[derive(Default)]
 struct Sink {
     /// (job, slot ms) → receive instants.
     seen: Mutex<HashMap<(String, i64), Vec<Timestamp>>>,
+    /// Deliveries of the backfilled job ([`BACKFILLED`]), counted apart.
+    backfilled: std::sync::atomic::AtomicU64,
 }
+
+/// The job a `--backfill` run backfills, in a namespace of its own (`bench-backfill`) so that
+/// the start lags read from the `bench` namespace stay the ordinary slots'.
+const BACKFILLED: &str = "backfilled";
 
 /// How long the wait for deliveries goes on, past the last slot's fire time, without a new
 /// one arriving (10 s): slots still missing then are reported `lost`.
@@ -143,6 +157,11 @@ async fn sink(
     headers: HeaderMap,
 ) -> StatusCode {
     let now = Timestamp::now();
+    if job == BACKFILLED {
+        s.backfilled
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        return StatusCode::OK;
+    }
     let slot = headers
         .get("sundial-scheduled-at")
         .and_then(|v| v.to_str().ok())
@@ -317,6 +336,85 @@ async fn create_job_batches(
     }
     eprintln!();
     Ok(())
+}
+
+/// Creates the every-second job [`BACKFILLED`] and, in the background, starts a backfill of
+/// `common.backfill` of its past slots at `common.backfill_rate` 5 s after `first_slot`;
+/// resolves to the backfill's id once started.
+async fn start_backfill(
+    api: &str,
+    sink_addr: SocketAddr,
+    common: &Common,
+    first_slot: Timestamp,
+) -> anyhow::Result<tokio::task::JoinHandle<anyhow::Result<String>>> {
+    let http = reqwest::Client::new();
+    let job = json!({"schedule": {"cron": "* * * * * *"},
+        "target": {"type": "http", "url": format!("http://{sink_addr}/sink/{BACKFILLED}")},
+        "retry": {"max_attempts": 3, "initial_interval": "1s"}});
+    let resp = http
+        .put(format!(
+            "{api}/v1/namespaces/bench-backfill/jobs/{BACKFILLED}"
+        ))
+        .header("content-type", "application/json")
+        .body(job.to_string())
+        .send()
+        .await?;
+    if !resp.status().is_success() {
+        bail!("creating the backfilled job: {}", resp.text().await?);
+    }
+    let (slots, rate) = (common.backfill, common.backfill_rate);
+    let api = api.to_owned();
+    Ok(tokio::spawn(async move {
+        let at = first_slot + SignedDuration::from_secs(5);
+        let wait = at.duration_since(Timestamp::now());
+        if wait.is_positive() {
+            tokio::time::sleep(Duration::try_from(wait).unwrap_or_default()).await;
+        }
+        let to = Timestamp::from_second(Timestamp::now().as_second() - 1)?;
+        let from = to - SignedDuration::from_secs(i64::try_from(slots).unwrap_or(i64::MAX));
+        let resp = http
+            .post(format!(
+                "{api}/v1/namespaces/bench-backfill/jobs/{BACKFILLED}/backfill"
+            ))
+            .header("content-type", "application/json")
+            .body(json!({"from": from, "to": to, "max_per_second": rate}).to_string())
+            .send()
+            .await?;
+        let body: Value = serde_json::from_str(&resp.text().await?)?;
+        body["id"]
+            .as_str()
+            .map(str::to_owned)
+            .with_context(|| format!("starting the backfill: {body}"))
+    }))
+}
+
+/// The backfill as it stands after the run: its progress, how long it ran (first to last
+/// step, by the store's clock), and its deliveries.
+async fn backfill_report(
+    api: &str,
+    started: tokio::task::JoinHandle<anyhow::Result<String>>,
+    sink: &Sink,
+) -> anyhow::Result<Value> {
+    let id = started.await??;
+    let b: Value = serde_json::from_str(
+        &reqwest::get(format!(
+            "{api}/v1/namespaces/bench-backfill/jobs/{BACKFILLED}/backfills/{id}"
+        ))
+        .await?
+        .text()
+        .await?,
+    )?;
+    let at = |k: &str| b[k].as_str().and_then(|s| s.parse::<Timestamp>().ok());
+    let seconds = match (at("created_at"), at("updated_at")) {
+        (Some(a), Some(b)) => (b.duration_since(a).as_secs_f64() * 10.0).round() / 10.0,
+        _ => 0.0,
+    };
+    Ok(json!({
+        "slots": b["slots"], "max_per_second": b["max_per_second"], "created": b["created"],
+        "state": b["state"], "seconds": seconds,
+        "delivered": sink.backfilled.load(std::sync::atomic::Ordering::Relaxed),
+        "from": b["created_at"], "until": b["updated_at"],
+    }))
 }
 
 /// `started_at − fire_at` of every started execution of the bench namespace, in ms, read
@@ -554,6 +652,15 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         );
     }
 
+    let backfill = if common.backfill > 0 {
+        if workload != "steady" {
+            bail!("--backfill: only a steady run starts a backfill");
+        }
+        Some(start_backfill(&nodes.api, sink_addr, common, first_slot).await?)
+    } else {
+        None
+    };
+
     // Wait until every expected delivery arrived. A run that fell behind is waited for as long
     // as deliveries keep arriving, so a late slot counts as late, not as lost; past the last
     // slot, STALL without a new delivery (or WAIT_CAP in all) ends the wait.
@@ -589,6 +696,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     tokio::time::sleep(Duration::from_millis(500)).await;
     eprintln!();
     let peak_rss_mb = nodes.peak_rss_mb();
+    let backfill = match backfill {
+        Some(started) => Some(backfill_report(&nodes.api, started, &sink_state).await?),
+        None => None,
+    };
     let mut start_lags = start_lags(&nodes.api).await.unwrap_or_default();
     start_lags.sort_by(f64::total_cmp);
     let history_after = match history_before {
@@ -608,6 +719,28 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         lags.push((first.as_millisecond() - slot_ms) as f64);
     }
     lags.sort_by(f64::total_cmp);
+    // The ordinary slots fired while the backfill was creating executions, apart: the
+    // whole run's figures would dilute its effect with the seconds before and after it.
+    let mut backfill = backfill;
+    if let Some(b) = backfill.as_mut() {
+        let at = |k: &str| b[k].as_str().and_then(|s| s.parse::<Timestamp>().ok());
+        if let (Some(from), Some(until)) = (at("from"), at("until")) {
+            let (from, until) = (from.as_millisecond(), until.as_millisecond());
+            let mut during: Vec<f64> = seen
+                .iter()
+                .filter(|((_, slot), _)| (from..=until).contains(slot))
+                .filter_map(|((_, slot), receipts)| {
+                    receipts
+                        .iter()
+                        .min()
+                        .map(|r| (r.as_millisecond() - slot) as f64)
+                })
+                .collect();
+            during.sort_by(f64::total_cmp);
+            b["slots_during"] = json!(during.len());
+            b["lag_ms_during"] = json!({"p50": percentile(&during, 50.0), "p99": percentile(&during, 99.0), "max": during.last().copied().unwrap_or(0.0)});
+        }
+    }
     let lost = expected.saturating_sub(seen.len() as u64);
     let drain_s = last_receive
         .duration_since(first_slot)
@@ -633,6 +766,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     });
     if let Some(a) = arrivals {
         report["arrivals"] = json!(a);
+    }
+    if let Some(b) = &backfill {
+        report["backfill"] = b.clone();
     }
     if let (Some(before), Some(after)) = (history_before, history_after) {
         report["expired"] = json!({"loaded": common.expired, "left": after.0, "db_bytes_before": before.1, "db_bytes_after": after.1});
@@ -667,6 +803,24 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         report["start_lag_ms"]["max"]
     );
     outln!("peak RSS         {peak_rss_mb:.1} MB");
+    if let Some(b) = &backfill {
+        outln!(
+            "backfill         {} slots at {}/s: {} created, {} when measured, {} delivered, {} s from start to its last step",
+            b["slots"],
+            b["max_per_second"],
+            b["created"],
+            b["state"],
+            b["delivered"],
+            b["seconds"]
+        );
+        outln!(
+            "lag ms, during   p50 {}  p99 {}  max {}   (the {} ordinary slots fired while it created executions)",
+            b["lag_ms_during"]["p50"],
+            b["lag_ms_during"]["p99"],
+            b["lag_ms_during"]["max"],
+            b["slots_during"]
+        );
+    }
     if let (Some(before), Some(after)) = (history_before, history_after) {
         outln!(
             "expired history  {} loaded, {} left after the run; database {:.0} MB before, {:.0} MB after",

@@ -97,6 +97,10 @@ pub(crate) fn router(app: AppState, api: Router) -> Router {
             "/ui/namespaces/{ns}/jobs/{name}/{action}",
             post(pages::job_action),
         )
+        .route(
+            "/ui/namespaces/{ns}/jobs/{name}/backfills/{id}/cancel",
+            post(pages::backfill_cancel),
+        )
         .route("/ui/namespaces/{ns}/executions/{id}", get(pages::execution))
         .route(
             "/ui/namespaces/{ns}/executions/{id}/{action}",

@@ -289,6 +289,15 @@ pub(crate) async fn job(
             .map(|tz| t.to_zoned(tz).strftime("%Y-%m-%d %H:%M:%S %Z").to_string())
             .unwrap_or_default()
     };
+    let backfills = match ui
+        .app
+        .store
+        .backfill_list(&ns, sundial_store::BackfillOf::Job, &name)
+        .await
+    {
+        Ok(b) => b,
+        Err(e) => return problem(e),
+    };
     let definition = serde_json::to_string_pretty(&job.spec).unwrap_or_default();
     let base = format!("/ui/namespaces/{ns}/jobs/{name}");
     let body = html! {
@@ -337,6 +346,10 @@ pub(crate) async fn job(
                 }
             }
         }
+        @if !backfills.is_empty() {
+            h2 { "Backfills" }
+            (backfills_table(&base, &backfills, session.writes))
+        }
         h2 { "History" }
         (live("history", executions_table(&ns, &history, now)))
         @if history.len() == PAGE as usize {
@@ -348,6 +361,58 @@ pub(crate) async fn job(
         pre { (definition) }
     };
     page(&format!("Job {name}"), Some(&ns), body).into_response()
+}
+
+/// A job's backfills (docs/time.md, "Backfill"), newest first, with a cancel button for the
+/// running ones when the session may write.
+fn backfills_table(base: &str, items: &[sundial_store::BackfillRecord], writes: bool) -> Markup {
+    html! {
+        table {
+            tr { th { "backfill" } th { "slots from (UTC)" } th { "to" } th { "state" } th { "created" } th { "done already" } th { "remaining" } th { "per second" } @if writes { th {} } }
+            @for b in items {
+                tr {
+                    td { (b.id) }
+                    td { (when(Some(b.from))) }
+                    td { (when(Some(b.to))) }
+                    td { (badge(b.state.as_str())) @if let Some(r) = &b.reason { span.muted { " " (r) } } }
+                    td { (b.created) }
+                    td { (b.existing) }
+                    td { (b.remaining()) }
+                    td { (b.max_per_second) }
+                    @if writes {
+                        td {
+                            @if b.state == sundial_store::BackfillState::Running {
+                                form.inline method="post" action={ (base) "/backfills/" (b.id) "/cancel" } {
+                                    button type="submit" { "cancel" }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `POST /ui/namespaces/{ns}/jobs/{name}/backfills/{id}/cancel`, through the API, then back
+/// to the job's page.
+pub(crate) async fn backfill_cancel(
+    State(ui): State<Ui>,
+    Extension(session): Extension<Session>,
+    Path((ns, name, id)): Path<(String, String, String)>,
+) -> Response {
+    if let Err(r) = gate(&session, None, &[ns.as_str(), name.as_str(), id.as_str()]) {
+        return r.into_response();
+    }
+    act(
+        &ui,
+        &session,
+        Method::POST,
+        &format!("/v1/namespaces/{ns}/jobs/{name}/backfills/{id}/cancel"),
+        None,
+        &format!("/ui/namespaces/{ns}/jobs/{name}"),
+    )
+    .await
 }
 
 fn executions_table(ns: &str, items: &[ExecutionRecord], now: jiff::Timestamp) -> Markup {
