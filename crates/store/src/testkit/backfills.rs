@@ -103,7 +103,7 @@ pub async fn a_backfill_step_is_fenced_idempotent_and_counts_existing_slots(h: H
         .iter()
         .map(|l| ShardLease {
             epoch: l.epoch + 1,
-            ..l.clone()
+            ..*l
         })
         .collect();
     let first = step(
