@@ -202,9 +202,7 @@ pub async fn a_backfill_step_is_fenced_idempotent_and_counts_existing_slots(h: H
 /// A serial step (a concurrency policy other than `allow`) waits while the backfill's previous
 /// execution is unfinished, and goes on once it ended; a cancel stops the backfill (a step
 /// after it is stale) and keeps what it created; backfills are listed per job, newest first.
-pub async fn a_serial_backfill_waits_for_its_previous_execution_and_stops_when_cancelled(
-    h: Harness,
-) {
+pub async fn a_serial_backfill_waits_its_turn_and_stops_on_cancel(h: Harness) {
     let clock = Arc::new(ManualClock::new(t0()));
     let store = h.open(clock.clone()).await;
     let job = create_with(

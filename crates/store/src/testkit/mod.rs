@@ -393,7 +393,7 @@ macro_rules! conformance_tests {
             calendars_are_put_listed_and_versioned,
             a_calendar_in_use_cannot_be_deleted,
             a_backfill_step_is_fenced_idempotent_and_counts_existing_slots,
-            a_serial_backfill_waits_for_its_previous_execution_and_stops_when_cancelled,
+            a_serial_backfill_waits_its_turn_and_stops_on_cancel,
             a_backfilled_slot_waits_while_its_job_runs,
             a_workflow_backfill_creates_one_run_per_slot,
             job_writes_are_conditional_on_version,
