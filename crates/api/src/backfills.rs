@@ -191,8 +191,12 @@ fn parse(body: &Value, now: Timestamp) -> Result<Request, ApiError> {
     }
     let max_per_second = match obj.get("max_per_second") {
         None | Some(Value::Null) => DEFAULT_PER_SECOND,
-        Some(v) => match v.as_u64().and_then(|n| u32::try_from(n).ok()) {
-            Some(n) if (1..=MAX_PER_SECOND).contains(&n) => n,
+        // A whole number, written as 10 or 10.0.
+        Some(v) => match v
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && *f >= 1.0 && *f <= f64::from(MAX_PER_SECOND))
+        {
+            Some(n) => n as u32,
             _ => {
                 errors.push(FieldError::new(
                     "max_per_second",
@@ -413,6 +417,17 @@ async fn list(
         .into_iter()
         .map(resource)
         .collect();
+    // No backfills and no such job (or workflow): 404, as for its executions. The backfills of
+    // a deleted one stay listed while they exist.
+    if items.is_empty() {
+        let exists = match of {
+            BackfillOf::Job => state.store.job_get(ns, name).await?.is_some(),
+            BackfillOf::Workflow => state.store.workflow_get(ns, name).await?.is_some(),
+        };
+        if !exists {
+            return Err(ApiError::not_found(format!("{} {ns}/{name}", of.as_str())));
+        }
+    }
     Ok(Json(json!({"items": items, "next_page_token": null})).into_response())
 }
 

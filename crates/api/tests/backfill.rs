@@ -20,6 +20,7 @@ use tower::ServiceExt;
 
 struct Rig {
     clock: Arc<ManualClock>,
+    store: Arc<dyn Store>,
     app: axum::Router,
     scheduler: Scheduler,
     backfiller: Backfiller,
@@ -46,7 +47,7 @@ async fn rig() -> Rig {
         Arc::new(Notify::new()),
     );
     let app = router(AppState {
-        store,
+        store: store.clone(),
         scheduler_wake: Arc::new(Notify::new()),
         worker_wake: Arc::new(Notify::new()),
         connections: Default::default(),
@@ -58,6 +59,7 @@ async fn rig() -> Rig {
     });
     Rig {
         clock,
+        store,
         app,
         scheduler,
         backfiller,
@@ -96,6 +98,8 @@ impl Rig {
         for _ in 0..200 {
             self.scheduler.pass().await.unwrap();
             self.backfiller.pass().await.unwrap();
+            // A worker: the backfill creates no more than its back-pressure lets wait.
+            sundial_store::testkit::claim_and_complete_all(&*self.store).await;
             let (status, b) = self.call("GET", path, None).await;
             assert_eq!(status, StatusCode::OK, "{b}");
             if b["state"] != "running" {
@@ -204,11 +208,16 @@ async fn a_backfill_creates_each_past_slot_once_and_a_second_one_creates_nothing
         .call("GET", "/v1/namespaces/t/jobs/j/backfills", None)
         .await;
     assert_eq!(list["items"], json!([]), "nothing written");
+    let (status, _) = rig
+        .call("GET", "/v1/namespaces/t/jobs/nope/backfills", None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "no such job");
 
     // The dry run counts the slots of [from, to): 24 hours, written nothing.
     let range = json!({"from": "2025-12-31T00:00:00Z", "to": "2026-01-01T00:00:00Z"});
     let mut dry = range.clone();
     dry["dry_run"] = json!(true);
+    dry["max_per_second"] = json!(5.0);
     let (status, answer) = rig.call("POST", path, Some(dry.clone())).await;
     assert_eq!(status, StatusCode::OK, "{answer}");
     assert_eq!(
@@ -418,5 +427,33 @@ async fn a_workflow_backfill_creates_one_run_per_past_slot() {
         status,
         StatusCode::CONFLICT,
         "a paused workflow is not backfilled: {problem}"
+    );
+}
+
+#[tokio::test]
+async fn a_backfill_whose_executions_pile_up_waits_for_them() {
+    let mut rig = rig().await;
+    hourly_job(&rig, json!({})).await;
+    let (status, b) = rig
+        .call("POST", "/v1/namespaces/t/jobs/j/backfill", Some(json!({"from": "2025-12-31T00:00:00Z", "to": "2026-01-01T00:00:00Z", "max_per_second": 20})))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{b}");
+    rig.scheduler.pass().await.unwrap();
+    // No worker: 3 s at 20 a second would create 24, but at most 10 of the job's executions
+    // (0.2 s worth, at least 10) may wait at once, and its own 00:00 slot is one of them.
+    for _ in 0..30 {
+        rig.clock.advance(SignedDuration::from_millis(100));
+        rig.backfiller.pass().await.unwrap();
+    }
+    assert_eq!(rig.backfilled().await.len(), 9, "back-pressure");
+    sundial_store::testkit::claim_and_complete_all(&*rig.store).await;
+    for _ in 0..30 {
+        rig.clock.advance(SignedDuration::from_millis(100));
+        rig.backfiller.pass().await.unwrap();
+    }
+    assert_eq!(
+        rig.backfilled().await.len(),
+        19,
+        "ten more once those ended"
     );
 }

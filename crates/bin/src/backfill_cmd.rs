@@ -21,15 +21,15 @@ pub struct BackfillArgs {
     #[arg(long, required_unless_present_any = ["list", "status", "cancel"])]
     to: Option<String>,
     /// Slots created per second at most, 1-10000 (the server's default: 10)
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["list", "status", "cancel"])]
     rate: Option<u32>,
     /// Count the slots it would create and name the first and last, writing nothing
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["list", "status", "cancel"])]
     dry_run: bool,
     /// Follow it, printing its progress each second, until it ends
     #[arg(long, conflicts_with = "dry_run")]
     wait: bool,
-    /// List the backfills of the job, newest first, instead
+    /// List the backfills of the job (or workflow), newest first, instead
     #[arg(long, conflicts_with_all = ["from", "to", "status", "cancel"])]
     list: bool,
     /// Show the backfill with this id instead (with --wait: follow it)

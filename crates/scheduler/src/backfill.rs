@@ -16,6 +16,10 @@
 //! - A backfill never creates more than `max_per_second` slots in any second of one driver's
 //!   life (a bucket of 0.1 s worth, RFC 2697's committed burst), and a new driver starts with
 //!   an empty bucket.
+//! - Back-pressure: under `allow`, a step creates nothing beyond 0.2 s worth of the rate (at
+//!   least 10) of the job's unfinished executions (the workflow's runs), so a target slower
+//!   than the rate slows the backfill rather than queueing its executions ahead of the
+//!   ordinary slots.
 //! - Under a concurrency policy other than `allow`, one slot at a time: the next is created
 //!   only once the previous ended ([`sundial_store::BackfillStep::serial`]).
 //! - A backfill whose job or workflow was deleted (or replaced by another of the same name)
@@ -49,6 +53,12 @@ const IDLE_EVERY: SignedDuration = SignedDuration::from_secs(1);
 /// How long a serial backfill whose previous execution or run is unfinished waits before it
 /// looks again.
 const WAITING_EVERY: SignedDuration = SignedDuration::from_millis(500);
+
+/// Seconds' worth of a backfill's slots that may be unfinished at once (at least
+/// [`MIN_UNFINISHED`]): a target slower than the rate slows the backfill down, instead of a
+/// queue of backfilled executions building up ahead of the ordinary slots.
+const UNFINISHED_SECONDS: f64 = 0.2;
+const MIN_UNFINISHED: u64 = 10;
 
 /// Seconds' worth of slots a backfill's bucket holds (as the namespaces' dispatch buckets,
 /// `sundial_store::concurrency::BURST_SECONDS`).
@@ -208,7 +218,15 @@ impl Backfiller {
         };
         let serial = target.policy != ConcurrencyPolicy::Allow;
         let allowed = self.allowance(b, now);
-        let want = if serial { allowed.min(1) } else { allowed };
+        let want = if serial || allowed == 0 {
+            allowed.min(1)
+        } else {
+            // Back-pressure: room for what the job's unfinished executions leave.
+            let cap =
+                ((f64::from(b.max_per_second) * UNFINISHED_SECONDS) as u64).max(MIN_UNFINISHED);
+            let unfinished = self.store.backfill_unfinished(b.of, &b.uid).await?;
+            allowed.min(usize::try_from(cap.saturating_sub(unfinished)).unwrap_or(usize::MAX))
+        };
         if want == 0 {
             return Ok(0);
         }

@@ -168,6 +168,22 @@ pub(crate) async fn backfill_taken(
     Ok(found.into_iter().collect())
 }
 
+pub(crate) async fn backfill_unfinished(store: &PgStore, of: BackfillOf, uid: &str) -> Result<u64> {
+    let sql = match of {
+        BackfillOf::Job => "SELECT count(*) FROM execution_queue WHERE job_uid = $1".to_owned(),
+        BackfillOf::Workflow => format!(
+            "SELECT count(*) FROM workflow_runs WHERE workflow_uid = $1 AND state IN {}",
+            workflows::UNFINISHED_RUN
+        ),
+    };
+    let n: i64 = sqlx::query_scalar(&sql)
+        .bind(uid)
+        .fetch_one(&store.pool)
+        .await
+        .map_err(db_err)?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
 /// Whether a serial step must wait: the backfill's previous execution or run is unfinished,
 /// or (a workflow) another run of it is unfinished and past its fire time at `now`.
 async fn must_wait(

@@ -449,6 +449,10 @@ impl Store for PgStore {
         backfills::backfill_taken(self, of, ids).await
     }
 
+    async fn backfill_unfinished(&self, of: sundial_store::BackfillOf, uid: &str) -> Result<u64> {
+        backfills::backfill_unfinished(self, of, uid).await
+    }
+
     async fn backfill_step(
         &self,
         step: &sundial_store::BackfillStep,

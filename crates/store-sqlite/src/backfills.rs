@@ -178,6 +178,32 @@ pub(crate) async fn backfill_taken(
     Ok(found)
 }
 
+pub(crate) async fn backfill_unfinished(
+    store: &SqliteStore,
+    of: BackfillOf,
+    uid: &str,
+) -> Result<u64> {
+    // The embedded store keeps its queue on executions: waiting ones have `due_at`, running
+    // ones a lease (each through a partial index by incarnation).
+    let sql = match of {
+        BackfillOf::Job => {
+            "SELECT (SELECT count(*) FROM executions WHERE job_uid = ?1 AND due_at IS NOT NULL) \
+             + (SELECT count(*) FROM executions WHERE job_uid = ?1 AND state = 'running')"
+                .to_owned()
+        }
+        BackfillOf::Workflow => format!(
+            "SELECT count(*) FROM workflow_runs WHERE workflow_uid = ?1 AND state IN {}",
+            workflows::UNFINISHED_RUN
+        ),
+    };
+    let n: i64 = sqlx::query_scalar(&sql)
+        .bind(uid)
+        .fetch_one(&store.reader)
+        .await
+        .map_err(db_err)?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
 /// Whether a serial step must wait: the backfill's previous execution or run is unfinished,
 /// or (a workflow) another run of it is unfinished and past its fire time at `now`.
 async fn must_wait(

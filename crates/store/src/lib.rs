@@ -550,6 +550,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         ids: &[String],
     ) -> Result<std::collections::HashSet<String>>;
 
+    /// How many of the job's executions (for [`BackfillOf::Job`]) or the workflow's runs are
+    /// unfinished, whatever made them: the backfill driver's back-pressure.
+    ///
+    /// # Contract
+    /// Reads only; through the index of unfinished executions (runs) by incarnation.
+    async fn backfill_unfinished(&self, of: BackfillOf, uid: &str) -> Result<u64>;
+
     /// Applies one step of a backfill ([`backfill`]'s invariants): its executions or runs, its
     /// cursor and counts, in one transaction.
     ///

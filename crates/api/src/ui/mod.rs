@@ -98,7 +98,7 @@ pub(crate) fn router(app: AppState, api: Router) -> Router {
             post(pages::job_action),
         )
         .route(
-            "/ui/namespaces/{ns}/jobs/{name}/backfills/{id}/cancel",
+            "/ui/namespaces/{ns}/{kind}/{name}/backfills/{id}/cancel",
             post(pages::backfill_cancel),
         )
         .route("/ui/namespaces/{ns}/executions/{id}", get(pages::execution))

@@ -394,23 +394,26 @@ fn backfills_table(base: &str, items: &[sundial_store::BackfillRecord], writes: 
     }
 }
 
-/// `POST /ui/namespaces/{ns}/jobs/{name}/backfills/{id}/cancel`, through the API, then back
-/// to the job's page.
+/// `POST /ui/namespaces/{ns}/{jobs|workflows}/{name}/backfills/{id}/cancel`, through the API,
+/// then back to the job's or workflow's page.
 pub(crate) async fn backfill_cancel(
     State(ui): State<Ui>,
     Extension(session): Extension<Session>,
-    Path((ns, name, id)): Path<(String, String, String)>,
+    Path((ns, kind, name, id)): Path<(String, String, String, String)>,
 ) -> Response {
     if let Err(r) = gate(&session, None, &[ns.as_str(), name.as_str(), id.as_str()]) {
         return r.into_response();
+    }
+    if !matches!(kind.as_str(), "jobs" | "workflows") {
+        return forbidden("no such page");
     }
     act(
         &ui,
         &session,
         Method::POST,
-        &format!("/v1/namespaces/{ns}/jobs/{name}/backfills/{id}/cancel"),
+        &format!("/v1/namespaces/{ns}/{kind}/{name}/backfills/{id}/cancel"),
         None,
-        &format!("/ui/namespaces/{ns}/jobs/{name}"),
+        &format!("/ui/namespaces/{ns}/{kind}/{name}"),
     )
     .await
 }
@@ -942,6 +945,15 @@ pub(crate) async fn workflow(
             Err(e) => return problem(e),
         }
     }
+    let backfills = match ui
+        .app
+        .store
+        .backfill_list(&ns, sundial_store::BackfillOf::Workflow, &name)
+        .await
+    {
+        Ok(b) => b,
+        Err(e) => return problem(e),
+    };
     let tasks: Vec<&str> = w.spec.tasks.iter().map(|t| t.name.as_str()).collect();
     let base = format!("/ui/namespaces/{ns}/workflows/{name}");
     let body = html! {
@@ -955,10 +967,11 @@ pub(crate) async fn workflow(
         }
         (live("grid", html! {
             table {
-                tr { th { "run (slot, UTC)" } th { "state" } @for t in &tasks { th { (t) } } }
+                tr { th { "run (slot, UTC)" } th { "trigger" } th { "state" } @for t in &tasks { th { (t) } } }
                 @for r in &grid {
                     tr {
                         td { a href={ "/ui/namespaces/" (ns) "/runs/" (r.id) } { (when(Some(r.scheduled_at))) } }
+                        td { (r.trigger.as_str()) }
                         td { (badge(r.state.as_str())) }
                         @for t in &tasks {
                             td { @if let Some(task) = r.tasks.iter().find(|x| x.name == *t) {
@@ -974,6 +987,10 @@ pub(crate) async fn workflow(
             @if let Some(last) = runs.last() {
                 p { a href={ "?before=" (last.scheduled_at.as_millisecond()) "_" (last.id) } { "Older runs →" } }
             }
+        }
+        @if !backfills.is_empty() {
+            h2 { "Backfills" }
+            (backfills_table(&base, &backfills, session.writes))
         }
     };
     page(&format!("Workflow {name}"), Some(&ns), body).into_response()

@@ -132,6 +132,14 @@ pub async fn a_backfill_step_is_fenced_idempotent_and_counts_existing_slots(h: H
         store.backfill_step(&first).await.expect("replay"),
         BackfillStepped::Stale
     );
+    assert_eq!(
+        store
+            .backfill_unfinished(BackfillOf::Job, &job.uid)
+            .await
+            .expect("unfinished"),
+        2,
+        "the earlier execution and the backfilled one wait"
+    );
     let b = store
         .backfill_get("ns", &b.id)
         .await
@@ -408,6 +416,14 @@ pub async fn a_workflow_backfill_creates_one_run_per_slot(h: Harness) {
         .expect("get")
         .expect("there");
     assert_eq!((b.created, b.existing), (1, 1));
+    assert_eq!(
+        store
+            .backfill_unfinished(BackfillOf::Workflow, &wf.uid)
+            .await
+            .expect("unfinished"),
+        1,
+        "the backfilled run; the cancelled one is finished"
+    );
     let ids: Vec<String> = [ago(30), ago(20), ago(10)]
         .iter()
         .map(|s| sundial_core::ids::slot_run_id(&wf.uid, *s))
