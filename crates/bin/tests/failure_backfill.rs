@@ -178,25 +178,20 @@ async fn a_scheduler_killed_mid_backfill_leaves_every_slot_once() {
     assert_eq!(per_slot.len(), 1_000);
 
     // Every execution delivered (at least once: a killed worker's attempt is retried).
-    let delivered: HashSet<String> = c
-        .receiver
-        .for_path("nightly")
-        .into_iter()
-        .filter(|d| d.scheduled_at < to)
-        .map(|d| d.execution_id)
-        .collect();
+    let delivered = || -> HashSet<String> {
+        c.receiver
+            .for_path("nightly")
+            .into_iter()
+            .filter(|d| d.scheduled_at < to)
+            .map(|d| d.execution_id)
+            .collect()
+    };
     c.nodes[0]
         .wait_for(Duration::from_secs(60), async || {
-            let delivered: HashSet<String> = c
-                .receiver
-                .for_path("nightly")
-                .into_iter()
-                .filter(|d| d.scheduled_at < to)
-                .map(|d| d.execution_id)
-                .collect();
-            ids.is_subset(&delivered).then_some(())
+            ids.is_subset(&delivered()).then_some(())
         })
         .await;
+    let delivered = delivered();
     // The rate: 900 slots at 60 a second take at least 15 s, whatever the kill.
     let least = Duration::from_secs(900 / RATE);
     assert!(

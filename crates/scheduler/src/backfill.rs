@@ -213,13 +213,17 @@ impl Backfiller {
         leases: &[ShardLease],
         now: Timestamp,
     ) -> Result<u32, StoreError> {
+        // Nothing to read while the bucket is empty or a serial backfill waits.
+        let allowed = self.allowance(b, now);
+        if allowed == 0 {
+            return Ok(0);
+        }
         let Some(target) = self.target(b, now).await? else {
             return Ok(0);
         };
         let serial = target.policy != ConcurrencyPolicy::Allow;
-        let allowed = self.allowance(b, now);
-        let want = if serial || allowed == 0 {
-            allowed.min(1)
+        let want = if serial {
+            1
         } else {
             // Back-pressure: room for what the job's unfinished executions leave.
             let cap =

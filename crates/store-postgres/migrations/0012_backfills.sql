@@ -7,10 +7,10 @@ CREATE TABLE backfills (
     of             TEXT    NOT NULL,      -- 'job' | 'workflow'
     name           TEXT    NOT NULL,
     uid            TEXT    NOT NULL,      -- the incarnation filled
-    shard          INTEGER NOT NULL,
+    shard          BIGINT  NOT NULL,
     from_at        BIGINT  NOT NULL,      -- ms since the epoch, inclusive
     to_at          BIGINT  NOT NULL,      -- ms since the epoch, exclusive
-    max_per_second INTEGER NOT NULL,
+    max_per_second BIGINT  NOT NULL,
     state          TEXT    NOT NULL,      -- 'running' | 'done' | 'cancelled'
     slots          BIGINT  NOT NULL,      -- slots of the range at creation
     created        BIGINT  NOT NULL DEFAULT 0,

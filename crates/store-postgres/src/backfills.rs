@@ -3,49 +3,11 @@
 //! an in-flight step and a step after a cancel writes nothing.
 
 use super::*;
-use sundial_store::{
-    BackfillOf, BackfillRecord, BackfillState, BackfillStep, BackfillStepped, NewBackfill,
-};
+use sundial_store::{BackfillOf, BackfillRecord, BackfillStep, BackfillStepped, NewBackfill};
 
 const COLUMNS: &str = "id, namespace, of, name, uid, shard, from_at, to_at, max_per_second, \
     state, slots, created, existing, cursor_at, last_id, reason, created_at, updated_at, \
     finished_at";
-
-fn count(row: &sqlx::postgres::PgRow, column: &str) -> Result<u64> {
-    let n: i64 = row.try_get(column).map_err(db_err)?;
-    u64::try_from(n).map_err(|_| Error::Corrupt(format!("backfill {column} {n}")))
-}
-
-fn decode(row: &sqlx::postgres::PgRow) -> Result<BackfillRecord> {
-    let shard: i32 = row.try_get("shard").map_err(db_err)?;
-    let rate: i32 = row.try_get("max_per_second").map_err(db_err)?;
-    Ok(BackfillRecord {
-        id: row.try_get("id").map_err(db_err)?,
-        namespace: row.try_get("namespace").map_err(db_err)?,
-        of: BackfillOf::parse(&row.try_get::<String, _>("of").map_err(db_err)?)?,
-        name: row.try_get("name").map_err(db_err)?,
-        uid: row.try_get("uid").map_err(db_err)?,
-        shard: u16::try_from(shard).map_err(|_| Error::Corrupt(format!("shard {shard}")))?,
-        from: ts(row.try_get("from_at").map_err(db_err)?)?,
-        to: ts(row.try_get("to_at").map_err(db_err)?)?,
-        max_per_second: u32::try_from(rate)
-            .map_err(|_| Error::Corrupt(format!("max_per_second {rate}")))?,
-        state: BackfillState::parse(&row.try_get::<String, _>("state").map_err(db_err)?)?,
-        slots: count(row, "slots")?,
-        created: count(row, "created")?,
-        existing: count(row, "existing")?,
-        cursor: ts(row.try_get("cursor_at").map_err(db_err)?)?,
-        last_id: row.try_get("last_id").map_err(db_err)?,
-        reason: row.try_get("reason").map_err(db_err)?,
-        created_at: ts(row.try_get("created_at").map_err(db_err)?)?,
-        updated_at: ts(row.try_get("updated_at").map_err(db_err)?)?,
-        finished_at: row
-            .try_get::<Option<i64>, _>("finished_at")
-            .map_err(db_err)?
-            .map(ts)
-            .transpose()?,
-    })
-}
 
 fn i64_of(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
@@ -65,10 +27,10 @@ pub(crate) async fn backfill_create(store: &PgStore, b: &NewBackfill) -> Result<
     .bind(b.of.as_str())
     .bind(&b.name)
     .bind(&b.uid)
-    .bind(i32::from(b.shard))
+    .bind(i64::from(b.shard))
     .bind(ms(b.from))
     .bind(ms(b.to))
-    .bind(i32::try_from(b.max_per_second).unwrap_or(i32::MAX))
+    .bind(i64::from(b.max_per_second))
     .bind(i64_of(b.slots))
     .bind(now)
     .execute(&mut *tx)
@@ -82,7 +44,7 @@ pub(crate) async fn backfill_create(store: &PgStore, b: &NewBackfill) -> Result<
         .fetch_one(&mut *tx)
         .await
         .map_err(db_err)?;
-    let record = decode(&row)?;
+    let record = rows::backfill(&row)?;
     commit(tx).await?;
     Ok(record)
 }
@@ -101,7 +63,7 @@ pub(crate) async fn backfill_get(
     .await
     .map_err(db_err)?
     .as_ref()
-    .map(decode)
+    .map(rows::backfill)
     .transpose()
 }
 
@@ -122,7 +84,7 @@ pub(crate) async fn backfill_list(
     .await
     .map_err(db_err)?
     .iter()
-    .map(decode)
+    .map(rows::backfill)
     .collect()
 }
 
@@ -133,7 +95,7 @@ pub(crate) async fn backfill_running(
     if shards.is_empty() {
         return Ok(Vec::new());
     }
-    let shards: Vec<i32> = shards.iter().map(|s| i32::from(*s)).collect();
+    let shards: Vec<i64> = shards.iter().map(|s| i64::from(*s)).collect();
     sqlx::query(&format!(
         "SELECT {COLUMNS} FROM backfills WHERE state = 'running' AND shard = ANY($1) \
          ORDER BY created_at, id"
@@ -143,7 +105,7 @@ pub(crate) async fn backfill_running(
     .await
     .map_err(db_err)?
     .iter()
-    .map(decode)
+    .map(rows::backfill)
     .collect()
 }
 
@@ -336,7 +298,7 @@ pub(crate) async fn backfill_cancel(
     .fetch_one(&mut *tx)
     .await
     .map_err(db_err)?;
-    let record = decode(&row)?;
+    let record = rows::backfill(&row)?;
     commit(tx).await?;
     Ok(record)
 }

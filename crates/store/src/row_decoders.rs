@@ -362,5 +362,38 @@ macro_rules! row_decoders {
                     .map_err(|e| Error::Corrupt(format!("attempt: {e}")))?,
             })
         }
+
+        /// A backfill (migration 0012's `backfills` row, every column).
+        pub(crate) fn backfill(row: &$row) -> Result<$crate::BackfillRecord> {
+            fn count(row: &$row, col: &str) -> Result<u64> {
+                let n: i64 = get(row, col)?;
+                u64::try_from(n).map_err(|_| Error::Corrupt(format!("backfill {col} {n}")))
+            }
+            let shard: i64 = get(row, "shard")?;
+            let rate: i64 = get(row, "max_per_second")?;
+            Ok($crate::BackfillRecord {
+                id: get(row, "id")?,
+                namespace: get(row, "namespace")?,
+                of: $crate::BackfillOf::parse(&get::<String>(row, "of")?)?,
+                name: get(row, "name")?,
+                uid: get(row, "uid")?,
+                shard: u16::try_from(shard)
+                    .map_err(|_| Error::Corrupt(format!("shard {shard}")))?,
+                from: instant(row, "from_at")?,
+                to: instant(row, "to_at")?,
+                max_per_second: u32::try_from(rate)
+                    .map_err(|_| Error::Corrupt(format!("max_per_second {rate}")))?,
+                state: $crate::BackfillState::parse(&get::<String>(row, "state")?)?,
+                slots: count(row, "slots")?,
+                created: count(row, "created")?,
+                existing: count(row, "existing")?,
+                cursor: instant(row, "cursor_at")?,
+                last_id: get(row, "last_id")?,
+                reason: get(row, "reason")?,
+                created_at: instant(row, "created_at")?,
+                updated_at: instant(row, "updated_at")?,
+                finished_at: opt_instant(row, "finished_at")?,
+            })
+        }
     };
 }
