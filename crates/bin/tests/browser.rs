@@ -2,8 +2,8 @@
 //! `chromium-driver`, which scripts/services.sh installs) driven over WebDriver against a real
 //! `sundial server` process and a real loopback HTTP receiver. It walks every page and every
 //! action: pause and resume a job, trigger it and see the execution appear on the open page
-//! without a reload, cancel a running execution, re-drive a dead letter, cancel and retry a
-//! workflow run.
+//! without a reload, cancel a backfill from the job's page, cancel a running execution,
+//! re-drive a dead letter, cancel and retry a workflow run.
 
 mod common;
 
@@ -193,6 +193,29 @@ async fn every_page_and_action_works_in_chromium() {
     // And the page's own trigger button.
     click_button(&c, "trigger").await;
     wait_for_text(&c, "succeeded", 10).await;
+
+    // A backfill is listed on the job's page, and its cancel button stops it through the API.
+    let to = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(1);
+    let from = to - jiff::SignedDuration::from_hours(24 * 30);
+    let (status, backfill) = server
+        .request(
+            reqwest::Method::POST,
+            "/v1/namespaces/e2e/jobs/browse/backfill",
+            Some(json!({"from": from, "to": to, "max_per_second": 1})),
+        )
+        .await;
+    assert_eq!(status, 202, "{backfill}");
+    c.goto(&format!("{base}/ui/namespaces/e2e/jobs/browse"))
+        .await
+        .unwrap();
+    wait_for_text(&c, "Backfills", 5).await;
+    click_button(&c, "cancel").await;
+    wait_for_text(&c, "cancelled", 10).await;
+    let id = backfill["id"].as_str().unwrap();
+    let after = server
+        .get(&format!("/v1/namespaces/e2e/jobs/browse/backfills/{id}"))
+        .await;
+    assert_eq!(after["state"], "cancelled", "{after}");
 
     // Cancel a running execution from its page.
     let (_, exec) = server
