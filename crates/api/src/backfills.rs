@@ -280,7 +280,7 @@ async fn target(
     })
 }
 
-/// The schedule with its calendars, compiled.
+/// The schedule with the calendars it names, compiled ([`crate::jobs::ns_calendars`]).
 async fn compiled(state: &AppState, ns: &str, spec: &ScheduleSpec) -> Result<Schedule, ApiError> {
     let schedule = Schedule::compile(spec).map_err(|e| {
         ApiError::new(
@@ -292,15 +292,8 @@ async fn compiled(state: &AppState, ns: &str, spec: &ScheduleSpec) -> Result<Sch
     if spec.exclude_calendars.is_empty() {
         return Ok(schedule);
     }
-    let calendars = state
-        .store
-        .calendar_list(ns)
-        .await?
-        .iter()
-        .filter(|c| spec.exclude_calendars.contains(&c.name))
-        .filter_map(|c| c.spec.compile().ok())
-        .collect();
-    Ok(schedule.with_calendars(calendars))
+    let calendars = crate::jobs::ns_calendars(state, ns).await?;
+    Ok(schedule.with_calendars(crate::resource::named_calendars(spec, &calendars)))
 }
 
 async fn start(

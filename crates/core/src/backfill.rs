@@ -6,6 +6,8 @@
 //! run already). A step looks at the candidates from the cursor on, chooses the first free ones
 //! up to what the rate allows, and moves the cursor just past what it dealt with.
 //!
+//! Instants are UTC [`Timestamp`]s at millisecond resolution; a cursor is a slot plus 1 ms.
+
 //! Invariants of [`choose`]:
 //! - The cursor never moves back, and never past a free candidate it did not choose.
 //! - A chosen slot is free (not in `taken`) and at or after the old cursor; they are in slot

@@ -202,27 +202,7 @@ pub(crate) async fn backfill_step(store: &PgStore, step: &BackfillStep) -> Resul
     };
     if let Some(run) = step.runs.first() {
         // Runs of one workflow are created one at a time, as run_create does.
-        let version: Option<i64> =
-            sqlx::query_scalar("SELECT version FROM workflows WHERE uid = $1 FOR UPDATE")
-                .bind(&run.workflow_uid)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(db_err)?;
-        match version {
-            None => {
-                return Err(Error::NotFound(format!(
-                    "workflow {}/{}",
-                    run.namespace, run.workflow
-                )));
-            }
-            Some(v) if v != run.workflow_version => {
-                return Err(Error::StaleVersion {
-                    expected: run.workflow_version,
-                    actual: v,
-                });
-            }
-            Some(_) => {}
-        }
+        workflows::lock_run_version(&mut tx, run).await?;
     }
     let planned = step.executions.len() + step.runs.len();
     if step.serial && planned > 0 && must_wait(&mut tx, step, last_id.as_deref(), now).await? {

@@ -325,26 +325,7 @@ async fn version_spec<'e, E: sqlx::PgExecutor<'e>>(
 pub(crate) async fn run_create(store: &PgStore, run: &NewRun) -> Result<RunRecord> {
     let mut tx = store.begin().await?;
     let now = store.now_ms(&mut *tx).await?;
-    // The workflow row is locked: runs of one workflow are created one at a time, so the
-    // concurrency policy sees every unfinished run, and a write of the workflow waits.
-    let version: Option<i64> =
-        sqlx::query_scalar("SELECT version FROM workflows WHERE uid = $1 FOR UPDATE")
-            .bind(&run.workflow_uid)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db_err)?;
-    let Some(version) = version else {
-        return Err(Error::NotFound(format!(
-            "workflow {}/{}",
-            run.namespace, run.workflow
-        )));
-    };
-    if version != run.workflow_version {
-        return Err(Error::StaleVersion {
-            expected: run.workflow_version,
-            actual: version,
-        });
-    }
+    lock_run_version(&mut tx, run).await?;
     let id = create_run_in_tx(&mut tx, &store.workflow_specs, run, now)
         .await?
         .id;
@@ -352,6 +333,33 @@ pub(crate) async fn run_create(store: &PgStore, run: &NewRun) -> Result<RunRecor
     run_get(store, &run.namespace, &id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("run {id}")))
+}
+
+/// Locks the row of `run`'s workflow and checks that its version is still the run's: runs of
+/// one workflow are created one at a time, so the concurrency policy sees every unfinished
+/// run, and a write of the workflow waits.
+///
+/// # Errors
+/// [`Error::NotFound`] when the workflow incarnation is gone; [`Error::StaleVersion`] when
+/// its version is no longer `run.workflow_version`.
+pub(crate) async fn lock_run_version(tx: &mut Tx<'_>, run: &NewRun) -> Result<()> {
+    let version: Option<i64> =
+        sqlx::query_scalar("SELECT version FROM workflows WHERE uid = $1 FOR UPDATE")
+            .bind(&run.workflow_uid)
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(db_err)?;
+    match version {
+        None => Err(Error::NotFound(format!(
+            "workflow {}/{}",
+            run.namespace, run.workflow
+        ))),
+        Some(v) if v != run.workflow_version => Err(Error::StaleVersion {
+            expected: run.workflow_version,
+            actual: v,
+        }),
+        Some(_) => Ok(()),
+    }
 }
 
 /// What creating a run did.

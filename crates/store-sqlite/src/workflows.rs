@@ -322,29 +322,38 @@ async fn version_spec(
 pub(crate) async fn run_create(store: &SqliteStore, run: &NewRun) -> Result<RunRecord> {
     let now = ms(store.clock.now());
     let mut tx = store.begin().await?;
-    let version: Option<i64> = sqlx::query_scalar("SELECT version FROM workflows WHERE uid = ?1")
-        .bind(&run.workflow_uid)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    let Some(version) = version else {
-        return Err(Error::NotFound(format!(
-            "workflow {}/{}",
-            run.namespace, run.workflow
-        )));
-    };
-    if version != run.workflow_version {
-        return Err(Error::StaleVersion {
-            expected: run.workflow_version,
-            actual: version,
-        });
-    }
+    check_run_version(&mut tx, run).await?;
     let created = create_run_in_tx(&mut tx, &store.workflow_specs, run, now).await?;
     commit(tx).await?;
     created.signal(store);
     run_get(store, &run.namespace, &created.id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("run {}", created.id)))
+}
+
+/// Checks, inside the one writer's transaction, that `run`'s workflow still has the run's
+/// version.
+///
+/// # Errors
+/// [`Error::NotFound`] when the workflow incarnation is gone; [`Error::StaleVersion`] when
+/// its version is no longer `run.workflow_version`.
+pub(crate) async fn check_run_version(tx: &mut Tx<'_>, run: &NewRun) -> Result<()> {
+    let version: Option<i64> = sqlx::query_scalar("SELECT version FROM workflows WHERE uid = ?1")
+        .bind(&run.workflow_uid)
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(db_err)?;
+    match version {
+        None => Err(Error::NotFound(format!(
+            "workflow {}/{}",
+            run.namespace, run.workflow
+        ))),
+        Some(v) if v != run.workflow_version => Err(Error::StaleVersion {
+            expected: run.workflow_version,
+            actual: v,
+        }),
+        Some(_) => Ok(()),
+    }
 }
 
 /// What creating a run did, for the signals sent after its commit.

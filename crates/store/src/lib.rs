@@ -523,11 +523,17 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// One insert; [`Error::Conflict`] if the id exists.
     async fn backfill_create(&self, backfill: &NewBackfill) -> Result<BackfillRecord>;
 
-    /// One backfill of a namespace.
+    /// One backfill of a namespace; `None` when the namespace holds no backfill `id`.
+    ///
+    /// # Contract
+    /// Reads only, by primary key.
     async fn backfill_get(&self, namespace: &str, id: &str) -> Result<Option<BackfillRecord>>;
 
     /// The backfills of one job or workflow (by name, every incarnation), newest first, at
     /// most 100.
+    ///
+    /// # Contract
+    /// Reads only, through the index by (namespace, kind, name, creation).
     async fn backfill_list(
         &self,
         namespace: &str,
@@ -536,6 +542,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     ) -> Result<Vec<BackfillRecord>>;
 
     /// The `running` backfills of the given shards, oldest first.
+    ///
+    /// # Contract
+    /// Reads only, through a partial index of the running ones (cheap while none runs).
     async fn backfill_running(&self, shards: &[u16]) -> Result<Vec<BackfillRecord>>;
 
     /// Of the given execution ids (for [`BackfillOf::Job`]) or run ids (for
