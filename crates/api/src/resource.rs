@@ -24,21 +24,7 @@ pub fn job_json(
     to_value(&job_resource(job, with_upcoming, now, calendars))
 }
 
-/// A namespace's calendars, compiled, by name (docs/time.md, "Calendars").
-pub type NsCalendars = std::collections::HashMap<String, sundial_cron::Calendar>;
-
-/// The calendars of `calendars` that `schedule` names (a name with no calendar is left out:
-/// it excludes nothing, as the scheduler treats it).
-pub fn named_calendars(
-    schedule: &sundial_core::job::ScheduleSpec,
-    calendars: &NsCalendars,
-) -> Vec<sundial_cron::Calendar> {
-    schedule
-        .exclude_calendars
-        .iter()
-        .filter_map(|n| calendars.get(n).cloned())
-        .collect()
-}
+pub use sundial_core::calendar::{NsCalendars, named_calendars};
 
 /// The typed form of [`job_json`].
 pub fn job_resource(

@@ -266,6 +266,22 @@ fn exclusion(item: &Value, path: &str, errors: &mut Vec<FieldError>) -> Option<E
     }
 }
 
+/// A namespace's calendars, compiled, by name (docs/time.md, "Calendars").
+pub type NsCalendars = std::collections::HashMap<String, sundial_cron::Calendar>;
+
+/// The calendars of `calendars` that `schedule` names, in its order (a name with no calendar
+/// is left out: it excludes nothing, as the scheduler treats it).
+pub fn named_calendars(
+    schedule: &crate::job::ScheduleSpec,
+    calendars: &NsCalendars,
+) -> Vec<sundial_cron::Calendar> {
+    schedule
+        .exclude_calendars
+        .iter()
+        .filter_map(|n| calendars.get(n).cloned())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

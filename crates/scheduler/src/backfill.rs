@@ -386,12 +386,14 @@ impl Backfiller {
         if spec.exclude_calendars.is_empty() {
             return Ok(Ok(schedule));
         }
-        let stored = self.store.calendar_list(namespace).await?;
-        let calendars = stored
-            .iter()
-            .filter(|c| spec.exclude_calendars.contains(&c.name))
-            .filter_map(|c| c.spec.compile().ok())
+        let stored: sundial_core::calendar::NsCalendars = self
+            .store
+            .calendar_list(namespace)
+            .await?
+            .into_iter()
+            .filter_map(|c| Some((c.name, c.spec.compile().ok()?)))
             .collect();
+        let calendars = sundial_core::calendar::named_calendars(spec, &stored);
         Ok(Ok(schedule.with_calendars(calendars)))
     }
 
