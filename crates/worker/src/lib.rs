@@ -27,6 +27,9 @@
 //!   that bound is reached).
 //! - Metrics: `sundial_trigger_lag_seconds` (first attempt start − fire time, histogram) and
 //!   `sundial_attempts_total{outcome}`.
+//! - A round of claims is up to [`CLAIMS_AT_ONCE`] store calls of up to `claim_batch` each,
+//!   run side by side and asking together for no more than the free capacity; every attempt of
+//!   the round starts as its claim returns.
 //! - Completions of concurrent attempts are written together, up to [`COMPLETION_BATCH`] in
 //!   one store transaction (group commit), after at most [`COMPLETION_GATHER`] for a batch to
 //!   fill; each is still fenced on its own.
@@ -170,6 +173,9 @@ async fn gather<T>(
     batch.len()
 }
 
+/// Most claims a worker runs at once, each of up to `claim_batch` executions (2).
+pub const CLAIMS_AT_ONCE: usize = 2;
+
 /// The shortest wait between two claims that found nothing (25 ms).
 pub const MIN_IDLE: jiff::SignedDuration = jiff::SignedDuration::from_millis(25);
 
@@ -268,19 +274,7 @@ impl Worker {
             .take();
         let batcher = queue.map(|q| tokio::spawn(self.clone().completion_batcher(q)));
         while !*shutdown.borrow() {
-            let claimed = match self.claim_once().await {
-                Ok(n) => n,
-                Err(e) if e.is_retryable_when_idempotent() => {
-                    tracing::warn!(error = %e, "claiming executions failed; trying again");
-                    0
-                }
-                Err(e) => {
-                    // A defect: the claim is retried on the next round all the same (the
-                    // worker must go on), but said louder.
-                    tracing::error!(error = %e, "claiming executions failed");
-                    0
-                }
-            };
+            let n = self.claim_round().await;
             // One reading decides both whether to claim again and what to wait for, so a slot
             // freed after it wakes the wait below at once instead of being missed until the
             // deadline.
@@ -288,7 +282,7 @@ impl Worker {
                 self.slots.available_permits() == 0,
                 self.unwritten.available_permits() == 0,
             );
-            if claimed > 0 && !slots_full && !unwritten_full {
+            if n > 0 && !slots_full && !unwritten_full {
                 continue;
             }
             let deadline = self.idle_deadline().await;
@@ -330,39 +324,86 @@ impl Worker {
         self.clock.now() + wait
     }
 
-    /// Claims what is due (up to the free capacity) and starts each attempt; returns how many.
+    /// One round of claims: up to [`CLAIMS_AT_ONCE`] claims of up to `claim_batch` each, run
+    /// at once (each on a store connection of its own) and asking together for no more than
+    /// [`Worker::free`]; returns how many attempts were started. A failed claim is logged and
+    /// counts as none.
+    ///
+    /// The claims of a round run side by side because a worker busy starting the attempts of
+    /// one claim serves the store round trips of a claim sent after it late, tens of
+    /// milliseconds a round trip when 512 attempts have just started (BENCHMARKS.md, "Claims
+    /// side by side"). Each claim's attempts start as soon as it returns.
+    async fn claim_round(&self) -> usize {
+        let batch = self.config.claim_batch.max(1) as usize;
+        let mut left = self.free().min(batch.saturating_mul(CLAIMS_AT_ONCE));
+        let mut claims = tokio::task::JoinSet::new();
+        while left > 0 {
+            let limit = left.min(batch);
+            left -= limit;
+            let worker = self.clone();
+            claims.spawn(async move { worker.claim(limit).await });
+        }
+        let mut n = 0;
+        while let Some(done) = claims.join_next().await {
+            match done {
+                Ok(Ok(claimed)) => n += self.start(claimed),
+                Ok(Err(e)) if e.is_retryable_when_idempotent() => {
+                    tracing::warn!(error = %e, "claiming executions failed; trying again");
+                }
+                Ok(Err(e)) => {
+                    // A defect: the claim is retried on the next round all the same (the
+                    // worker must go on), but said louder.
+                    tracing::error!(error = %e, "claiming executions failed");
+                }
+                Err(e) => {
+                    // The claim panicked (a defect): what it claimed, if anything, is
+                    // retried by the reaper once its lease lapses.
+                    tracing::error!(error = %e, "a claim did not finish");
+                }
+            }
+        }
+        n
+    }
+
+    /// Claims up to `limit` due executions (0: none, without asking the store).
     ///
     /// # Errors
     /// The store's, when the claim fails.
-    pub async fn claim_once(&self) -> Result<usize, StoreError> {
-        let free = self.free().min(self.config.claim_batch as usize);
-        if free == 0 {
-            return Ok(0);
+    async fn claim(&self, limit: usize) -> Result<Vec<ClaimedExecution>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
         }
-        let claimed = self
-            .store
+        self.store
             .execution_claim(&ExecutionClaim {
                 worker: self.config.node.clone(),
-                limit: u32::try_from(free).unwrap_or(u32::MAX),
+                limit: u32::try_from(limit).unwrap_or(u32::MAX),
                 rate_limits: self.config.rate_limits.clone(),
             })
-            .await?;
-        let n = claimed.len();
+            .await
+    }
+
+    /// Starts the attempt of each `claimed` execution, with its delivery slot and its
+    /// `unwritten` permit; returns how many started.
+    fn start(&self, claimed: Vec<ClaimedExecution>) -> usize {
+        let mut started = 0;
         for execution in claimed {
-            // Only this loop takes permits, so the claim's `free` are still there.
+            // Only the claim loop takes permits, and its claims ask for no more than are free.
             let (Ok(slot), Ok(unwritten)) = (
                 self.slots.clone().try_acquire_owned(),
                 self.unwritten.clone().try_acquire_owned(),
             ) else {
-                break;
+                tracing::error!(execution = %execution.id,
+                    "claimed past the free delivery slots; the reaper retries it");
+                continue;
             };
             let worker = self.clone();
             tokio::spawn(async move {
                 worker.attempt(execution, slot).await;
                 drop(unwritten);
             });
+            started += 1;
         }
-        Ok(n)
+        started
     }
 
     /// How many more attempts this worker may claim now: free delivery slots, bounded by the
