@@ -108,6 +108,13 @@ struct Sink {
 /// the start lags read from the `bench` namespace stay the ordinary slots'.
 const BACKFILLED: &str = "backfilled";
 
+/// A slot delivered more than this many milliseconds after its fire time counts in the report's
+/// `late_seconds` (100 ms: SPEC §8's steady-load aim).
+const LATE_MS: i64 = 100;
+
+/// How many of the seconds with the most late slots the report lists (10).
+const LATE_SECONDS_SHOWN: usize = 10;
+
 /// How long the wait for deliveries goes on, past the last slot's fire time, without a new
 /// one arriving (10 s): slots still missing then are reported `lost`.
 const STALL: SignedDuration = SignedDuration::from_secs(10);
@@ -245,7 +252,12 @@ pub(crate) async fn start_nodes(url: &str, count: u32) -> anyhow::Result<Nodes> 
                 "--database-url",
                 url,
             ])
-            .env("RUST_LOG", "warn")
+            // The bench's own RUST_LOG, if set, reaches the nodes (to read, say, when the
+            // history's maintenance ran against the late seconds below); else warnings only.
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdout(Stdio::null())
             .spawn()
             .context("starting a server process")?;
@@ -719,6 +731,21 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         lags.push((first.as_millisecond() - slot_ms) as f64);
     }
     lags.sort_by(f64::total_cmp);
+    // When the run was late: the seconds (since the first slot) holding the most slots that
+    // lagged past LATE_MS, to set beside the nodes' logs.
+    let mut late: HashMap<i64, u64> = HashMap::new();
+    for ((_, slot_ms), receipts) in seen.iter() {
+        if let Some(first) = receipts.iter().min()
+            && first.as_millisecond() - slot_ms > LATE_MS
+        {
+            *late
+                .entry((slot_ms - first_slot.as_millisecond()).div_euclid(1000))
+                .or_default() += 1;
+        }
+    }
+    let mut late: Vec<(i64, u64)> = late.into_iter().collect();
+    late.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    late.truncate(LATE_SECONDS_SHOWN);
     // The ordinary slots fired while the backfill was creating executions, apart: the
     // whole run's figures would dilute its effect with the seconds before and after it.
     let mut backfill = backfill;
@@ -762,6 +789,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         "triggers_per_s": triggers_per_s.round(),
         "lag_ms": {"p50": percentile(&lags, 50.0), "p90": percentile(&lags, 90.0), "p99": percentile(&lags, 99.0), "max": lags.last().copied().unwrap_or(0.0)},
         "start_lag_ms": {"p50": percentile(&start_lags, 50.0), "p99": percentile(&start_lags, 99.0), "max": start_lags.last().copied().unwrap_or(0.0)},
+        "late_seconds": late.iter().map(|(at, n)| json!({"second": at, "slots": n})).collect::<Vec<_>>(),
         "lost": lost, "duplicates": duplicates, "peak_rss_mb": (peak_rss_mb * 10.0).round() / 10.0,
     });
     if let Some(a) = arrivals {
@@ -802,6 +830,15 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         report["start_lag_ms"]["p99"],
         report["start_lag_ms"]["max"]
     );
+    if !late.is_empty() {
+        outln!(
+            "late seconds     {}   (second since the first slot: slots later than {LATE_MS} ms)",
+            late.iter()
+                .map(|(at, n)| format!("{at}: {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     outln!("peak RSS         {peak_rss_mb:.1} MB");
     if let Some(b) = &backfill {
         outln!(
