@@ -201,19 +201,49 @@ impl Drop for Nodes {
 }
 
 impl Nodes {
-    /// The largest peak RSS among the processes, in MB.
+    /// The largest peak RSS among the processes, in MB (`VmHWM` of `/proc/PID/status`).
     pub(crate) fn peak_rss_mb(&self) -> f64 {
+        self.status_mb("VmHWM:")
+    }
+
+    /// The largest current RSS among the processes, in MB (`VmRSS`).
+    pub(crate) fn rss_mb(&self) -> f64 {
+        self.status_mb("VmRSS:")
+    }
+
+    /// The largest value of the kB field `key` of the processes' `/proc/PID/status`, in MB.
+    fn status_mb(&self, key: &str) -> f64 {
         self.children
             .iter()
             .filter_map(|c| std::fs::read_to_string(format!("/proc/{}/status", c.id())).ok())
             .filter_map(|s| {
                 s.lines()
-                    .find(|l| l.starts_with("VmHWM:"))
+                    .find(|l| l.starts_with(key))
                     .and_then(|l| l.split_whitespace().nth(1))
                     .and_then(|kb| kb.parse::<f64>().ok())
             })
             .fold(0.0, f64::max)
             / 1024.0
+    }
+}
+
+/// The nodes' RSS over a run, read once a second: at one minute past the first slot, the
+/// most after that, and at the end (MB). A server whose memory is bounded reads the same
+/// after its first minute as at it.
+#[derive(Debug, Default, Clone, Copy)]
+struct RssTrace {
+    at_1min: Option<f64>,
+    peak_after_1min: f64,
+    end: f64,
+}
+
+impl RssTrace {
+    fn sample(&mut self, since_first_slot: SignedDuration, mb: f64) {
+        self.end = mb;
+        if since_first_slot >= SignedDuration::from_secs(60) {
+            self.at_1min.get_or_insert(mb);
+            self.peak_after_1min = self.peak_after_1min.max(mb);
+        }
     }
 }
 
@@ -679,7 +709,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let mut progress = (0u64, Timestamp::now());
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut polls = 0u64;
+    let mut rss = RssTrace::default();
     loop {
+        if polls.is_multiple_of(10) {
+            rss.sample(Timestamp::now().duration_since(first_slot), nodes.rss_mb());
+        }
         let received = sink_state
             .seen
             .lock()
@@ -791,6 +825,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         "start_lag_ms": {"p50": percentile(&start_lags, 50.0), "p99": percentile(&start_lags, 99.0), "max": start_lags.last().copied().unwrap_or(0.0)},
         "late_seconds": late.iter().map(|(at, n)| json!({"second": at, "slots": n})).collect::<Vec<_>>(),
         "lost": lost, "duplicates": duplicates, "peak_rss_mb": (peak_rss_mb * 10.0).round() / 10.0,
+        "rss_mb": {"at_1min": rss.at_1min.map(|mb| (mb * 10.0).round() / 10.0), "peak_after_1min": (rss.peak_after_1min * 10.0).round() / 10.0, "end": (rss.end * 10.0).round() / 10.0},
     });
     if let Some(a) = arrivals {
         report["arrivals"] = json!(a);
@@ -840,6 +875,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         );
     }
     outln!("peak RSS         {peak_rss_mb:.1} MB");
+    if let Some(at_1min) = rss.at_1min {
+        outln!(
+            "RSS              {at_1min:.1} MB at 1 min, at most {:.1} MB after, {:.1} MB at the end",
+            rss.peak_after_1min,
+            rss.end
+        );
+    }
     if let Some(b) = &backfill {
         outln!(
             "backfill         {} slots at {}/s: {} created, {} when measured, {} delivered, {} s from start to its last step",
