@@ -666,33 +666,22 @@ pub(crate) async fn release_runs_in_tx(
             ended_runs.push((run_id, state.as_str()));
         }
     }
-    if !queued.is_empty() {
-        sqlx::query(
-            "UPDATE executions SET state = 'scheduled', due_at = ?2, fire_at = ?2, \
-               queued_at = ?2, run = q.run \
-             FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS run \
-                   FROM json_each(?1)) AS q \
-             WHERE executions.id = q.id",
-        )
-        .bind(to_json(&queued)?)
-        .bind(now)
-        .execute(&mut **tx)
-        .await
-        .map_err(db_err)?;
-    }
-    if !ended.is_empty() {
-        sqlx::query(
-            "UPDATE executions SET state = q.state, due_at = NULL, finished_at = ?2 \
-             FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS state \
-                   FROM json_each(?1)) AS q \
-             WHERE executions.id = q.id",
-        )
-        .bind(to_json(&ended)?)
-        .bind(now)
-        .execute(&mut **tx)
-        .await
-        .map_err(db_err)?;
-    }
+    update_by_pairs(
+        tx,
+        "executions",
+        "state = 'scheduled', due_at = ?2, fire_at = ?2, queued_at = ?2, run = q.v",
+        &queued,
+        now,
+    )
+    .await?;
+    update_by_pairs(
+        tx,
+        "executions",
+        "state = q.v, due_at = NULL, finished_at = ?2",
+        &ended,
+        now,
+    )
+    .await?;
     for (id, error) in &failed {
         let attempt: i64 = sqlx::query_scalar(
             "UPDATE executions SET state = 'failed', due_at = NULL, finished_at = ?2, \
@@ -705,20 +694,45 @@ pub(crate) async fn release_runs_in_tx(
         .map_err(db_err)?;
         record_failed_attempt(tx, id, attempt, error, now).await?;
     }
-    if !ended_runs.is_empty() {
-        sqlx::query(
-            "UPDATE workflow_runs SET state = r.state, finished_at = ?2, timeout_at = NULL \
-             FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS state \
-                   FROM json_each(?1)) AS r \
-             WHERE workflow_runs.id = r.id",
-        )
-        .bind(to_json(&ended_runs)?)
-        .bind(now)
-        .execute(&mut **tx)
-        .await
-        .map_err(db_err)?;
-    }
+    update_by_pairs(
+        tx,
+        "workflow_runs",
+        "state = q.v, finished_at = ?2, timeout_at = NULL",
+        &ended_runs,
+        now,
+    )
+    .await?;
     Ok(queued.len())
+}
+
+/// Updates the rows of `table` named by the first of each `(id, value)` pair, setting `set`,
+/// in which `q.v` is the pair's value and `?2` is `now` (ms): one statement however many
+/// pairs, none for none.
+///
+/// # Errors
+/// The store's, classified.
+async fn update_by_pairs<V: serde::Serialize>(
+    tx: &mut Tx<'_>,
+    table: &str,
+    set: &str,
+    pairs: &[(String, V)],
+    now: i64,
+) -> Result<()> {
+    if pairs.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(&format!(
+        "UPDATE {table} SET {set} \
+         FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS v \
+               FROM json_each(?1)) AS q \
+         WHERE {table}.id = q.id"
+    ))
+    .bind(to_json(&pairs)?)
+    .bind(now)
+    .execute(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    Ok(())
 }
 
 pub(crate) async fn run_get(
