@@ -230,13 +230,18 @@ pub(crate) async fn execution_claim(
         .await
         .map_err(db_err)?;
     for (ns, tokens) in &plan.buckets {
-        sqlx::query("UPDATE namespace_rates SET tokens = $2, updated_at = $3 WHERE namespace = $1")
-            .bind(ns)
-            .bind(*tokens)
-            .bind(now)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_err)?;
+        // The bucket's time never moves back: this claim read the clock before it locked
+        // the bucket, so a claim that read it later may have refilled it first.
+        sqlx::query(
+            "UPDATE namespace_rates SET tokens = $2, updated_at = GREATEST(updated_at, $3) \
+             WHERE namespace = $1",
+        )
+        .bind(ns)
+        .bind(*tokens)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
     }
     commit(tx).await?;
     rows::claimed_rows(&claimed, runs, now)

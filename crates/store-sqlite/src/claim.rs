@@ -209,10 +209,13 @@ pub(crate) async fn execution_claim(
         .await
         .map_err(db_err)?;
     let claimed = rows::claimed_rows(&rows, runs, now)?;
+    // The bucket's time never moves back (this claim read the clock before it took the
+    // write lock, so a claim that read it later may have refilled the bucket first).
     for (ns, tokens) in &plan.buckets {
         sqlx::query(
             "INSERT INTO namespace_rates (namespace, tokens, updated_at) VALUES (?1, ?2, ?3) \
-             ON CONFLICT (namespace) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at",
+             ON CONFLICT (namespace) DO UPDATE SET tokens = excluded.tokens, \
+             updated_at = max(namespace_rates.updated_at, excluded.updated_at)",
         )
         .bind(ns)
         .bind(*tokens)

@@ -349,6 +349,48 @@ pub async fn rate_limited_namespaces_dispatch_at_their_rate(h: Harness) {
     );
 }
 
+/// Two claimers read the clock, and the later reading commits first (a claim's time is taken
+/// before it locks the bucket): the earlier one's refill must not move the bucket's time back,
+/// or the next claim is refilled for the same milliseconds twice.
+pub async fn a_claim_that_read_the_clock_earlier_refills_no_time_twice(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let record = job_record("limited", "a");
+    let job = store
+        .job_write(&JobWrite {
+            record,
+            expected_version: None,
+            pending: PendingExecutions::Keep,
+        })
+        .await
+        .expect("create");
+    let slots: Vec<Timestamp> = (0..50)
+        .map(|i| t0() - SignedDuration::from_secs(i))
+        .collect();
+    trigger(&*store, "n1", &job, &slots).await.expect("trigger");
+    let limited = ExecutionClaim {
+        worker: "w".into(),
+        limit: 100,
+        rate_limits: [("limited".to_owned(), 100.0)].into_iter().collect(),
+    };
+    let mut claim_at = async |offset_ms: i64| {
+        clock.set(t0() + SignedDuration::from_millis(offset_ms));
+        store.execution_claim(&limited).await.expect("claim").len()
+    };
+    assert_eq!(claim_at(0).await, 10, "a full bucket");
+    assert_eq!(claim_at(50).await, 5, "refilled for 50 ms");
+    assert_eq!(
+        claim_at(20).await,
+        0,
+        "nothing for a reading before the last refill"
+    );
+    assert_eq!(
+        claim_at(60).await,
+        1,
+        "refilled for the 10 ms since the latest reading, not since the earlier one"
+    );
+}
+
 /// Executions created ahead whose slots then passed while nothing could run them (a crash
 /// after triggering): beyond the misfire threshold, the job's misfire policy applies.
 pub async fn late_precreated_slots_follow_the_misfire_policy(h: Harness) {

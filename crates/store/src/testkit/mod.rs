@@ -413,6 +413,7 @@ macro_rules! conformance_tests {
             catch_up_under_skip_runs_one_after_another,
             catch_up_under_skip_skips_slots_that_come_due_meanwhile,
             rate_limited_namespaces_dispatch_at_their_rate,
+            a_claim_that_read_the_clock_earlier_refills_no_time_twice,
             late_precreated_slots_follow_the_misfire_policy,
             run_once_leaves_late_slots_to_a_later_slot_come_due,
             a_stale_completion_is_rejected,
