@@ -373,7 +373,7 @@ pub async fn a_claim_that_read_the_clock_earlier_refills_no_time_twice(h: Harnes
         limit: 100,
         rate_limits: [("limited".to_owned(), 100.0)].into_iter().collect(),
     };
-    let mut claim_at = async |offset_ms: i64| {
+    let claim_at = async |offset_ms: i64| {
         clock.set(t0() + SignedDuration::from_millis(offset_ms));
         store.execution_claim(&limited).await.expect("claim").len()
     };
