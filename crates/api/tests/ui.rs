@@ -169,6 +169,7 @@ impl Ui {
                 worker: "w".into(),
                 limit: 10,
                 rate_limits: Default::default(),
+                ahead_ms: 0,
             })
             .await
             .unwrap();

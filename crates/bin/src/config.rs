@@ -45,6 +45,10 @@ pub struct ServerArgs {
     /// Most deliveries one worker runs at once (1-100000) [default: 1024]
     #[arg(long, env = "SUNDIAL_MAX_IN_FLIGHT")]
     pub max_in_flight: Option<usize>,
+    /// How long before their fire time a worker claims executions and holds them until it,
+    /// 0s-10s; 0s claims only due ones [default: 1s]
+    #[arg(long, env = "SUNDIAL_CLAIM_AHEAD")]
+    pub claim_ahead: Option<String>,
     /// Testing aid: shift this node's clock by this many milliseconds
     #[arg(
         long,
@@ -73,6 +77,7 @@ struct FileConfig {
     roles: Option<Vec<String>>,
     lease_ttl: Option<String>,
     max_in_flight: Option<usize>,
+    claim_ahead: Option<String>,
     #[serde(default)]
     connections: BTreeMap<String, ConnectionConfig>,
     #[serde(default)]
@@ -312,6 +317,9 @@ pub struct ServerConfig {
     pub rate_limits: BTreeMap<String, f64>,
     /// Most deliveries one worker runs at once.
     pub max_in_flight: usize,
+    /// How long before its fire time a worker may claim an execution (docs/guarantees.md,
+    /// "Claim ahead"); zero: only due ones.
+    pub claim_ahead: sundial_core::Dur,
     /// Shift of this node's clock (testing aid), in milliseconds.
     pub clock_offset_ms: i64,
     /// `[http_targets] allow`: the hosts HTTP targets may reach; `None`: any host.
@@ -481,6 +489,21 @@ impl ServerConfig {
                 "--max-in-flight (or SUNDIAL_MAX_IN_FLIGHT, or max_in_flight in the file): {max_in_flight} is out of range 1-100000"
             );
         }
+        let claim_ahead: sundial_core::Dur = args
+            .claim_ahead
+            .or(file.claim_ahead)
+            .unwrap_or_else(|| "1s".into())
+            .parse()
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "--claim-ahead (or SUNDIAL_CLAIM_AHEAD, or claim_ahead in the file): {e}"
+                )
+            })?;
+        if claim_ahead.as_millis() > 10_000 {
+            bail!(
+                "--claim-ahead (or SUNDIAL_CLAIM_AHEAD, or claim_ahead in the file): {claim_ahead} is longer than the maximum of 10s"
+            );
+        }
         let alerts = resolve_alerts(&file.alerts, &file.connections)?;
         let alerts_every = match &file.maintenance.alerts_every {
             Some(t) => t
@@ -512,6 +535,7 @@ impl ServerConfig {
             public_url,
             roles,
             max_in_flight,
+            claim_ahead,
             database_url: args
                 .database_url
                 .or(file.database_url)

@@ -192,6 +192,7 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
             WorkerConfig {
                 rate_limits: config.rate_limits.clone(),
                 max_in_flight: config.max_in_flight,
+                claim_ahead: config.claim_ahead,
                 ..WorkerConfig::new(&config.node_id)
             },
             worker_wake.clone(),

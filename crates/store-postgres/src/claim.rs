@@ -176,8 +176,10 @@ pub(crate) async fn execution_claim(
              ORDER BY q.due_at LIMIT $2 FOR UPDATE OF e, q SKIP LOCKED"
         )
     };
+    // Executions of namespaces without a rate limit are read up to the claim-ahead window
+    // (after every due one, by the order); a rate-limited namespace's only once due.
     let mut rows = sqlx::query(&due_sql("q.namespace <> ALL($3)"))
-        .bind(now)
+        .bind(now + i64::from(claim.ahead_ms))
         .bind(i64::from(claim.limit))
         .bind(&limited)
         .fetch_all(&mut *tx)
@@ -214,11 +216,12 @@ pub(crate) async fn execution_claim(
     // against it (BENCHMARKS.md, "Plans on stale statistics").
     let sql = format!(
         "WITH claimed AS (UPDATE executions e SET state = 'running', attempt = e.attempt + 1, worker = $1, \
-             started_at = coalesce(e.started_at, $2), attempt_started_at = $2, \
-             lease_expires_at = $2 + e.lease_ms, due_at = NULL \
+             started_at = coalesce(e.started_at, GREATEST($2, e.fire_at)), \
+             attempt_started_at = GREATEST($2, e.fire_at), \
+             lease_expires_at = GREATEST($2, e.fire_at) + e.lease_ms, due_at = NULL \
              WHERE e.id = ANY($3) AND e.state IN ('scheduled', 'queued', 'retry_wait') \
              RETURNING {CLAIM_RETURNING}), \
-         queue AS (UPDATE execution_queue q SET due_at = NULL, lease_expires_at = $2 + x.lease_ms \
+         queue AS (UPDATE execution_queue q SET due_at = NULL, lease_expires_at = GREATEST($2, x.fire_at) + x.lease_ms \
              FROM executions x WHERE q.id = ANY(ARRAY(SELECT id FROM claimed)) AND x.id = q.id) \
          SELECT * FROM claimed ORDER BY fire_at"
     );

@@ -145,6 +145,28 @@ pub(crate) async fn cancel_pending(
     now: i64,
     future: FutureSlots,
 ) -> Result<()> {
+    // Executions claimed ahead whose attempt has not started (docs/guarantees.md, "Claim
+    // ahead") end like those not yet due, and their worker is told to drop them.
+    let held_sql = match future {
+        FutureSlots::Drop => "DELETE FROM executions",
+        FutureSlots::Cancel => {
+            "UPDATE executions SET state = 'cancelled', finished_at = $2, lease_expires_at = NULL"
+        }
+    };
+    let held: Vec<String> = sqlx::query_scalar(&format!(
+        "WITH e AS ({held_sql} \
+           WHERE id IN (SELECT id FROM execution_queue WHERE job_uid = $1 AND due_at IS NULL) \
+           AND state = 'running' AND attempt_started_at > $2 RETURNING id) \
+         DELETE FROM execution_queue q USING e WHERE q.job_uid = $1 AND q.id = e.id RETURNING q.id"
+    ))
+    .bind(uid)
+    .bind(now)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    for id in &held {
+        crate::notify::notify_cancelled(tx, id).await?;
+    }
     if future == FutureSlots::Drop {
         sqlx::query(
             "WITH e AS (DELETE FROM executions \

@@ -117,6 +117,7 @@ impl Queue {
                 worker: "bench".into(),
                 limit: self.n,
                 rate_limits: Default::default(),
+                ahead_ms: 0,
             })
             .await
             .expect("claim");

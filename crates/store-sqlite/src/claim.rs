@@ -158,7 +158,9 @@ pub(crate) async fn execution_claim(
         "SELECT {DUE_COLUMNS} FROM executions WHERE due_at <= ?1 \
          AND namespace NOT IN (SELECT value FROM json_each(?3)) ORDER BY due_at LIMIT ?2"
     ))
-    .bind(now)
+    // Namespaces without a rate limit are read up to the claim-ahead window (after every
+    // due execution, by the order); a rate-limited namespace's only once due.
+    .bind(now + i64::from(claim.ahead_ms))
     .bind(i64::from(claim.limit))
     .bind(limited)
     .fetch_all(&mut *tx)
@@ -195,8 +197,9 @@ pub(crate) async fn execution_claim(
     let ids = serde_json::to_string(&plan.run).map_err(|e| Error::Corrupt(e.to_string()))?;
     let sql = format!(
         "UPDATE executions SET state = 'running', attempt = attempt + 1, worker = ?1, \
-           started_at = coalesce(started_at, ?2), attempt_started_at = ?2, \
-           lease_expires_at = ?2 + lease_ms, due_at = NULL \
+           started_at = coalesce(started_at, max(?2, fire_at)), \
+           attempt_started_at = max(?2, fire_at), \
+           lease_expires_at = max(?2, fire_at) + lease_ms, due_at = NULL \
          WHERE id IN (SELECT value FROM json_each(?3)) \
            AND state IN ('scheduled', 'queued', 'retry_wait') \
          RETURNING {CLAIM_RETURNING}"

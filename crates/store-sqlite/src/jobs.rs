@@ -55,7 +55,12 @@ pub(crate) async fn insert_jobs(
 }
 
 /// Writes one job inside `tx` (see [`Store::job_write_batch`]).
-pub(crate) async fn write_job(tx: &mut Tx<'_>, w: &JobWrite, now: Timestamp) -> Result<JobRecord> {
+pub(crate) async fn write_job(
+    tx: &mut Tx<'_>,
+    w: &JobWrite,
+    now: Timestamp,
+    cancelled: &mut Vec<String>,
+) -> Result<JobRecord> {
     let r = &w.record;
     let spec = serde_json::to_string(&r.spec).map_err(|e| Error::Corrupt(e.to_string()))?;
     let version = match w.expected_version {
@@ -90,7 +95,9 @@ pub(crate) async fn write_job(tx: &mut Tx<'_>, w: &JobWrite, now: Timestamp) -> 
     };
     match w.pending {
         PendingExecutions::Keep => {}
-        PendingExecutions::Cancel => cancel_pending(tx, &r.uid, now, FutureSlots::Drop).await?,
+        PendingExecutions::Cancel => {
+            cancelled.extend(cancel_pending(tx, &r.uid, now, FutureSlots::Drop).await?);
+        }
         PendingExecutions::Update => {
             let run = serde_json::to_string(&RunSpec::of(&r.spec))
                 .map_err(|e| Error::Corrupt(e.to_string()))?;
@@ -130,7 +137,25 @@ pub(crate) async fn cancel_pending(
     uid: &str,
     now: Timestamp,
     future: FutureSlots,
-) -> Result<()> {
+) -> Result<Vec<String>> {
+    // Executions claimed ahead whose attempt has not started (docs/guarantees.md, "Claim
+    // ahead") end like those not yet due; the caller tells their worker to drop them once
+    // this transaction has committed.
+    let held_sql = match future {
+        FutureSlots::Drop => "DELETE FROM executions",
+        FutureSlots::Cancel => {
+            "UPDATE executions SET state = 'cancelled', finished_at = ?2, lease_expires_at = NULL"
+        }
+    };
+    let held: Vec<String> = sqlx::query_scalar(&format!(
+        "{held_sql} WHERE job_uid = ?1 AND state = 'running' AND attempt_started_at > ?2 \
+         RETURNING id"
+    ))
+    .bind(uid)
+    .bind(ms(now))
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(db_err)?;
     if future == FutureSlots::Drop {
         sqlx::query(
             "DELETE FROM executions WHERE job_uid = ?1 AND due_at IS NOT NULL AND attempt = 0 \
@@ -151,7 +176,7 @@ pub(crate) async fn cancel_pending(
     .execute(&mut **tx)
     .await
     .map_err(db_err)?;
-    Ok(())
+    Ok(held)
 }
 
 /// The error of a conditional write of the `kind` (`job` or `workflow`, the row of the table
@@ -251,16 +276,20 @@ pub(crate) async fn job_write_batch(
 ) -> Result<Vec<JobRecord>> {
     let now = store.clock.now();
     let mut tx = store.begin().await?;
+    let mut cancelled = Vec::new();
     let written = if writes.iter().all(is_plain_insert) {
         insert_jobs(&mut tx, writes, now).await?
     } else {
         let mut written = Vec::with_capacity(writes.len());
         for w in writes {
-            written.push(write_job(&mut tx, w, now).await?);
+            written.push(write_job(&mut tx, w, now, &mut cancelled).await?);
         }
         written
     };
     commit(tx).await?;
+    for id in cancelled {
+        let _ = store.signals.cancelled.send(id);
+    }
     Ok(written)
 }
 
@@ -293,6 +322,10 @@ pub(crate) async fn job_delete(
         .await);
     };
     let uid: String = row.try_get("uid").map_err(db_err)?;
-    cancel_pending(&mut tx, &uid, now, FutureSlots::Cancel).await?;
-    commit(tx).await
+    let cancelled = cancel_pending(&mut tx, &uid, now, FutureSlots::Cancel).await?;
+    commit(tx).await?;
+    for id in cancelled {
+        let _ = store.signals.cancelled.send(id);
+    }
+    Ok(())
 }

@@ -20,12 +20,19 @@
 //! 3. **Rate limits**: a rate-limited namespace gets at most the whole tokens of its bucket;
 //!    the bucket is written back less what was handed out.
 //!
+//! A claim made with a claim-ahead window also reads executions due within it, after every
+//! due one. Such an execution is handed out (its attempt starting at its fire time) only when
+//! [`DueExecution::claimable_ahead`] holds and its namespace has no rate limit; none of the
+//! decisions above is made for it, and the others are left as they are.
+//!
 //! Invariants of a plan:
 //! - Every due execution is in at most one of `run`, `missed`, `skipped`, `deferred`,
 //!   `cancelled`; one it leaves out stays as it was (another claim sees it later).
 //! - `run` keeps the due order, and no execution the plan cancels is in it.
 //! - Under `skip`, at most one execution of a job is in `run`, and none while the job is active.
 //! - A namespace's executions in `run` never exceed the whole tokens of its bucket.
+//! - An execution not yet due is in `run` only if it is claimable ahead and its namespace has
+//!   no rate limit, and in no other list.
 //!
 //! The decision is made under a per-job lock (the embedded store's single writer; an
 //! advisory lock per job on PostgreSQL), taken before the facts are read, so two claims
@@ -63,10 +70,25 @@ pub struct DueExecution {
 }
 
 impl DueExecution {
-    /// Whether [`plan`] needs the [`JobFacts`] of this execution's job at `now`: for a
-    /// concurrency policy other than `allow`, or to judge a late slot created ahead.
+    /// Whether [`plan`] needs the [`JobFacts`] of this execution's job at `now`: for a due
+    /// execution of a job whose concurrency policy is not `allow`, or to judge a late slot
+    /// created ahead. Never for one not yet due (read by a claim ahead).
     pub fn needs_facts(&self, now: i64) -> bool {
-        self.run.concurrency_policy != ConcurrencyPolicy::Allow || self.judged_late(now)
+        self.due_at <= now
+            && (self.run.concurrency_policy != ConcurrencyPolicy::Allow || self.judged_late(now))
+    }
+
+    /// Whether a claim may hand this execution out before it is due (claim ahead,
+    /// docs/guarantees.md, "Claim ahead"): never started, created by its schedule or by hand,
+    /// due at its fire time, of a job whose concurrency policy is `allow`. For such an
+    /// execution a claim decides nothing the time until its fire time could change: no
+    /// misfire judgement (it is not late), no concurrency policy, and (the caller's part) no
+    /// rate limit.
+    pub fn claimable_ahead(&self) -> bool {
+        self.attempt == 0
+            && matches!(self.trigger, Trigger::Schedule | Trigger::Manual)
+            && self.due_at == self.fire_at
+            && self.run.concurrency_policy == ConcurrencyPolicy::Allow
     }
 
     /// Whether this is a never-started execution of a scheduled slot claimed later than its
@@ -214,6 +236,14 @@ pub fn plan(
         if let Some(left) = tokens.get(e.namespace.as_str())
             && *left <= 0
         {
+            continue;
+        }
+        if e.due_at > now {
+            // Read ahead of its fire time: handed out only when nothing decided here could
+            // change before the fire time; otherwise left for a claim once it is due.
+            if e.claimable_ahead() && !tokens.contains_key(e.namespace.as_str()) {
+                chosen.push((i, e.job_uid.as_str()));
+            }
             continue;
         }
         let policy = e.run.concurrency_policy;

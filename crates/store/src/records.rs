@@ -324,6 +324,13 @@ pub struct ExecutionClaim {
     /// Per-namespace dispatch limits, in executions per second, enforced across every worker
     /// of the store (a token bucket per namespace holding at most one second's worth).
     pub rate_limits: std::collections::BTreeMap<String, f64>,
+    /// Claim ahead: also hand out executions whose fire time is up to this many milliseconds
+    /// after the store's clock, for the worker to hold until it (0: only due ones). Only
+    /// executions whose claim decides nothing that can change before the fire time are
+    /// taken ahead: never started, `trigger` `schedule` or `manual`, due at their fire time,
+    /// a job whose `concurrency_policy` is `allow`, a namespace without a rate limit
+    /// (docs/guarantees.md, "Claim ahead").
+    pub ahead_ms: u32,
 }
 
 /// An execution handed to a worker (or found with a lapsed lease).
@@ -343,8 +350,13 @@ pub struct ClaimedExecution {
     pub scheduled_at: Timestamp,
     /// Fire time.
     pub fire_at: Timestamp,
-    /// When the attempt started.
+    /// When the attempt starts, by the store's clock: the claim's time, or the fire time of an
+    /// execution claimed ahead (the worker holds it until then).
     pub started_at: Timestamp,
+    /// The store's clock when the claim was made (UTC): `started_at - claimed_at` is how long
+    /// the worker holds an execution claimed ahead, on its own clock, from when the claim
+    /// returned (so never early, whatever the skew between the clocks).
+    pub claimed_at: Timestamp,
     /// Lease expiry.
     pub lease_expires_at: Timestamp,
     /// What to run.

@@ -254,6 +254,7 @@ macro_rules! row_decoders {
                 scheduled_at: instant(row, "scheduled_at")?,
                 fire_at: instant(row, "fire_at")?,
                 started_at: opt_instant(row, "started_at")?.unwrap_or(Timestamp::UNIX_EPOCH),
+                claimed_at: opt_instant(row, "started_at")?.unwrap_or(Timestamp::UNIX_EPOCH),
                 lease_expires_at: instant(row, "lease_expires_at")?,
                 run,
             })
@@ -322,7 +323,9 @@ macro_rules! row_decoders {
 
         /// The executions a claim handed out, from the rows its update returned (columns
         /// of `claimed_with` but `run`), each with its run definition taken from `runs`
-        /// (`ClaimPlan::runs`) and `started_at` = `now` (UTC ms), in fire-time order.
+        /// (`ClaimPlan::runs`), `claimed_at` = `now` (UTC ms) and `started_at` = the later of `now`
+        /// and the fire time (an execution claimed ahead starts at its fire time), in fire-time
+        /// order.
         ///
         /// # Errors
         /// [`Error::Corrupt`] for a row whose execution the plan did not hand out.
@@ -331,7 +334,7 @@ macro_rules! row_decoders {
             mut runs: std::collections::HashMap<String, RunSpec>,
             now: i64,
         ) -> Result<Vec<ClaimedExecution>> {
-            let started_at = ts(now)?;
+            let claimed_at = ts(now)?;
             let mut claimed = rows
                 .iter()
                 .map(|r| {
@@ -339,7 +342,11 @@ macro_rules! row_decoders {
                     let run = runs.remove(&id).ok_or_else(|| {
                         Error::Corrupt(format!("claimed execution {id} was not among those read"))
                     })?;
-                    claimed_with(r, run).map(|c| ClaimedExecution { started_at, ..c })
+                    claimed_with(r, run).map(|c| ClaimedExecution {
+                        started_at: c.fire_at.max(claimed_at),
+                        claimed_at,
+                        ..c
+                    })
                 })
                 .collect::<Result<Vec<_>>>()?;
             claimed.sort_by_key(|c| c.fire_at);

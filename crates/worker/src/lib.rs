@@ -18,8 +18,16 @@
 //! - Every completion and heartbeat carries the attempt number it was claimed with (the
 //!   fencing token); the store refuses stale ones, so a worker that lost its lease can never
 //!   overwrite the outcome of the attempt that replaced it (docs/guarantees.md#g3-fencing).
-//! - An attempt never starts before its execution's fire time: the store only hands out due
-//!   executions, by its own clock (docs/guarantees.md#g5-never-early).
+//! - An attempt never starts before its execution's fire time (docs/guarantees.md#g5-never-early):
+//!   the store hands out due executions, by its own clock, and, within `claim_ahead`, executions
+//!   claimed ahead with the store's clock at the claim (`claimed_at`) and their start
+//!   (`started_at`, the fire time). The worker holds such an execution for `started_at -
+//!   claimed_at` counted on its own clock from when the claim returned, which is no earlier
+//!   than the store's clock reads the fire time, whatever the skew between the two clocks.
+//! - At most `max_claimed_ahead` executions are held at once. A held execution is registered
+//!   for cancellation like a running one (a cancel drops it before it starts); at its start it
+//!   waits for a delivery slot and room for its completion while renewing its lease, so a wait
+//!   longer than its lease can never let a second attempt start beside it.
 //! - At most `max_in_flight` deliveries run at once in one worker, and at most
 //!   [`UNWRITTEN_PER_SLOT`] × `max_in_flight` claimed attempts wait for their completion to be
 //!   written. A delivery frees its slot as soon as the target answers, so a store that is slow
@@ -119,6 +127,13 @@ pub const COMPLETION_BATCH: usize = 256;
 /// injected clock: it paces store calls and has nothing to do with when anything is due.
 pub const COMPLETION_GATHER: Duration = Duration::from_millis(10);
 
+/// Logs an execution claimed ahead and cancelled before its attempt started.
+fn due_cancelled(e: &ClaimedExecution) {
+    tracing::info!(namespace = %e.namespace, job = %e.job, slot = %e.scheduled_at,
+        execution = %e.id, state = "cancelled", attempt = e.attempt,
+        "execution cancelled before its attempt started");
+}
+
 /// Logs how an execution's attempt ended, once its completion is written: one INFO line per
 /// execution that ended `failed` or `dead` (namespace, job, slot, state, attempt, error), so
 /// an operator can follow failures in the log; DEBUG for a success or a retry, which at peak
@@ -192,6 +207,12 @@ pub struct WorkerConfig {
     pub poll: Dur,
     /// Per-namespace dispatch limits (executions per second), enforced cluster-wide by the store.
     pub rate_limits: std::collections::BTreeMap<String, f64>,
+    /// How long before its fire time an execution may be claimed and held on this worker's
+    /// timer until it (docs/guarantees.md, "Claim ahead"); zero claims only due executions.
+    /// Default `1s`.
+    pub claim_ahead: Dur,
+    /// Most executions held at once after a claim ahead. Default 10,000.
+    pub max_claimed_ahead: usize,
 }
 
 impl WorkerConfig {
@@ -203,6 +224,8 @@ impl WorkerConfig {
             claim_batch: 512,
             poll: Dur::from_secs(1),
             rate_limits: Default::default(),
+            claim_ahead: Dur::from_secs(1),
+            max_claimed_ahead: 10_000,
         }
     }
 }
@@ -219,6 +242,8 @@ pub struct Worker {
     slots: Arc<Semaphore>,
     /// Held from the claim until the attempt's completion is written (or it is abandoned).
     unwritten: Arc<Semaphore>,
+    /// Held by an execution claimed ahead from the claim until it has its `unwritten` permit.
+    ahead: Arc<Semaphore>,
     /// Attempts running in this worker: execution id → the signal that stops it.
     running: Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<Notify>>>>,
     /// Completions to write, in batches ([`Worker::completion_batcher`]).
@@ -246,6 +271,7 @@ impl Worker {
     ) -> Self {
         let slots = Arc::new(Semaphore::new(config.max_in_flight));
         let unwritten = Arc::new(Semaphore::new(unwritten_capacity(&config)));
+        let ahead = Arc::new(Semaphore::new(config.max_claimed_ahead));
         let (batcher, queue) = tokio::sync::mpsc::unbounded_channel();
         Worker {
             store,
@@ -255,6 +281,7 @@ impl Worker {
             wake,
             slots,
             unwritten,
+            ahead,
             running: Arc::default(),
             batcher,
             batcher_queue: Arc::new(std::sync::Mutex::new(Some(queue))),
@@ -285,7 +312,7 @@ impl Worker {
             if n > 0 && !slots_full && !unwritten_full {
                 continue;
             }
-            let deadline = self.idle_deadline().await;
+            let deadline = self.idle_deadline(n).await;
             tokio::select! {
                 _ = self.clock.sleep_until(deadline) => {}
                 _ = self.wake.notified() => {}
@@ -295,6 +322,11 @@ impl Worker {
                 permit = self.unwritten.clone().acquire_owned(), if unwritten_full => drop(permit),
             }
         }
+        // An execution held after a claim ahead starts within `claim_ahead`, and gives its
+        // `ahead` permit back only once it holds an `unwritten` one: once they are all back,
+        // every attempt left holds an `unwritten` permit.
+        let held = u32::try_from(self.config.max_claimed_ahead).unwrap_or(u32::MAX);
+        let _ = self.ahead.acquire_many(held).await;
         canceller.abort();
         // Every attempt holds an `unwritten` permit until it has ended (its delivery slot only
         // until the target answers), so having them all back means no attempt is left.
@@ -305,12 +337,15 @@ impl Worker {
         }
     }
 
-    /// When to look again, on this node's clock: when the next execution comes due by the
-    /// store's clock, but no later than one poll interval. The wait is computed as a duration
-    /// on the store's clock, so a node whose own clock is skewed neither busy-loops nor
-    /// oversleeps.
-    async fn idle_deadline(&self) -> Timestamp {
+    /// When to look again, on this node's clock, after a round that started `started`
+    /// attempts: when the next execution comes within `claim_ahead` of due by the store's
+    /// clock, or when it comes due if it is that near already (the last round left it: it is
+    /// not one to claim ahead), but no later than one poll interval. The wait is computed as
+    /// a duration on the store's clock, so a node whose own clock is skewed neither
+    /// busy-loops nor oversleeps.
+    async fn idle_deadline(&self, started: usize) -> Timestamp {
         let poll = self.config.poll.as_signed();
+        let ahead = self.config.claim_ahead.as_signed();
         let wait = match (
             self.store.execution_next_due().await,
             self.store.now().await,
@@ -318,7 +353,17 @@ impl Worker {
             // Due already but not handed out (a rate-limited namespace, a deferred catch-up):
             // look again after MIN_IDLE, so nothing busy-loops.
             (Ok(Some(due)), Ok(now)) if due <= now => MIN_IDLE,
-            (Ok(Some(due)), Ok(now)) => due.duration_since(now).min(poll),
+            (Ok(Some(due)), Ok(now)) => {
+                let until_due = due.duration_since(now);
+                let wait = if until_due > ahead {
+                    until_due - ahead
+                } else if started == 0 {
+                    until_due
+                } else {
+                    MIN_IDLE
+                };
+                wait.min(poll)
+            }
             _ => poll,
         };
         self.clock.now() + wait
@@ -336,21 +381,26 @@ impl Worker {
     async fn claim_round(&self) -> usize {
         let batch = self.config.claim_batch.max(1) as usize;
         let mut left = self.free().min(batch.saturating_mul(CLAIMS_AT_ONCE));
+        // Claim ahead only while every execution the round may be handed can be held.
+        let ahead = self.ahead.available_permits() >= left;
         let mut claims = tokio::task::JoinSet::new();
         while left > 0 {
             let limit = left.min(batch);
             left -= limit;
             let worker = self.clone();
-            claims.spawn(async move { worker.claim(limit).await });
+            claims.spawn(async move {
+                let claimed = worker.claim(limit, ahead).await;
+                (claimed, worker.clock.now())
+            });
         }
         let mut n = 0;
         while let Some(done) = claims.join_next().await {
             match done {
-                Ok(Ok(claimed)) => n += self.start(claimed),
-                Ok(Err(e)) if e.is_retryable_when_idempotent() => {
+                Ok((Ok(claimed), returned_at)) => n += self.start(claimed, returned_at),
+                Ok((Err(e), _)) if e.is_retryable_when_idempotent() => {
                     tracing::warn!(error = %e, "claiming executions failed; trying again");
                 }
-                Ok(Err(e)) => {
+                Ok((Err(e), _)) => {
                     // A defect: the claim is retried on the next round all the same (the
                     // worker must go on), but said louder.
                     tracing::error!(error = %e, "claiming executions failed");
@@ -365,28 +415,52 @@ impl Worker {
         n
     }
 
-    /// Claims up to `limit` due executions (0: none, without asking the store).
+    /// Claims up to `limit` due executions (0: none, without asking the store), and, when
+    /// `ahead`, executions due within `claim_ahead`.
     ///
     /// # Errors
     /// The store's, when the claim fails.
-    async fn claim(&self, limit: usize) -> Result<Vec<ClaimedExecution>, StoreError> {
+    async fn claim(&self, limit: usize, ahead: bool) -> Result<Vec<ClaimedExecution>, StoreError> {
         if limit == 0 {
             return Ok(Vec::new());
         }
+        let ahead_ms = if ahead {
+            u32::try_from(self.config.claim_ahead.as_millis()).unwrap_or(u32::MAX)
+        } else {
+            0
+        };
         self.store
             .execution_claim(&ExecutionClaim {
                 worker: self.config.node.clone(),
                 limit: u32::try_from(limit).unwrap_or(u32::MAX),
                 rate_limits: self.config.rate_limits.clone(),
+                ahead_ms,
             })
             .await
     }
 
-    /// Starts the attempt of each `claimed` execution, with its delivery slot and its
-    /// `unwritten` permit; returns how many started.
-    fn start(&self, claimed: Vec<ClaimedExecution>) -> usize {
+    /// Starts the attempt of each `claimed` execution due now, with its delivery slot and its
+    /// `unwritten` permit, and holds each one claimed ahead until its start ([`Worker::hold`]),
+    /// counting from `returned_at` (this node's clock when the claim returned); returns how
+    /// many it took on.
+    fn start(&self, claimed: Vec<ClaimedExecution>, returned_at: Timestamp) -> usize {
         let mut started = 0;
         for execution in claimed {
+            let hold = execution.started_at.duration_since(execution.claimed_at);
+            if hold.is_positive() {
+                // The round asked for no more than can be held.
+                let Ok(held) = self.ahead.clone().try_acquire_owned() else {
+                    tracing::error!(execution = %execution.id,
+                        "claimed ahead past the executions this worker may hold; the reaper retries it");
+                    continue;
+                };
+                let worker = self.clone();
+                tokio::spawn(async move {
+                    worker.hold(execution, returned_at + hold, held).await;
+                });
+                started += 1;
+                continue;
+            }
             // Only the claim loop takes permits, and its claims ask for no more than are free.
             let (Ok(slot), Ok(unwritten)) = (
                 self.slots.clone().try_acquire_owned(),
@@ -417,16 +491,71 @@ impl Worker {
     /// Runs one claimed attempt to its completion (or abandons it when the lease is lost),
     /// giving back its delivery `slot` as soon as the target has answered.
     async fn attempt(&self, e: ClaimedExecution, slot: tokio::sync::OwnedSemaphorePermit) {
+        let cancelled = self.register(&e.id);
+        self.attempt_inner(&e, &cancelled, slot).await;
+        self.unregister(&e.id);
+    }
+
+    /// Holds an execution claimed ahead until `start_at` (this node's clock), then runs its
+    /// attempt once it has a delivery slot and room for its completion; a cancel at any point
+    /// before drops it. While it waits for the permits its lease is renewed, and a refused
+    /// renewal abandons it (the reaper has given the execution to another attempt).
+    async fn hold(
+        &self,
+        e: ClaimedExecution,
+        start_at: Timestamp,
+        held: tokio::sync::OwnedSemaphorePermit,
+    ) {
+        let cancelled = self.register(&e.id);
+        let due = tokio::select! {
+            _ = self.clock.sleep_until(start_at) => true,
+            _ = cancelled.notified() => false,
+        };
+        if due {
+            let attempt = AttemptRef {
+                id: e.id.clone(),
+                attempt: e.attempt,
+            };
+            let permits = async {
+                let unwritten = self.unwritten.clone().acquire_owned().await;
+                let slot = self.slots.clone().acquire_owned().await;
+                (unwritten, slot)
+            };
+            tokio::select! {
+                (unwritten, slot) = permits => {
+                    if let (Ok(unwritten), Ok(slot)) = (unwritten, slot) {
+                        drop(held);
+                        self.attempt_inner(&e, &cancelled, slot).await;
+                        drop(unwritten);
+                    }
+                }
+                lost = self.heartbeat(&attempt, e.run.heartbeat_timeout) => {
+                    tracing::warn!(execution = %e.id, attempt = e.attempt, reason = %lost,
+                        "attempt lease lost while waiting for a delivery slot; abandoning it");
+                }
+                _ = cancelled.notified() => due_cancelled(&e),
+            }
+        } else {
+            due_cancelled(&e);
+        }
+        self.unregister(&e.id);
+    }
+
+    /// Registers an attempt of this worker for cancellation: the signal that stops it.
+    fn register(&self, id: &str) -> Arc<Notify> {
         let cancelled = Arc::new(Notify::new());
         self.running
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(e.id.clone(), cancelled.clone());
-        self.attempt_inner(&e, &cancelled, slot).await;
+            .insert(id.to_owned(), cancelled.clone());
+        cancelled
+    }
+
+    fn unregister(&self, id: &str) {
         self.running
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(&e.id);
+            .remove(id);
     }
 
     async fn attempt_inner(

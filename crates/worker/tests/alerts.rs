@@ -131,6 +131,7 @@ async fn a_dead_letter(
             worker: "w".into(),
             limit: 1,
             rate_limits: Default::default(),
+            ahead_ms: 0,
         })
         .await
         .expect("claim")

@@ -310,6 +310,7 @@ pub async fn rate_limited_namespaces_dispatch_at_their_rate(h: Harness) {
         worker: worker.into(),
         limit: 100,
         rate_limits: [("limited".to_owned(), 100.0)].into_iter().collect(),
+        ahead_ms: 0,
     };
     let first = store.execution_claim(&limited("w1")).await.expect("claim");
     let per_ns =
@@ -372,6 +373,7 @@ pub async fn a_claim_that_read_the_clock_earlier_refills_no_time_twice(h: Harnes
         worker: "w".into(),
         limit: 100,
         rate_limits: [("limited".to_owned(), 100.0)].into_iter().collect(),
+        ahead_ms: 0,
     };
     let claim_at = async |offset_ms: i64| {
         clock.set(t0() + SignedDuration::from_millis(offset_ms));
@@ -455,4 +457,278 @@ pub async fn run_once_leaves_late_slots_to_a_later_slot_come_due(h: Harness) {
     assert!(ran.is_empty(), "{ran:?}");
     let missed = in_state(&*store, "ns", ExecutionState::Missed).await;
     assert_eq!(missed.len(), 3);
+}
+
+/// A claim with a window of `ahead_ms` (docs/guarantees.md, "Claim ahead").
+fn claim_ahead(worker: &str, limit: u32, ahead_ms: u32) -> ExecutionClaim {
+    ExecutionClaim {
+        ahead_ms,
+        ..claim(worker, limit)
+    }
+}
+
+/// A claim ahead hands out only the executions for which nothing it decides could change
+/// before their fire time (an `allow` job, no rate limit), each starting at its fire time
+/// (G5 in the records); a `skip` job's and a rate-limited namespace's wait until due, and
+/// nothing beyond the window is read.
+pub async fn a_claim_ahead_takes_only_what_nothing_can_change_before_the_fire_time(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let fire = t0() + SignedDuration::from_millis(500);
+    let allow = create(&*store, "ns", "a").await;
+    let skip = create_with(&*store, "s", sundial_core::job::ConcurrencyPolicy::Skip).await;
+    let limited = create(&*store, "limited", "l").await;
+    let far = create(&*store, "ns", "far").await;
+    for job in [&allow, &skip, &limited] {
+        trigger(&*store, "n1", job, &[fire]).await.expect("trigger");
+    }
+    let far_slot = t0() + SignedDuration::from_secs(3);
+    trigger(&*store, "n1", &far, &[far_slot])
+        .await
+        .expect("trigger");
+    let with_limit = |ahead_ms| ExecutionClaim {
+        rate_limits: [("limited".to_owned(), 100.0)].into_iter().collect(),
+        ..claim_ahead("w", 10, ahead_ms)
+    };
+    assert!(
+        store
+            .execution_claim(&with_limit(0))
+            .await
+            .expect("claim")
+            .is_empty(),
+        "nothing is due and the claim has no window"
+    );
+    let held = store
+        .execution_claim(&with_limit(1000))
+        .await
+        .expect("claim");
+    let jobs: Vec<&str> = held.iter().map(|c| c.job.as_str()).collect();
+    assert_eq!(
+        jobs,
+        ["a"],
+        "only the allow job's, in a namespace without a limit"
+    );
+    let a = &held[0];
+    assert_eq!((a.claimed_at, a.started_at), (t0(), fire));
+    assert_eq!(a.attempt, 1);
+    assert_eq!(a.lease_expires_at, fire + SignedDuration::from_secs(30));
+    let record = store
+        .execution_get("ns", &a.id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(record.state, ExecutionState::Running);
+    assert_eq!(
+        record.attempts[0].started_at, fire,
+        "the records never show a start before the fire time"
+    );
+    assert_eq!(record.trigger, sundial_core::execution::Trigger::Schedule);
+    assert!(
+        store
+            .execution_claim(&with_limit(1000))
+            .await
+            .expect("claim")
+            .is_empty(),
+        "the others wait until due; the far one is beyond the window"
+    );
+    clock.set(fire);
+    let due = store
+        .execution_claim(&with_limit(1000))
+        .await
+        .expect("claim");
+    let mut jobs: Vec<&str> = due.iter().map(|c| c.job.as_str()).collect();
+    jobs.sort_unstable();
+    assert_eq!(
+        jobs,
+        ["l", "s"],
+        "once due, the skip job's and the limited namespace's"
+    );
+    assert!(
+        due.iter()
+            .all(|c| c.started_at == fire && c.claimed_at == fire)
+    );
+}
+
+/// The concurrency policy is judged as of the fire time: a `skip` job's slot is not taken
+/// ahead while an earlier run is still going, and once that run ends before the fire time,
+/// the slot runs instead of being skipped.
+pub async fn under_skip_a_slot_near_its_fire_time_is_judged_as_of_it(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let job = create_with(&*store, "a", sundial_core::job::ConcurrencyPolicy::Skip).await;
+    let next = t0() + SignedDuration::from_secs(1);
+    trigger(&*store, "n1", &job, &[t0(), next])
+        .await
+        .expect("trigger");
+    let first = store
+        .execution_claim(&claim_ahead("w", 10, 1000))
+        .await
+        .expect("claim");
+    assert_eq!(
+        first.len(),
+        1,
+        "the due slot; the next one is not taken ahead"
+    );
+    clock.set(t0() + SignedDuration::from_millis(500));
+    assert!(
+        store
+            .execution_claim(&claim_ahead("w", 10, 1000))
+            .await
+            .expect("claim")
+            .is_empty(),
+        "not judged while the job runs, half a second before the slot"
+    );
+    clock.set(t0() + SignedDuration::from_millis(900));
+    store
+        .attempt_complete(&complete_ok(&first[0].id, 1))
+        .await
+        .expect("complete");
+    clock.set(next);
+    let second = store
+        .execution_claim(&claim_ahead("w", 10, 1000))
+        .await
+        .expect("claim");
+    assert_eq!(
+        second.len(),
+        1,
+        "the run ended before the fire time: not skipped"
+    );
+    assert!(
+        in_state(&*store, "ns", ExecutionState::Skipped)
+            .await
+            .is_empty()
+    );
+}
+
+/// An execution claimed ahead is leased from its fire time: a worker that dies holding it
+/// leaves it to the reaper once that lease lapses, and its retry is not judged a misfire
+/// (its slot was handed out on time).
+pub async fn an_execution_claimed_ahead_is_leased_from_its_fire_time(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let job = create(&*store, "ns", "a").await;
+    let fire = t0() + SignedDuration::from_millis(800);
+    trigger(&*store, "n1", &job, &[fire])
+        .await
+        .expect("trigger");
+    let held = store
+        .execution_claim(&claim_ahead("w", 10, 1000))
+        .await
+        .expect("claim");
+    assert_eq!(held.len(), 1);
+    clock.set(fire + SignedDuration::from_secs(29));
+    assert!(
+        store
+            .attempt_list_lapsed(10)
+            .await
+            .expect("lapsed")
+            .is_empty(),
+        "leased from the fire time, not from the claim"
+    );
+    clock.set(fire + SignedDuration::from_secs(31));
+    let lapsed = store.attempt_list_lapsed(10).await.expect("lapsed");
+    assert_eq!(lapsed.len(), 1);
+    let mut reaped = complete_ok(&held[0].id, 1);
+    reaped.outcome = AttemptOutcome::LeaseLapsed;
+    reaped.status_code = None;
+    reaped.only_if_lapsed = true;
+    reaped.next = NextStep::RetryAt(clock.now());
+    store.attempt_complete(&reaped).await.expect("reap");
+    let retry = store
+        .execution_claim(&claim("w2", 10))
+        .await
+        .expect("claim");
+    assert_eq!(retry.len(), 1, "retried, not judged a misfire");
+    assert_eq!(retry[0].attempt, 2);
+    let record = store
+        .execution_get("ns", &retry[0].id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(record.trigger, sundial_core::execution::Trigger::Schedule);
+}
+
+/// An execution claimed ahead and not yet started ends like one not yet due when its job is
+/// paused (removed, so a resume before the slot fires it), deleted or the execution cancelled
+/// (recorded `cancelled`), and each time its worker is signalled to drop it.
+pub async fn a_pause_delete_or_cancel_drops_what_was_claimed_ahead(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let mut signals = store.signals().cancelled.subscribe();
+    let fire = t0() + SignedDuration::from_millis(500);
+    let [paused, deleted, cancelled] = [
+        create(&*store, "ns", "p").await,
+        create(&*store, "ns", "d").await,
+        create(&*store, "ns", "c").await,
+    ];
+    for job in [&paused, &deleted, &cancelled] {
+        trigger(&*store, "n1", job, &[fire]).await.expect("trigger");
+    }
+    let held = store
+        .execution_claim(&claim_ahead("w", 10, 1000))
+        .await
+        .expect("claim");
+    assert_eq!(held.len(), 3);
+    let id_of = |job: &str| {
+        held.iter()
+            .find(|c| c.job == job)
+            .map(|c| c.id.clone())
+            .expect("held")
+    };
+    let mut signal = async || {
+        tokio::time::timeout(std::time::Duration::from_secs(5), signals.recv())
+            .await
+            .expect("a cancel signal")
+            .expect("open")
+    };
+
+    let mut pause = paused.clone();
+    pause.spec.paused = true;
+    pause.next_slot_at = None;
+    pause.next_fire_at = None;
+    store
+        .job_write(&JobWrite {
+            record: pause,
+            expected_version: Some(paused.version),
+            pending: PendingExecutions::Cancel,
+        })
+        .await
+        .expect("pause");
+    assert_eq!(signal().await, id_of("p"));
+    assert!(
+        store
+            .execution_get("ns", &id_of("p"))
+            .await
+            .expect("get")
+            .is_none(),
+        "removed, like a slot written ahead"
+    );
+
+    store
+        .job_delete("ns", "d", Some(deleted.version))
+        .await
+        .expect("delete");
+    assert_eq!(signal().await, id_of("d"));
+    let d = store
+        .execution_get("ns", &id_of("d"))
+        .await
+        .expect("get")
+        .expect("kept");
+    assert_eq!(d.state, ExecutionState::Cancelled);
+
+    let c = store
+        .execution_cancel("ns", &id_of("c"))
+        .await
+        .expect("cancel");
+    assert_eq!(c.state, ExecutionState::Cancelled);
+    assert_eq!(signal().await, id_of("c"));
+    clock.set(fire);
+    assert!(
+        store
+            .execution_claim(&claim_ahead("w", 10, 1000))
+            .await
+            .expect("claim")
+            .is_empty(),
+        "nothing of the three is handed out again"
+    );
 }

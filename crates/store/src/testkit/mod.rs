@@ -181,6 +181,7 @@ pub async fn claim_and_complete_all(store: &dyn Store) -> Vec<String> {
                 worker: "w1".into(),
                 limit: 512,
                 rate_limits: Default::default(),
+                ahead_ms: 0,
             })
             .await
             .expect("claim");
@@ -334,6 +335,7 @@ fn claim(worker: &str, limit: u32) -> ExecutionClaim {
         worker: worker.into(),
         limit,
         rate_limits: Default::default(),
+        ahead_ms: 0,
     }
 }
 
@@ -414,6 +416,10 @@ macro_rules! conformance_tests {
             catch_up_under_skip_skips_slots_that_come_due_meanwhile,
             rate_limited_namespaces_dispatch_at_their_rate,
             a_claim_that_read_the_clock_earlier_refills_no_time_twice,
+            a_claim_ahead_takes_only_what_nothing_can_change_before_the_fire_time,
+            under_skip_a_slot_near_its_fire_time_is_judged_as_of_it,
+            an_execution_claimed_ahead_is_leased_from_its_fire_time,
+            a_pause_delete_or_cancel_drops_what_was_claimed_ahead,
             late_precreated_slots_follow_the_misfire_policy,
             run_once_leaves_late_slots_to_a_later_slot_come_due,
             a_stale_completion_is_rejected,

@@ -1,0 +1,168 @@
+//! Claim ahead on a worker (docs/guarantees.md, "Claim ahead"), against the embedded store, a
+//! real HTTP target and a manual clock: an execution claimed before its fire time is held on
+//! the worker's timer and delivered no earlier than the fire time, and one cancelled while
+//! held is never delivered.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use sundial_clock::{Clock, ManualClock};
+use sundial_core::execution::ExecutionState;
+use sundial_core::job::{HttpTarget, TargetSpec};
+use sundial_store::testkit::{execution, job_record, t0};
+use sundial_store::{ExecutionListQuery, JobRecord, JobWrite, PendingExecutions, Store};
+use sundial_store_sqlite::SqliteStore;
+use sundial_target::Targets;
+use sundial_worker::{Worker, WorkerConfig};
+use tokio::sync::{Notify, watch};
+
+/// Each delivery's path with the test clock's reading when it arrived.
+type Received = Arc<Mutex<Vec<(String, Timestamp)>>>;
+
+async fn create(store: &dyn Store, name: &str, url: String) -> JobRecord {
+    let mut job = job_record("ns", name);
+    job.spec.target = TargetSpec::Http(HttpTarget {
+        method: "POST".into(),
+        url,
+        headers: Default::default(),
+        body: None,
+        success_codes: Vec::new(),
+    });
+    store
+        .job_write(&JobWrite {
+            record: job,
+            expected_version: None,
+            pending: PendingExecutions::Keep,
+        })
+        .await
+        .expect("create job")
+}
+
+async fn states(store: &dyn Store) -> Vec<(String, ExecutionState)> {
+    let mut page: Vec<(String, ExecutionState)> = store
+        .execution_list(&ExecutionListQuery {
+            namespace: "ns".into(),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|e| (e.job, e.state))
+        .collect();
+    page.sort_by(|x, y| x.0.cmp(&y.0));
+    page
+}
+
+/// Polls `check` every 20 ms of wall time (the test clock stands still) for up to 10 s.
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let waited = tokio::time::timeout(Duration::from_secs(10), async {
+        while !check().await {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(waited.is_ok(), "{what} within 10 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_execution_claimed_ahead_is_delivered_at_its_fire_time_and_not_at_all_once_cancelled() {
+    let received: Received = Arc::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let clock = Arc::new(ManualClock::new(t0()));
+    let app = {
+        let (received, clock) = (received.clone(), clock.clone());
+        axum::Router::new().route(
+            "/{job}",
+            axum::routing::post(
+                move |axum::extract::Path(job): axum::extract::Path<String>| async move {
+                    received.lock().expect("lock").push((job, clock.now()));
+                    "ok"
+                },
+            ),
+        )
+    };
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store: Arc<dyn Store> = Arc::new(
+        SqliteStore::open(
+            &format!("sqlite://{}", dir.path().join("w.db").display()),
+            clock.clone(),
+        )
+        .await
+        .expect("open"),
+    );
+    let fire = t0() + SignedDuration::from_millis(500);
+    for name in ["a", "c"] {
+        let job = create(&*store, name, format!("http://{addr}/{name}")).await;
+        store
+            .execution_insert(&execution(&job, fire))
+            .await
+            .expect("insert execution");
+    }
+    let worker = Worker::new(
+        store.clone(),
+        clock.clone() as Arc<dyn Clock>,
+        Arc::new(Targets::new().expect("targets")),
+        WorkerConfig {
+            claim_ahead: sundial_core::Dur::from_secs(1),
+            ..WorkerConfig::new("w1")
+        },
+        Arc::new(Notify::new()),
+    );
+    let (stop, stopped) = watch::channel(false);
+    let running = tokio::spawn(worker.run(stopped));
+
+    eventually("both claimed ahead", async || {
+        states(&*store).await
+            == [
+                ("a".to_owned(), ExecutionState::Running),
+                ("c".to_owned(), ExecutionState::Running),
+            ]
+    })
+    .await;
+    let held_c = store
+        .execution_list(&ExecutionListQuery {
+            namespace: "ns".into(),
+            job: Some("c".into()),
+            limit: 1,
+            ..Default::default()
+        })
+        .await
+        .expect("list")
+        .remove(0);
+    store
+        .execution_cancel("ns", &held_c.id)
+        .await
+        .expect("cancel");
+    clock.set(fire - SignedDuration::from_millis(1));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        received.lock().expect("lock").is_empty(),
+        "nothing delivered before the fire time"
+    );
+    clock.set(fire);
+    eventually("a delivered", async || {
+        states(&*store).await
+            == [
+                ("a".to_owned(), ExecutionState::Succeeded),
+                ("c".to_owned(), ExecutionState::Cancelled),
+            ]
+    })
+    .await;
+    clock.set(fire + SignedDuration::from_secs(2));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _ = stop.send(true);
+    running.await.expect("worker stopped");
+    let received = received.lock().expect("lock").clone();
+    assert_eq!(
+        received,
+        [("a".to_owned(), fire)],
+        "a at its fire time, c never"
+    );
+}
