@@ -223,7 +223,7 @@ pub(crate) async fn execution_claim(
              RETURNING {CLAIM_RETURNING}), \
          queue AS (UPDATE execution_queue q SET due_at = NULL, lease_expires_at = GREATEST($2, x.fire_at) + x.lease_ms \
              FROM executions x WHERE q.id = ANY(ARRAY(SELECT id FROM claimed)) AND x.id = q.id) \
-         SELECT * FROM claimed ORDER BY fire_at"
+         SELECT *, {DB_NOW} AS store_now FROM claimed ORDER BY fire_at"
     );
     let claimed = sqlx::query(&sql)
         .bind(&claim.worker)
@@ -246,8 +246,15 @@ pub(crate) async fn execution_claim(
         .await
         .map_err(db_err)?;
     }
+    // The store's clock as late in the claim as it can be read: a worker holds what it
+    // claimed ahead for its start less this reading, from when the claim returns.
+    let claimed_at = match (&store.clock, claimed.first()) {
+        (Some(clock), _) => crate::ms(clock.now()),
+        (None, Some(row)) => row.try_get("store_now").map_err(db_err)?,
+        (None, None) => now,
+    };
     commit(tx).await?;
-    rows::claimed_rows(&claimed, runs, now)
+    rows::claimed_rows(&claimed, runs, now, claimed_at)
 }
 
 pub(crate) async fn execution_next_due(store: &PgStore) -> Result<Option<Timestamp>> {

@@ -211,7 +211,9 @@ pub(crate) async fn execution_claim(
         .fetch_all(&mut *tx)
         .await
         .map_err(db_err)?;
-    let claimed = rows::claimed_rows(&rows, runs, now)?;
+    // The clock as late in the claim as it can be read: a worker holds what it claimed ahead
+    // for its start less this reading, from when the claim returns.
+    let claimed = rows::claimed_rows(&rows, runs, now, ms(store.clock.now()))?;
     // The bucket's time never moves back (this claim read the clock before it took the
     // write lock, so a claim that read it later may have refilled the bucket first).
     for (ns, tokens) in &plan.buckets {

@@ -323,9 +323,11 @@ macro_rules! row_decoders {
 
         /// The executions a claim handed out, from the rows its update returned (columns
         /// of `claimed_with` but `run`), each with its run definition taken from `runs`
-        /// (`ClaimPlan::runs`), `claimed_at` = `now` (UTC ms) and `started_at` = the later of `now`
-        /// and the fire time (an execution claimed ahead starts at its fire time), in fire-time
-        /// order.
+        /// (`ClaimPlan::runs`), `started_at` = the later of `now` (the claim's time, UTC ms) and the
+        /// fire time (an execution claimed ahead starts at its fire time) and `claimed_at` (UTC
+        /// ms: the store's clock read as late in the claim as it can be, so that a worker's
+        /// hold counted from the claim's return is as short as never-early allows), in
+        /// fire-time order.
         ///
         /// # Errors
         /// [`Error::Corrupt`] for a row whose execution the plan did not hand out.
@@ -333,8 +335,9 @@ macro_rules! row_decoders {
             rows: &[$row],
             mut runs: std::collections::HashMap<String, RunSpec>,
             now: i64,
+            claimed_at: i64,
         ) -> Result<Vec<ClaimedExecution>> {
-            let claimed_at = ts(now)?;
+            let (now, claimed_at) = (ts(now)?, ts(claimed_at)?);
             let mut claimed = rows
                 .iter()
                 .map(|r| {
@@ -343,7 +346,7 @@ macro_rules! row_decoders {
                         Error::Corrupt(format!("claimed execution {id} was not among those read"))
                     })?;
                     claimed_with(r, run).map(|c| ClaimedExecution {
-                        started_at: c.fire_at.max(claimed_at),
+                        started_at: c.fire_at.max(now),
                         claimed_at,
                         ..c
                     })

@@ -338,8 +338,8 @@ impl Worker {
     }
 
     /// When to look again, on this node's clock, after a round that started `started`
-    /// attempts: when the next execution comes within `claim_ahead` of due by the store's
-    /// clock, or when it comes due if it is that near already (the last round left it: it is
+    /// attempts: when the next execution is half of `claim_ahead` from due by the store's
+    /// clock, or when it comes due if it is within `claim_ahead` already (the last round left it: it is
     /// not one to claim ahead), but no later than one poll interval. The wait is computed as
     /// a duration on the store's clock, so a node whose own clock is skewed neither
     /// busy-loops nor oversleeps.
@@ -356,7 +356,9 @@ impl Worker {
             (Ok(Some(due)), Ok(now)) => {
                 let until_due = due.duration_since(now);
                 let wait = if until_due > ahead {
-                    until_due - ahead
+                    // Half the window into it: a claim then takes what comes into the window
+                    // in the meantime at once, not one claim per execution at a steady rate.
+                    until_due - ahead / 2
                 } else if started == 0 {
                     until_due
                 } else {
@@ -456,18 +458,23 @@ impl Worker {
                 };
                 let worker = self.clone();
                 tokio::spawn(async move {
-                    worker.hold(execution, returned_at + hold, held).await;
+                    worker.hold(execution, returned_at + hold, Some(held)).await;
                 });
                 started += 1;
                 continue;
             }
-            // Only the claim loop takes permits, and its claims ask for no more than are free.
+            // The claims asked for no more than were free, but an execution held after a claim
+            // ahead may have taken the permits since: then this one waits for them as held
+            // ones do, renewing its lease.
             let (Ok(slot), Ok(unwritten)) = (
                 self.slots.clone().try_acquire_owned(),
                 self.unwritten.clone().try_acquire_owned(),
             ) else {
-                tracing::error!(execution = %execution.id,
-                    "claimed past the free delivery slots; the reaper retries it");
+                let worker = self.clone();
+                tokio::spawn(async move {
+                    worker.hold(execution, returned_at, None).await;
+                });
+                started += 1;
                 continue;
             };
             let worker = self.clone();
@@ -496,15 +503,17 @@ impl Worker {
         self.unregister(&e.id);
     }
 
-    /// Holds an execution claimed ahead until `start_at` (this node's clock), then runs its
-    /// attempt once it has a delivery slot and room for its completion; a cancel at any point
-    /// before drops it. While it waits for the permits its lease is renewed, and a refused
-    /// renewal abandons it (the reaper has given the execution to another attempt).
+    /// Holds a claimed execution until `start_at` (this node's clock), then runs its attempt
+    /// once it has a delivery slot and room for its completion; a cancel at any point before
+    /// drops it. While it waits for the permits its lease is renewed, and a refused renewal
+    /// abandons it (the reaper has given the execution to another attempt). `held` is the
+    /// `ahead` permit of an execution claimed ahead, given back once it has its `unwritten`
+    /// one.
     async fn hold(
         &self,
         e: ClaimedExecution,
         start_at: Timestamp,
-        held: tokio::sync::OwnedSemaphorePermit,
+        held: Option<tokio::sync::OwnedSemaphorePermit>,
     ) {
         let cancelled = self.register(&e.id);
         let due = tokio::select! {
