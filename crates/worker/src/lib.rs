@@ -338,8 +338,9 @@ impl Worker {
     }
 
     /// When to look again, on this node's clock, after a round that started `started`
-    /// attempts: when the next execution is half of `claim_ahead` from due by the store's
-    /// clock, or when it comes due if it is within `claim_ahead` already (the last round left it: it is
+    /// attempts: when the next execution comes within `claim_ahead` of due by the store's
+    /// clock (at the soonest an eighth of `claim_ahead` from now), or when it comes due if it
+    /// is within `claim_ahead` already (the last round left it: it is
     /// not one to claim ahead), but no later than one poll interval. The wait is computed as
     /// a duration on the store's clock, so a node whose own clock is skewed neither
     /// busy-loops nor oversleeps.
@@ -356,9 +357,10 @@ impl Worker {
             (Ok(Some(due)), Ok(now)) => {
                 let until_due = due.duration_since(now);
                 let wait = if until_due > ahead {
-                    // Half the window into it: a claim then takes what comes into the window
-                    // in the meantime at once, not one claim per execution at a steady rate.
-                    until_due - ahead / 2
+                    // At the window's edge, but no sooner than an eighth of the window: a
+                    // claim then takes what came into the window in the meantime at once,
+                    // not one claim per execution at a steady rate.
+                    (until_due - ahead).max(ahead / 8)
                 } else if started == 0 {
                     until_due
                 } else {
