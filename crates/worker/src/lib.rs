@@ -28,6 +28,10 @@
 //!   for cancellation like a running one (a cancel drops it before it starts); at its start it
 //!   waits for a delivery slot and room for its completion while renewing its lease, so a wait
 //!   longer than its lease can never let a second attempt start beside it.
+//! - While this worker's last store call failed for a reason a retry may fix, a held execution
+//!   does not start at its fire time: it waits until a store call succeeds and its lease is
+//!   renewed (docs/guarantees.md, "Claim ahead"), so an outage does not turn it into a delivery
+//!   whose completion cannot be written.
 //! - At most `max_in_flight` deliveries run at once in one worker, and at most
 //!   [`UNWRITTEN_PER_SLOT`] × `max_in_flight` claimed attempts wait for their completion to be
 //!   written. A delivery frees its slot as soon as the target answers, so a store that is slow
@@ -127,11 +131,12 @@ pub const COMPLETION_BATCH: usize = 256;
 /// injected clock: it paces store calls and has nothing to do with when anything is due.
 pub const COMPLETION_GATHER: Duration = Duration::from_millis(10);
 
-/// Logs an execution claimed ahead and cancelled before its attempt started.
+/// Logs a claimed execution dropped before its attempt started: cancelled, or its lease
+/// refused after the store was unreachable.
 fn due_cancelled(e: &ClaimedExecution) {
     tracing::info!(namespace = %e.namespace, job = %e.job, slot = %e.scheduled_at,
-        execution = %e.id, state = "cancelled", attempt = e.attempt,
-        "execution cancelled before its attempt started");
+        execution = %e.id, attempt = e.attempt,
+        "attempt dropped before it started: the execution was cancelled or its lease lost");
 }
 
 /// Logs how an execution's attempt ended, once its completion is written: one INFO line per
@@ -244,6 +249,9 @@ pub struct Worker {
     unwritten: Arc<Semaphore>,
     /// Held by an execution claimed ahead from the claim until it has its `unwritten` permit.
     ahead: Arc<Semaphore>,
+    /// Whether this worker's last store call (a claim, a heartbeat or a completion) failed in
+    /// a way a retry may fix: the store is presumed unreachable until one succeeds.
+    store_down: Arc<watch::Sender<bool>>,
     /// Attempts running in this worker: execution id → the signal that stops it.
     running: Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<Notify>>>>,
     /// Completions to write, in batches ([`Worker::completion_batcher`]).
@@ -282,6 +290,7 @@ impl Worker {
             slots,
             unwritten,
             ahead,
+            store_down: Arc::new(watch::Sender::new(false)),
             running: Arc::default(),
             batcher,
             batcher_queue: Arc::new(std::sync::Mutex::new(Some(queue))),
@@ -400,8 +409,12 @@ impl Worker {
         let mut n = 0;
         while let Some(done) = claims.join_next().await {
             match done {
-                Ok((Ok(claimed), returned_at)) => n += self.start(claimed, returned_at),
+                Ok((Ok(claimed), returned_at)) => {
+                    self.store_reached(true);
+                    n += self.start(claimed, returned_at);
+                }
                 Ok((Err(e), _)) if e.is_retryable_when_idempotent() => {
+                    self.store_reached(false);
                     tracing::warn!(error = %e, "claiming executions failed; trying again");
                 }
                 Ok((Err(e), _)) => {
@@ -522,11 +535,19 @@ impl Worker {
             _ = self.clock.sleep_until(start_at) => true,
             _ = cancelled.notified() => false,
         };
-        if due {
-            let attempt = AttemptRef {
-                id: e.id.clone(),
-                attempt: e.attempt,
+        let attempt = AttemptRef {
+            id: e.id.clone(),
+            attempt: e.attempt,
+        };
+        // With the store unreachable, an attempt started now might not write its completion
+        // before its lease lapses, and the reaper would deliver it again: it waits for the
+        // store and a renewed lease, as a claim would wait for the store.
+        let due = due
+            && tokio::select! {
+                reached = self.store_reachable(&attempt) => reached,
+                _ = cancelled.notified() => false,
             };
+        if due {
             let permits = async {
                 let unwritten = self.unwritten.clone().acquire_owned().await;
                 let slot = self.slots.clone().acquire_owned().await;
@@ -550,6 +571,42 @@ impl Worker {
             due_cancelled(&e);
         }
         self.unregister(&e.id);
+    }
+
+    /// Records whether a store call of this worker succeeded (`true`) or failed in a way a
+    /// retry may fix (`false`).
+    fn store_reached(&self, reached: bool) {
+        self.store_down.send_if_modified(|down| {
+            let changed = *down == reached;
+            *down = !reached;
+            changed
+        });
+    }
+
+    /// Returns `true` at once while the store is presumed reachable. Else waits until another
+    /// store call of this worker succeeds (the claim loop keeps trying), then renews
+    /// `attempt`'s lease, whose time may have run out meanwhile: `true` once renewed, `false`
+    /// when refused (the execution was cancelled or given to another attempt).
+    async fn store_reachable(&self, attempt: &AttemptRef) -> bool {
+        let mut down = self.store_down.subscribe();
+        if !*down.borrow_and_update() {
+            return true;
+        }
+        loop {
+            if down.wait_for(|down| !*down).await.is_err() {
+                return false;
+            }
+            match self.store.attempt_heartbeat(attempt).await {
+                Ok(_) => return true,
+                Err(StoreError::StaleFence(_)) => return false,
+                Err(e) if e.is_retryable_when_idempotent() => self.store_reached(false),
+                Err(e) => {
+                    tracing::error!(error = %e, execution = %attempt.id,
+                        "lease renewal refused for a reason retrying cannot fix; dropping the attempt");
+                    return false;
+                }
+            }
+        }
     }
 
     /// Registers an attempt of this worker for cancellation: the signal that stops it.
@@ -676,11 +733,12 @@ impl Worker {
         loop {
             self.clock.sleep_until(self.clock.now() + every).await;
             match self.store.attempt_heartbeat(attempt).await {
-                Ok(_) => {}
+                Ok(_) => self.store_reached(true),
                 Err(e @ StoreError::StaleFence(_)) => return e,
                 // A heartbeat changes nothing but the lease's expiry: one of unknown outcome
                 // is retried like a retryable failure.
                 Err(e) if e.is_retryable_when_idempotent() => {
+                    self.store_reached(false);
                     tracing::warn!(error = %e, execution = %attempt.id, "heartbeat failed; retrying")
                 }
                 Err(e) => {
@@ -785,8 +843,12 @@ impl Worker {
                     .map_err(|e| CompletionError::from(&e)),
             };
             match result {
-                Ok(true) => return true,
+                Ok(true) => {
+                    self.store_reached(true);
+                    return true;
+                }
                 Ok(false) => {
+                    self.store_reached(true);
                     tracing::warn!(execution = %completion.attempt.id, attempt = completion.attempt.attempt,
                         "completion refused: the attempt is no longer current");
                     return false;
@@ -795,6 +857,7 @@ impl Worker {
                     retry: true,
                     message,
                 }) => {
+                    self.store_reached(false);
                     tracing::warn!(error = %message, execution = %completion.attempt.id, "completion failed; retrying");
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(2));

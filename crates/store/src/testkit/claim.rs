@@ -356,15 +356,7 @@ pub async fn rate_limited_namespaces_dispatch_at_their_rate(h: Harness) {
 pub async fn a_claim_that_read_the_clock_earlier_refills_no_time_twice(h: Harness) {
     let clock = Arc::new(ManualClock::new(t0()));
     let store = h.open(clock.clone()).await;
-    let record = job_record("limited", "a");
-    let job = store
-        .job_write(&JobWrite {
-            record,
-            expected_version: None,
-            pending: PendingExecutions::Keep,
-        })
-        .await
-        .expect("create");
+    let job = create(&*store, "limited", "a").await;
     let slots: Vec<Timestamp> = (0..50)
         .map(|i| t0() - SignedDuration::from_secs(i))
         .collect();
