@@ -489,16 +489,14 @@ impl ServerConfig {
                 "--max-in-flight (or SUNDIAL_MAX_IN_FLIGHT, or max_in_flight in the file): {max_in_flight} is out of range 1-100000"
             );
         }
-        let claim_ahead: sundial_core::Dur = args
-            .claim_ahead
-            .or(file.claim_ahead)
-            .unwrap_or_else(|| "1s".into())
-            .parse()
-            .map_err(|e| {
+        let claim_ahead: sundial_core::Dur = match args.claim_ahead.or(file.claim_ahead) {
+            Some(text) => text.parse().map_err(|e| {
                 anyhow::anyhow!(
                     "--claim-ahead (or SUNDIAL_CLAIM_AHEAD, or claim_ahead in the file): {e}"
                 )
-            })?;
+            })?,
+            None => sundial_worker::DEFAULT_CLAIM_AHEAD,
+        };
         if claim_ahead.as_millis() > 10_000 {
             bail!(
                 "--claim-ahead (or SUNDIAL_CLAIM_AHEAD, or claim_ahead in the file): {claim_ahead} is longer than the maximum of 10s"

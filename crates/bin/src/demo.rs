@@ -152,7 +152,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         lease_ttl: sundial_core::Dur::from_secs(10),
         rate_limits: Default::default(),
         max_in_flight: 1024,
-        claim_ahead: sundial_core::Dur::from_secs(1),
+        claim_ahead: sundial_worker::DEFAULT_CLAIM_AHEAD,
         clock_offset_ms: 0,
         http_allow: None,
         tokens: None,

@@ -245,6 +245,7 @@ macro_rules! row_decoders {
 
         /// [`claimed`] with the run definition given instead of read from the row.
         pub(crate) fn claimed_with(row: &$row, run: RunSpec) -> Result<ClaimedExecution> {
+            let started_at = opt_instant(row, "started_at")?.unwrap_or(Timestamp::UNIX_EPOCH);
             Ok(ClaimedExecution {
                 id: get(row, "id")?,
                 namespace: get(row, "namespace")?,
@@ -253,8 +254,8 @@ macro_rules! row_decoders {
                 max_attempts: count(row, "max_attempts")?,
                 scheduled_at: instant(row, "scheduled_at")?,
                 fire_at: instant(row, "fire_at")?,
-                started_at: opt_instant(row, "started_at")?.unwrap_or(Timestamp::UNIX_EPOCH),
-                claimed_at: opt_instant(row, "started_at")?.unwrap_or(Timestamp::UNIX_EPOCH),
+                started_at,
+                claimed_at: started_at,
                 lease_expires_at: instant(row, "lease_expires_at")?,
                 run,
             })

@@ -131,9 +131,13 @@ pub const COMPLETION_BATCH: usize = 256;
 /// injected clock: it paces store calls and has nothing to do with when anything is due.
 pub const COMPLETION_GATHER: Duration = Duration::from_millis(10);
 
+/// How long before its fire time a worker claims an execution by default (1 s): the
+/// `claim_ahead` setting's default (docs/configuration.md, "claim_ahead").
+pub const DEFAULT_CLAIM_AHEAD: Dur = Dur::from_secs(1);
+
 /// Logs a claimed execution dropped before its attempt started: cancelled, or its lease
 /// refused after the store was unreachable.
-fn due_cancelled(e: &ClaimedExecution) {
+fn log_dropped_before_start(e: &ClaimedExecution) {
     tracing::info!(namespace = %e.namespace, job = %e.job, slot = %e.scheduled_at,
         execution = %e.id, attempt = e.attempt,
         "attempt dropped before it started: the execution was cancelled or its lease lost");
@@ -214,7 +218,7 @@ pub struct WorkerConfig {
     pub rate_limits: std::collections::BTreeMap<String, f64>,
     /// How long before its fire time an execution may be claimed and held on this worker's
     /// timer until it (docs/guarantees.md, "Claim ahead"); zero claims only due executions.
-    /// Default `1s`.
+    /// Default [`DEFAULT_CLAIM_AHEAD`].
     pub claim_ahead: Dur,
     /// Most executions held at once after a claim ahead. Default 10,000.
     pub max_claimed_ahead: usize,
@@ -229,7 +233,7 @@ impl WorkerConfig {
             claim_batch: 512,
             poll: Dur::from_secs(1),
             rate_limits: Default::default(),
-            claim_ahead: Dur::from_secs(1),
+            claim_ahead: DEFAULT_CLAIM_AHEAD,
             max_claimed_ahead: 10_000,
         }
     }
@@ -349,10 +353,9 @@ impl Worker {
     /// When to look again, on this node's clock, after a round that started `started`
     /// attempts: when the next execution comes within `claim_ahead` of due by the store's
     /// clock (at the soonest an eighth of `claim_ahead` from now), or when it comes due if it
-    /// is within `claim_ahead` already (the last round left it: it is
-    /// not one to claim ahead), but no later than one poll interval. The wait is computed as
-    /// a duration on the store's clock, so a node whose own clock is skewed neither
-    /// busy-loops nor oversleeps.
+    /// is within `claim_ahead` already (the last round left it: it is not one to claim
+    /// ahead), but no later than one poll interval. The wait is computed as a duration on the
+    /// store's clock, so a node whose own clock is skewed neither busy-loops nor oversleeps.
     async fn idle_deadline(&self, started: usize) -> Timestamp {
         let poll = self.config.poll.as_signed();
         let ahead = self.config.claim_ahead.as_signed();
@@ -464,6 +467,7 @@ impl Worker {
         let mut started = 0;
         for execution in claimed {
             let hold = execution.started_at.duration_since(execution.claimed_at);
+            let worker = self.clone();
             if hold.is_positive() {
                 // The round asked for no more than can be held.
                 let Ok(held) = self.ahead.clone().try_acquire_owned() else {
@@ -471,32 +475,25 @@ impl Worker {
                         "claimed ahead past the executions this worker may hold; the reaper retries it");
                     continue;
                 };
-                let worker = self.clone();
                 tokio::spawn(async move {
                     worker.hold(execution, returned_at + hold, Some(held)).await;
                 });
-                started += 1;
-                continue;
-            }
-            // The claims asked for no more than were free, but an execution held after a claim
-            // ahead may have taken the permits since: then this one waits for them as held
-            // ones do, renewing its lease.
-            let (Ok(slot), Ok(unwritten)) = (
+            } else if let (Ok(slot), Ok(unwritten)) = (
                 self.slots.clone().try_acquire_owned(),
                 self.unwritten.clone().try_acquire_owned(),
-            ) else {
-                let worker = self.clone();
+            ) {
+                tokio::spawn(async move {
+                    worker.attempt(execution, slot).await;
+                    drop(unwritten);
+                });
+            } else {
+                // The claims asked for no more than were free, but an execution held after a
+                // claim ahead may have taken the permits since: this one waits for them as
+                // held ones do, renewing its lease.
                 tokio::spawn(async move {
                     worker.hold(execution, returned_at, None).await;
                 });
-                started += 1;
-                continue;
-            };
-            let worker = self.clone();
-            tokio::spawn(async move {
-                worker.attempt(execution, slot).await;
-                drop(unwritten);
-            });
+            }
             started += 1;
         }
         started
@@ -565,10 +562,10 @@ impl Worker {
                     tracing::warn!(execution = %e.id, attempt = e.attempt, reason = %lost,
                         "attempt lease lost while waiting for a delivery slot; abandoning it");
                 }
-                _ = cancelled.notified() => due_cancelled(&e),
+                _ = cancelled.notified() => log_dropped_before_start(&e),
             }
         } else {
-            due_cancelled(&e);
+            log_dropped_before_start(&e);
         }
         self.unregister(&e.id);
     }
@@ -576,9 +573,10 @@ impl Worker {
     /// Records whether a store call of this worker succeeded (`true`) or failed in a way a
     /// retry may fix (`false`).
     fn store_reached(&self, reached: bool) {
+        let now_down = !reached;
         self.store_down.send_if_modified(|down| {
-            let changed = *down == reached;
-            *down = !reached;
+            let changed = *down != now_down;
+            *down = now_down;
             changed
         });
     }
@@ -619,6 +617,7 @@ impl Worker {
         cancelled
     }
 
+    /// Removes an attempt's cancellation signal once the attempt has ended.
     fn unregister(&self, id: &str) {
         self.running
             .lock()
