@@ -127,20 +127,28 @@ impl Cluster {
     /// Creates `n` every-second jobs starting at `start`, through node 0's API.
     pub async fn every_second_jobs(&self, n: usize, start: Timestamp) -> Vec<String> {
         let names: Vec<String> = (0..n).map(|i| format!("j{i:03}")).collect();
-        for name in &names {
-            self.nodes[0]
-                .put_job(
-                    "f",
-                    name,
-                    json!({
-                        "schedule": {"every": "1s", "start_at": start.to_string()},
-                        "target": {"type": "http", "url": self.receiver.url(name)},
-                        "heartbeat_timeout": "3s",
-                        "retry": {"max_attempts": 5, "initial_interval": "200ms", "max_interval": "1s"}
-                    }),
-                )
-                .await;
-        }
+        // One request for all of them: created one by one, the last of 200 could come after
+        // `start` on a loaded machine, and a job never fires the slots before its creation.
+        let jobs: Vec<serde_json::Value> = names
+            .iter()
+            .map(|name| {
+                json!({
+                    "name": name,
+                    "schedule": {"every": "1s", "start_at": start.to_string()},
+                    "target": {"type": "http", "url": self.receiver.url(name)},
+                    "heartbeat_timeout": "3s",
+                    "retry": {"max_attempts": 5, "initial_interval": "200ms", "max_interval": "1s"}
+                })
+            })
+            .collect();
+        let (status, v) = self.nodes[0]
+            .request(
+                reqwest::Method::POST,
+                "/v1/namespaces/f/jobs:apply",
+                Some(json!({ "jobs": jobs })),
+            )
+            .await;
+        assert_eq!(status, 200, "jobs:apply: {v}");
         names
     }
 
