@@ -280,8 +280,18 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
     })
 }
 
+/// How often the Prometheus recorder's upkeep runs (5 s, the crate's own exporter's
+/// default): it folds the histogram samples recorded since into the histograms' buckets.
+const METRICS_UPKEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// This process's Prometheus recorder, installed on first use (one per process), as a
 /// renderer for `/metrics`; `None` if another recorder was installed first.
+///
+/// The recorder keeps every histogram sample (one `sundial_trigger_lag_seconds` sample per
+/// execution) until its upkeep folds them into the buckets, and `install_recorder` leaves the
+/// upkeep to its caller: without it, a node nobody scraped grew by about 8 bytes an
+/// execution, without end. A thread of its own runs it every [`METRICS_UPKEEP_EVERY`],
+/// independent of any runtime (the recorder outlives the runtime that installed it).
 fn prometheus() -> Option<sundial_api::MetricsRenderer> {
     static HANDLE: std::sync::OnceLock<Option<metrics_exporter_prometheus::PrometheusHandle>> =
         std::sync::OnceLock::new();
@@ -295,6 +305,20 @@ fn prometheus() -> Option<sundial_api::MetricsRenderer> {
             .install_recorder()
             .map_err(|e| tracing::warn!(error = %e, "metrics recorder not installed"))
             .ok()
+            .inspect(|handle| {
+                let handle = handle.clone();
+                let upkeep = std::thread::Builder::new()
+                    .name("sundial-metrics-upkeep".into())
+                    .spawn(move || {
+                        loop {
+                            std::thread::sleep(METRICS_UPKEEP_EVERY);
+                            handle.run_upkeep();
+                        }
+                    });
+                if let Err(e) = upkeep {
+                    tracing::warn!(error = %e, "metrics upkeep thread not started; histograms grow until /metrics is scraped");
+                }
+            })
     });
     let handle = handle.clone()?;
     Some(sundial_api::MetricsRenderer(Arc::new(move || {
@@ -367,4 +391,30 @@ pub fn init_tracing() -> anyhow::Result<()> {
         tracing::info!(%url, from = var, "exporting trigger and attempt spans over OTLP/HTTP");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// The names of this process's threads (Linux keeps a thread's first 15 bytes).
+    fn thread_names() -> Vec<String> {
+        std::fs::read_dir("/proc/self/task")
+            .expect("the threads of this process")
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .map(|name| name.trim().to_owned())
+            .collect()
+    }
+
+    /// The recorder's upkeep runs on a thread of its own from the recorder's installation.
+    #[test]
+    fn installing_the_metrics_recorder_starts_its_upkeep() {
+        assert!(super::prometheus().is_some(), "the recorder is installed");
+        // The new thread names itself once it runs: give it up to 5 s.
+        for _ in 0..500 {
+            if thread_names().iter().any(|name| name == "sundial-metrics") {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!("no upkeep thread among {:?}", thread_names());
+    }
 }
