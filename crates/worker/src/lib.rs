@@ -28,11 +28,10 @@
 //!   for cancellation like a running one (a cancel drops it before it starts); at its start it
 //!   waits for a delivery slot and room for its completion while renewing its lease, so a wait
 //!   longer than its lease can never let a second attempt start beside it.
-//! - A held execution starts only after a store call of this worker succeeded within
-//!   [`STORE_FRESH`] (else it asks the store first). While this worker's last store call failed
-//!   for a reason a retry may fix, it does not start at its fire time: it waits until a store
-//!   call succeeds and its lease is renewed (docs/guarantees.md, "Claim ahead"), so an outage
-//!   does not turn it into a delivery whose completion cannot be written.
+//! - While this worker's last store call failed for a reason a retry may fix, a held execution
+//!   does not start at its fire time: it waits until a store call succeeds and its lease is
+//!   renewed (docs/guarantees.md, "Claim ahead"), so an outage does not turn it into a delivery
+//!   whose completion cannot be written.
 //! - At most `max_in_flight` deliveries run at once in one worker, and at most
 //!   [`UNWRITTEN_PER_SLOT`] × `max_in_flight` claimed attempts wait for their completion to be
 //!   written. A delivery frees its slot as soon as the target answers, so a store that is slow
@@ -131,13 +130,6 @@ pub const COMPLETION_BATCH: usize = 256;
 /// outcome is recorded, never when an attempt starts. Wall time (tokio's timer), not the
 /// injected clock: it paces store calls and has nothing to do with when anything is due.
 pub const COMPLETION_GATHER: Duration = Duration::from_millis(10);
-
-/// How recently a store call must have succeeded for an execution held after a claim ahead to
-/// start without asking the store first (50 ms): a worker that holds executions for a sparse
-/// schedule may not have called the store for most of a second, and a store lost meanwhile
-/// would turn each of them into a delivery whose completion cannot be written and that the
-/// reaper delivers again once the store is back (docs/guarantees.md, "Claim ahead").
-pub const STORE_FRESH: Duration = Duration::from_millis(50);
 
 /// How long before its fire time a worker claims an execution by default (1 s): the
 /// `claim_ahead` setting's default (docs/configuration.md, "claim_ahead").
@@ -264,11 +256,6 @@ pub struct Worker {
     /// Whether this worker's last store call (a claim, a heartbeat or a completion) failed in
     /// a way a retry may fix: the store is presumed unreachable until one succeeds.
     store_down: Arc<watch::Sender<bool>>,
-    /// When a store call of this worker last succeeded (this process's monotonic clock).
-    reached_at: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
-    /// Held while one held execution asks the store whether it is there
-    /// ([`Worker::confirm_store`]), with when the last such call returned.
-    probe: Arc<tokio::sync::Mutex<Option<std::time::Instant>>>,
     /// Attempts running in this worker: execution id → the signal that stops it.
     running: Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<Notify>>>>,
     /// Completions to write, in batches ([`Worker::completion_batcher`]).
@@ -308,8 +295,6 @@ impl Worker {
             unwritten,
             ahead,
             store_down: Arc::new(watch::Sender::new(false)),
-            reached_at: Arc::default(),
-            probe: Arc::default(),
             running: Arc::default(),
             batcher,
             batcher_queue: Arc::new(std::sync::Mutex::new(Some(queue))),
@@ -562,15 +547,11 @@ impl Worker {
             attempt: e.attempt,
         };
         // With the store unreachable, an attempt started now might not write its completion
-        // before its lease lapses, and the reaper would deliver it again: unless the store
-        // answered this worker just now, it is asked first, and while it is unreachable the
-        // execution waits for it and a renewed lease, as a claim would wait for the store.
+        // before its lease lapses, and the reaper would deliver it again: it waits for the
+        // store and a renewed lease, as a claim would wait for the store.
         let due = due
             && tokio::select! {
-                reached = async {
-                    self.confirm_store().await;
-                    self.store_reachable(&attempt).await
-                } => reached,
+                reached = self.store_reachable(&attempt) => reached,
                 _ = cancelled.notified() => false,
             };
         if due {
@@ -602,48 +583,12 @@ impl Worker {
     /// Records whether a store call of this worker succeeded (`true`) or failed in a way a
     /// retry may fix (`false`).
     fn store_reached(&self, reached: bool) {
-        if reached {
-            *self.reached_at.lock().unwrap_or_else(|p| p.into_inner()) =
-                Some(std::time::Instant::now());
-        }
         let now_down = !reached;
         self.store_down.send_if_modified(|down| {
             let changed = *down != now_down;
             *down = now_down;
             changed
         });
-    }
-
-    /// Unless a store call of this worker succeeded within [`STORE_FRESH`], asks the store
-    /// for its next due execution (a read on both stores) and records whether it answered
-    /// ([`Worker::store_reached`]). One held execution asks at a time; those that waited
-    /// meanwhile take that answer instead of asking again, so an outage costs one pending
-    /// call, not one per held execution. While the store does not answer, this does not
-    /// return.
-    async fn confirm_store(&self) {
-        let fresh = || {
-            self.reached_at
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .is_some_and(|at| at.elapsed() < STORE_FRESH)
-        };
-        if fresh() {
-            return;
-        }
-        let asked = std::time::Instant::now();
-        let mut probe = self.probe.lock().await;
-        if probe.is_some_and(|answered| answered >= asked) || fresh() {
-            return;
-        }
-        match self.store.execution_next_due().await {
-            Ok(_) => self.store_reached(true),
-            Err(e) if e.is_retryable_when_idempotent() => self.store_reached(false),
-            // A defect, not an outage: the lease renewal that follows decides.
-            Err(e) => {
-                tracing::error!(error = %e, "asking the store for its next due execution failed")
-            }
-        }
-        *probe = Some(std::time::Instant::now());
     }
 
     /// Returns `true` at once while the store is presumed reachable. Else waits until another
