@@ -648,14 +648,7 @@ async fn a_rate_limited_namespace_dispatches_at_its_rate_across_workers_while_ot
     let burst: Vec<serde_json::Value> = (0..1000)
         .map(|i| json!({"name": format!("l{i:04}"), "schedule": {"at": at.to_string()}, "target": {"type": "http", "url": c.receiver.url("limited")}}))
         .collect();
-    let (status, v) = c.nodes[0]
-        .request(
-            reqwest::Method::POST,
-            "/v1/namespaces/limited/jobs:apply",
-            Some(json!({"jobs": burst})),
-        )
-        .await;
-    assert_eq!(status, 200, "{v}");
+    c.apply_jobs("limited", burst).await;
     let delivered = c.nodes[0]
         .wait_for(Duration::from_secs(30), async || {
             let d = c.receiver.for_path("limited");

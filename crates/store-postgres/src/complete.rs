@@ -1,7 +1,8 @@
 //! Attempts and completion: the heartbeat that extends a running attempt's lease, and the
 //! batch of completions written in one statement (and, for workflow tasks, a second one in the
-//! transaction of their release), each fenced by its attempt number (and, for
-//! the reaper, by its lapsed lease), with its attempt row and its queue row.
+//! transaction of their release), each fenced by its attempt number and its lease (live for a
+//! worker's completion, lapsed for the reaper's: docs/guarantees.md, "G3 Fencing"), with its
+//! attempt row and its queue row.
 
 use super::*;
 
@@ -46,8 +47,8 @@ pub(crate) async fn attempt_complete_batch(
     completions: &[AttemptComplete],
 ) -> Result<Vec<bool>> {
     // The batch's job executions are one statement on its own (no transaction around it):
-    // each completion is still fenced on its own attempt number (and, for the reaper, on its
-    // lapsed lease). That statement leaves workflow tasks alone and names those among the
+    // each completion is still fenced on its own attempt number and lease (live, or for the
+    // reaper lapsed). That statement leaves workflow tasks alone and names those among the
     // completions it did not apply; theirs is a second statement, in a transaction that first
     // locks their runs (the lock order of `workflows`) and applies their release with them.
     if completions.is_empty() {
@@ -100,7 +101,7 @@ pub(crate) async fn attempt_complete_batch(
 }
 
 /// Applies in one statement the completions of job executions (`tasks` false) or of
-/// workflow tasks (`tasks` true), each fenced by its attempt number, leaving the others
+/// workflow tasks (`tasks` true), each fenced by its attempt number and lease, leaving the others
 /// alone. Returns a row per completion that applied (id, attempt, run id, `finished_at`, the
 /// statement's now) and, with `tasks` false, a row with attempt −1 for each workflow task
 /// among those it did not apply (found by primary key among those ids only, so a batch of
@@ -158,7 +159,8 @@ async fn complete_statement<'e, E: sqlx::PgExecutor<'e>>(
                  lease_expires_at = NULL, output = c.output \
                FROM c WHERE x.id = c.id AND x.attempt = c.attempt AND x.state = 'running' \
                  AND (x.run_id IS NOT NULL) = (SELECT $12::bool) \
-                 AND (NOT c.lapsed_only OR x.lease_expires_at < (SELECT t FROM now)) \
+                 AND CASE WHEN c.lapsed_only THEN x.lease_expires_at < (SELECT t FROM now) \
+                   ELSE x.lease_expires_at >= (SELECT t FROM now) END \
                RETURNING x.id, x.attempt, x.worker, x.attempt_started_at, x.due_at, x.run_id, x.finished_at), \
          done AS (DELETE FROM execution_queue q \
                WHERE q.id = ANY(ARRAY(SELECT id FROM e WHERE due_at IS NULL))), \

@@ -1,6 +1,7 @@
 //! Attempts and completion: the heartbeat that extends a running attempt's lease, and the
 //! batch of completions written in multi-row `VALUES` statements, each fenced by its attempt
-//! number (and, for the reaper, by its lapsed lease), with its attempt row.
+//! number and its lease (live for a worker's completion, lapsed for the reaper's), with its
+//! attempt row.
 
 use super::*;
 
@@ -42,7 +43,8 @@ pub(crate) async fn complete_all_in_tx(
              FROM (VALUES {}) AS c \
              WHERE executions.id = c.column1 AND executions.attempt = c.column2 \
                AND executions.state = 'running' \
-               AND (c.column6 = 0 OR executions.lease_expires_at < c.column7) \
+               AND CASE WHEN c.column6 = 0 THEN executions.lease_expires_at >= c.column7 \
+                 ELSE executions.lease_expires_at < c.column7 END \
              RETURNING executions.id, executions.attempt, executions.worker, \
                executions.attempt_started_at, executions.run_id, executions.finished_at",
             values::values_list(part.len(), 8)

@@ -10,8 +10,10 @@
 //!   finished.
 //! - Either way the running attempt's row is written once, with its outcome, and the attempt
 //!   lease is cleared.
-//! - The write applies only while the execution is `running` with this attempt number, and,
-//!   for the reaper (`only_if_lapsed`), while its lease has lapsed by the store's clock.
+//! - The write applies only while the execution is `running` with this attempt number and,
+//!   by the store's clock, its lease is live (a worker's completion) or, for the reaper
+//!   (`only_if_lapsed`), has lapsed: a worker's late completion is refused and the reaper's
+//!   settles the attempt.
 
 use sundial_core::execution::ExecutionState;
 

@@ -315,7 +315,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     ///
     /// # Contract
     /// [`Error::StaleFence`] (and no change) unless the execution is `running` with this
-    /// attempt number — and, for `only_if_lapsed`, its lease has expired. A workflow task
+    /// attempt number and a lease that has not expired by the store's clock (a worker's
+    /// completion), or, for `only_if_lapsed` (the reaper's), one that has. A workflow task
     /// that ends releases its downstream and, with its run's last task, ends the run, in the
     /// same transaction ([`workflow::release`]); a stale completion releases nothing (W3).
     async fn attempt_complete(&self, completion: &AttemptComplete) -> Result<()> {

@@ -141,15 +141,21 @@ impl Cluster {
                 })
             })
             .collect();
+        self.apply_jobs("f", jobs).await;
+        names
+    }
+
+    /// Applies `jobs` (job bodies of `jobs:apply`) to `namespace` in one request, through the
+    /// first node; panics unless it answers 200.
+    pub async fn apply_jobs(&self, namespace: &str, jobs: Vec<serde_json::Value>) {
         let (status, v) = self.nodes[0]
             .request(
                 reqwest::Method::POST,
-                "/v1/namespaces/f/jobs:apply",
+                &format!("/v1/namespaces/{namespace}/jobs:apply"),
                 Some(json!({ "jobs": jobs })),
             )
             .await;
-        assert_eq!(status, 200, "jobs:apply: {v}");
-        names
+        assert_eq!(status, 200, "jobs:apply to {namespace}: {v}");
     }
 
     pub async fn finish(mut self) {

@@ -92,6 +92,113 @@ pub async fn a_stale_completion_is_rejected(h: Harness) {
     assert_eq!(read.attempts[1].status_code, Some(200));
 }
 
+/// A worker's completion that arrives after its lease lapsed, before the reaper ran, is refused
+/// and changes nothing; the reaper's then settles the attempt (docs/guarantees.md#g3-fencing).
+pub async fn a_completion_after_its_lease_lapsed_is_refused(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let job = create(&*store, "ns", "a").await;
+    trigger(&*store, "n1", &job, &[t0()])
+        .await
+        .expect("trigger");
+    let e = store
+        .execution_claim(&claim("w1", 1))
+        .await
+        .expect("claim")
+        .remove(0);
+    let attempt = AttemptRef {
+        id: e.id.clone(),
+        attempt: 1,
+    };
+    let late = AttemptComplete {
+        attempt: attempt.clone(),
+        outcome: AttemptOutcome::Succeeded,
+        status_code: Some(200),
+        error: None,
+        detail: None,
+        next: NextStep::Succeeded,
+        only_if_lapsed: false,
+        output: None,
+    };
+    // At the lease's last millisecond the completion would still apply; one past it, not.
+    clock.advance(SignedDuration::from_millis(30_001));
+    assert!(matches!(
+        store.attempt_complete(&late).await,
+        Err(Error::StaleFence(_))
+    ));
+    assert_eq!(
+        store
+            .attempt_complete_batch(std::slice::from_ref(&late))
+            .await
+            .expect("batch"),
+        vec![false]
+    );
+    let read = store
+        .execution_get("ns", &e.id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!((read.state, read.attempt), (ExecutionState::Running, 1));
+    assert!(read.attempts.iter().all(|a| a.outcome.is_none()));
+    // The reaper's completion applies: the attempt is settled as lapsed, due again now.
+    let reap = AttemptComplete {
+        attempt,
+        outcome: AttemptOutcome::LeaseLapsed,
+        status_code: None,
+        error: Some("lease lapsed".into()),
+        detail: None,
+        next: NextStep::RetryAt(clock.now()),
+        only_if_lapsed: true,
+        output: None,
+    };
+    store.attempt_complete(&reap).await.expect("reap");
+    let read = store
+        .execution_get("ns", &e.id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(read.state, ExecutionState::RetryWait);
+    assert_eq!(read.attempts[0].outcome, Some(AttemptOutcome::LeaseLapsed));
+}
+
+/// A completion at the last millisecond of its lease applies (the lease lapses after
+/// `lease_expires_at`, not at it, as for the heartbeat).
+pub async fn a_completion_at_its_lease_expiry_applies(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let job = create(&*store, "ns", "a").await;
+    trigger(&*store, "n1", &job, &[t0()])
+        .await
+        .expect("trigger");
+    let e = store
+        .execution_claim(&claim("w1", 1))
+        .await
+        .expect("claim")
+        .remove(0);
+    clock.advance(SignedDuration::from_secs(30));
+    assert_eq!(e.lease_expires_at, clock.now());
+    let done = AttemptComplete {
+        attempt: AttemptRef {
+            id: e.id.clone(),
+            attempt: 1,
+        },
+        outcome: AttemptOutcome::Succeeded,
+        status_code: Some(200),
+        error: None,
+        detail: None,
+        next: NextStep::Succeeded,
+        only_if_lapsed: false,
+        output: None,
+    };
+    store.attempt_complete(&done).await.expect("complete");
+    let read = store
+        .execution_get("ns", &e.id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(read.state, ExecutionState::Succeeded);
+}
+
 /// A heartbeat extends the lease; the reaper cannot complete an attempt whose lease is live.
 pub async fn heartbeats_keep_the_lease(h: Harness) {
     let clock = Arc::new(ManualClock::new(t0()));

@@ -423,6 +423,8 @@ macro_rules! conformance_tests {
             late_precreated_slots_follow_the_misfire_policy,
             run_once_leaves_late_slots_to_a_later_slot_come_due,
             a_stale_completion_is_rejected,
+            a_completion_after_its_lease_lapsed_is_refused,
+            a_completion_at_its_lease_expiry_applies,
             heartbeats_keep_the_lease,
             cancel_and_redrive_follow_the_state_machine,
             execution_history_pages_newest_first,
