@@ -32,7 +32,9 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Path<T>
     }
 }
 
-/// Query parameters, like [`axum::extract::Query`] but rejected with a 400 problem document.
+/// Query parameters, like [`axum::extract::Query`] but rejected with a 400 problem document,
+/// also (naming the parameter) when one holds the NUL character (`%00`), which no store keeps
+/// the same way ([`sundial_core::validate::nul_characters`]).
 #[derive(Debug)]
 pub struct Query<T>(pub T);
 
@@ -40,6 +42,19 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        if let Some(pair) = parts
+            .uri
+            .query()
+            .unwrap_or("")
+            .split('&')
+            .find(|pair| pair.to_ascii_lowercase().contains("%00"))
+        {
+            let name = pair.split('=').next().unwrap_or("");
+            return Err(ApiError::bad_request(
+                name,
+                "must not contain the NUL character (%00)",
+            ));
+        }
         match axum::extract::Query::<T>::from_request_parts(parts, state).await {
             Ok(axum::extract::Query(value)) => Ok(Query(value)),
             Err(rejection) => Err(ApiError::new(
@@ -53,7 +68,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
 
 /// Reads a JSON body: 413 past [`MAX_BODY_BYTES`], 415 for a content type that is not JSON
 /// (`application/json`, `application/merge-patch+json`, or any `+json`), 400 for text that is
-/// not JSON.
+/// not JSON, 422 naming each string or key that holds the NUL character
+/// ([`sundial_core::validate::nul_characters`]).
 pub async fn json_body(headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
     if let Some(ct) = headers.get(header::CONTENT_TYPE) {
         let ct = ct.to_str().unwrap_or("").to_ascii_lowercase();
@@ -74,13 +90,18 @@ pub async fn json_body(headers: &HeaderMap, body: Body) -> Result<Value, ApiErro
             "the body is empty; send a JSON object",
         ));
     }
-    serde_json::from_slice(&bytes).map_err(|e| {
+    let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             "bad request",
             format!("the body is not valid JSON: {e}"),
         )
-    })
+    })?;
+    let nul = sundial_core::validate::nul_characters(&value);
+    if !nul.is_empty() {
+        return Err(ApiError::invalid(nul));
+    }
+    Ok(value)
 }
 
 /// Reads a whole body of at most [`MAX_BODY_BYTES`].

@@ -256,6 +256,53 @@ async fn every_page_escapes_what_a_user_wrote_and_shows_the_schedule_in_words() 
     assert!(js.body.starts_with("var htmx"), "htmx is embedded");
 }
 
+/// A filter or a namespace no name rule admits gets a page saying what is wrong with it, and
+/// a NUL character in a filter a 400 naming the parameter; what they held is escaped.
+#[tokio::test]
+async fn bad_filters_and_namespaces_get_a_page_naming_what_is_wrong() {
+    let ui = Ui::new(false).await;
+    ui.put_job("a", "nightly", None).await;
+    let page = ui
+        .get("/ui/namespaces/a/dead-letters?job=%3Cimg%3E", None)
+        .await;
+    assert_eq!(page.status, StatusCode::BAD_REQUEST, "{}", page.body);
+    assert!(
+        page.body
+            .contains("The job filter &#x27;&lt;img&gt;&#x27; is not a job name")
+            || page
+                .body
+                .contains("The job filter '&lt;img&gt;' is not a job name"),
+        "{}",
+        page.body
+    );
+    let page = ui.get("/ui/namespaces/BAD/jobs", None).await;
+    assert_eq!(page.status, StatusCode::NOT_FOUND, "{}", page.body);
+    assert!(
+        page.body.contains("No namespace can be named"),
+        "{}",
+        page.body
+    );
+    for path in [
+        "/ui/namespaces/a/jobs?label=k%3Da%00b",
+        "/ui/namespaces/a/jobs/nightly?after=%00",
+        "/ui/namespaces/a/dead-letters?before=%00",
+        "/ui/namespaces/a/workflows?label=%00",
+    ] {
+        let page = ui.get(path, None).await;
+        assert_eq!(
+            page.status,
+            StatusCode::BAD_REQUEST,
+            "{path}: {}",
+            page.body
+        );
+        assert!(
+            page.body.contains("holds the NUL character"),
+            "{path}: {}",
+            page.body
+        );
+    }
+}
+
 /// The calendars page lists each calendar's exclusions, who names it and its next excluded
 /// dates, with what a user wrote escaped; a job naming calendars says so on its page.
 #[tokio::test]

@@ -1593,3 +1593,158 @@ async fn calendars_exclude_days_and_cannot_be_deleted_while_named() {
         StatusCode::NOT_FOUND
     );
 }
+
+/// A NUL character anywhere in a body or a query, and labels, headers and cron expressions
+/// past their limits, are refused naming the field on both stores, and nothing is written
+/// (PostgreSQL's `text` and `jsonb` cannot hold U+0000; it answered 500 before).
+#[tokio::test]
+async fn nul_characters_and_oversized_fields_are_refused_on_both_stores() {
+    let ns = "nul";
+    let job_path = format!("/v1/namespaces/{ns}/jobs/j");
+    let many = |n: usize, prefix: &str| -> Value {
+        Value::Object(
+            (0..n)
+                .map(|i| (format!("{prefix}{i}"), json!("v")))
+                .collect(),
+        )
+    };
+    let cases: Vec<(&str, &str, String, Option<Value>, u16, &str)> = vec![
+        (
+            "NUL in description",
+            "PUT",
+            job_path.clone(),
+            Some(set("/description", json!("a\u{0}b"))),
+            422,
+            "description",
+        ),
+        (
+            "NUL in a target body",
+            "PUT",
+            job_path.clone(),
+            Some(set("/target/body", json!("\u{0}"))),
+            422,
+            "target.body",
+        ),
+        (
+            "NUL in a label value",
+            "PUT",
+            job_path.clone(),
+            Some(set("/labels/team", json!("x\u{0}"))),
+            422,
+            "labels.team",
+        ),
+        (
+            "NUL in a label key",
+            "PUT",
+            job_path.clone(),
+            Some(set("/labels/k\u{0}", json!("v"))),
+            422,
+            "labels",
+        ),
+        (
+            "NUL in a job of jobs:apply",
+            "POST",
+            format!("/v1/namespaces/{ns}/jobs:apply"),
+            Some(
+                json!({"jobs": [job_with(|j| { j["name"] = json!("a"); }), job_with(|j| { j["name"] = json!("b"); j["description"] = json!("\u{0}"); })]}),
+            ),
+            422,
+            "jobs[1].description",
+        ),
+        (
+            "NUL in a workflow's description",
+            "PUT",
+            format!("/v1/namespaces/{ns}/workflows/w"),
+            Some(
+                json!({"description": "\u{0}", "tasks": [{"name": "t", "target": {"type": "http", "url": "http://127.0.0.1:9/t"}}]}),
+            ),
+            422,
+            "description",
+        ),
+        (
+            "NUL in the label filter",
+            "GET",
+            format!("/v1/namespaces/{ns}/jobs?label=k%3Da%00b"),
+            None,
+            400,
+            "label",
+        ),
+        (
+            "65 labels",
+            "PUT",
+            job_path.clone(),
+            Some(set("/labels", many(65, "k"))),
+            422,
+            "labels",
+        ),
+        (
+            "a label value of 1025 bytes",
+            "PUT",
+            job_path.clone(),
+            Some(set("/labels/team", json!("x".repeat(1025)))),
+            422,
+            "labels.team",
+        ),
+        (
+            "65 headers",
+            "PUT",
+            job_path.clone(),
+            Some(set("/target/headers", many(65, "x-h"))),
+            422,
+            "target.headers",
+        ),
+        (
+            "a header value of 8193 bytes",
+            "PUT",
+            job_path.clone(),
+            Some(set("/target/headers/x-big", json!("v".repeat(8193)))),
+            422,
+            "target.headers.x-big",
+        ),
+        (
+            "a cron expression of 2001 bytes",
+            "PUT",
+            job_path.clone(),
+            Some(set(
+                "/schedule/cron",
+                json!(format!("*{}", ",1".repeat(1000))),
+            )),
+            422,
+            "schedule.cron",
+        ),
+    ];
+    for (store, app) in [
+        ("sqlite", App::new().await),
+        ("postgres", App::on_postgres().await),
+    ] {
+        for (what, method, path, body, status, field) in &cases {
+            let reply = app.call(method, path, &[], body.clone()).await;
+            assert_eq!(
+                reply.status.as_u16(),
+                *status,
+                "{store}, {what}: {}",
+                reply.body
+            );
+            let fields = problem_fields(what, &reply);
+            assert_eq!(fields, [*field], "{store}, {what}: {}", reply.body);
+        }
+        assert!(
+            app.jobs_in(ns).await.is_empty(),
+            "{store}: no job was written"
+        );
+        let workflows = app
+            .call("GET", &format!("/v1/namespaces/{ns}/workflows"), &[], None)
+            .await;
+        assert_eq!(
+            workflows.status,
+            StatusCode::OK,
+            "{store}: {}",
+            workflows.body
+        );
+        assert_eq!(
+            workflows.body["items"],
+            json!([]),
+            "{store}: no workflow was written"
+        );
+    }
+}

@@ -62,6 +62,25 @@ pub struct Context {
 /// is written rather than failing every attempt.
 pub const MAX_URL_LEN: usize = 8_000;
 
+/// Most labels a job or a workflow may carry: 64.
+pub const MAX_LABELS: usize = 64;
+
+/// Longest label value, in bytes: 1,024 (keys: 1 to 128 bytes).
+pub const MAX_LABEL_VALUE_LEN: usize = 1024;
+
+/// Most headers a target may set: 64.
+pub const MAX_HEADERS: usize = 64;
+
+/// Longest header value a target may set, in bytes: 8,192, the size of a whole header
+/// section that common servers accept by default (nginx's `large_client_header_buffers`
+/// buffer, Apache's `LimitRequestFieldSize`); a longer one would fail every attempt at the
+/// receiver, so it is refused when the job is written.
+pub const MAX_HEADER_VALUE_LEN: usize = 8192;
+
+/// Longest cron expression, in bytes: 1,024 (the longest meaningful one, every value of every
+/// field listed, is shorter).
+pub const MAX_CRON_LEN: usize = 1024;
+
 /// Headers Sundial sets on every HTTP delivery (docs/failure-classes.md, "http"), in this
 /// order: `Idempotency-Key`, `Sundial-Execution-Id`, `Sundial-Attempt`,
 /// `Sundial-Scheduled-At`; the HTTP target sets them under these names, and a job may not set
@@ -279,6 +298,48 @@ pub(crate) struct Walker {
     pub(crate) errors: Vec<FieldError>,
 }
 
+/// Every string or object key in `body` that holds the NUL character (U+0000), as a field
+/// error naming its path (`description`, `jobs[2].labels.team`): no store keeps it the same
+/// way (PostgreSQL's `text` and `jsonb` refuse it, SQLite keeps it), and no target can carry
+/// it in a header or a subject, so a body holding one is refused whole, before any other
+/// check, and nothing is written. At most 10 are named.
+pub fn nul_characters(body: &Value) -> Vec<FieldError> {
+    fn walk(v: &Value, path: &str, out: &mut Vec<FieldError>) {
+        if out.len() >= 10 {
+            return;
+        }
+        match v {
+            Value::String(s) if s.contains('\0') => {
+                out.push(FieldError::new(
+                    path,
+                    "must not contain the NUL character (U+0000)",
+                ));
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    walk(item, &format!("{path}[{i}]"), out);
+                }
+            }
+            Value::Object(obj) => {
+                for (k, item) in obj {
+                    if k.contains('\0') {
+                        out.push(FieldError::new(
+                            path,
+                            "keys must not contain the NUL character (U+0000)",
+                        ));
+                    } else {
+                        walk(item, &join(path, k), out);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(body, "", &mut out);
+    out
+}
+
 fn join(path: &str, key: &str) -> String {
     if path.is_empty() {
         key.to_owned()
@@ -339,7 +400,8 @@ impl Walker {
         (namespace, name.unwrap_or_default())
     }
 
-    /// `description` (at most 4,096 bytes) and `labels` (keys 1 to 128 bytes).
+    /// `description` (at most 4,096 bytes) and `labels` (at most [`MAX_LABELS`], keys 1 to
+    /// 128 bytes, values at most [`MAX_LABEL_VALUE_LEN`] bytes).
     pub(crate) fn about(&mut self, obj: &Map<String, Value>) -> (String, BTreeMap<String, String>) {
         let description = self
             .opt_str(obj, "description", "description")
@@ -348,9 +410,23 @@ impl Walker {
             self.err("description", "is longer than 4096 bytes");
         }
         let labels = self.string_map(obj.get("labels"), "labels");
-        for key in labels.keys() {
+        if labels.len() > MAX_LABELS {
+            self.err(
+                "labels",
+                format!(
+                    "has {} labels; at most {MAX_LABELS} are allowed",
+                    labels.len()
+                ),
+            );
+        }
+        for (key, value) in &labels {
             if key.is_empty() || key.len() > 128 {
                 self.err(format!("labels.{key}"), "label keys must be 1 to 128 bytes");
+            } else if value.len() > MAX_LABEL_VALUE_LEN {
+                self.err(
+                    format!("labels.{key}"),
+                    format!("is longer than {MAX_LABEL_VALUE_LEN} bytes"),
+                );
             }
         }
         (description, labels)
@@ -502,6 +578,27 @@ impl Walker {
             other => {
                 self.err(path, format!("must be a boolean, not {}", type_name(other)));
                 None
+            }
+        }
+    }
+
+    /// At most [`MAX_HEADERS`] headers, each value at most [`MAX_HEADER_VALUE_LEN`] bytes.
+    fn header_sizes(&mut self, headers: &BTreeMap<String, String>) {
+        if headers.len() > MAX_HEADERS {
+            self.err(
+                "target.headers",
+                format!(
+                    "has {} headers; at most {MAX_HEADERS} are allowed",
+                    headers.len()
+                ),
+            );
+        }
+        for (k, v) in headers {
+            if v.len() > MAX_HEADER_VALUE_LEN {
+                self.err(
+                    format!("target.headers.{k}"),
+                    format!("value is longer than {MAX_HEADER_VALUE_LEN} bytes"),
+                );
             }
         }
     }
@@ -702,6 +799,13 @@ impl Walker {
         let kind = match kinds.as_slice() {
             ["cron"] => {
                 let cron = self.req_str(obj, "cron", "schedule.cron");
+                if cron.as_ref().is_some_and(|c| c.len() > MAX_CRON_LEN) {
+                    self.err(
+                        "schedule.cron",
+                        format!("is longer than {MAX_CRON_LEN} bytes"),
+                    );
+                    return None;
+                }
                 let timezone = self
                     .opt_str(obj, "timezone", "schedule.timezone")
                     .unwrap_or_else(|| "UTC".into());
@@ -913,6 +1017,7 @@ impl Walker {
                     .opt_str(obj, "payload", "target.payload")
                     .unwrap_or_default();
                 let headers = self.string_map(obj.get("headers"), "target.headers");
+                self.header_sizes(&headers);
                 Some(TargetSpec::Nats(NatsTarget {
                     connection: connection.clone()?,
                     subject: subject?,
@@ -1073,6 +1178,7 @@ impl Walker {
             self.check_url(u, ctx.http_allow.as_deref());
         }
         let headers = self.string_map(obj.get("headers"), "target.headers");
+        self.header_sizes(&headers);
         for (k, v) in &headers {
             let token = !k.is_empty()
                 && k.bytes()
@@ -1301,6 +1407,68 @@ mod tests {
             .collect();
         fields.sort();
         fields
+    }
+
+    #[test]
+    fn a_nul_character_is_named_wherever_it_is() {
+        let body = json!({
+            "description": "a\u{0}b",
+            "labels": {"team": "x\u{0}", "k\u{0}": "v"},
+            "jobs": [{"target": {"body": "ok"}}, {"target": {"body": "\u{0}"}}],
+            "clean": "no nul here"
+        });
+        let fields: Vec<(String, String)> = nul_characters(&body)
+            .into_iter()
+            .map(|e| (e.field, e.message))
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                (
+                    "description".into(),
+                    "must not contain the NUL character (U+0000)".into()
+                ),
+                (
+                    "jobs[1].target.body".into(),
+                    "must not contain the NUL character (U+0000)".into()
+                ),
+                (
+                    "labels".into(),
+                    "keys must not contain the NUL character (U+0000)".into()
+                ),
+                (
+                    "labels.team".into(),
+                    "must not contain the NUL character (U+0000)".into()
+                ),
+            ]
+        );
+        assert!(nul_characters(&valid()).is_empty());
+    }
+
+    #[test]
+    fn labels_headers_and_cron_expressions_have_size_limits() {
+        let mut body = valid();
+        let many: Map<String, Value> = (0..=MAX_LABELS)
+            .map(|i| (format!("k{i}"), json!("v")))
+            .collect();
+        body["labels"] = Value::Object(many);
+        assert_eq!(bad_fields(&body), ["labels"]);
+        body["labels"] = json!({"team": "x".repeat(MAX_LABEL_VALUE_LEN + 1), "ok": "x".repeat(MAX_LABEL_VALUE_LEN)});
+        assert_eq!(bad_fields(&body), ["labels.team"]);
+        let mut body = valid();
+        let many: Map<String, Value> = (0..=MAX_HEADERS)
+            .map(|i| (format!("x-h{i}"), json!("v")))
+            .collect();
+        body["target"] = json!({"type": "http", "url": "http://127.0.0.1:9/", "headers": many});
+        assert_eq!(bad_fields(&body), ["target.headers"]);
+        body["target"] = json!({"type": "nats", "connection": "events", "subject": "a.b",
+            "headers": {"x-big": "v".repeat(MAX_HEADER_VALUE_LEN + 1), "x-ok": "v".repeat(MAX_HEADER_VALUE_LEN)}});
+        assert_eq!(bad_fields(&body), ["target.headers.x-big"]);
+        let mut body = valid();
+        body["schedule"]["cron"] = json!(format!("*{}", ",1".repeat(MAX_CRON_LEN)));
+        assert_eq!(bad_fields(&body), ["schedule.cron"]);
+        body["schedule"]["cron"] = json!(format!("0 2 1{} * *", ",1".repeat(500)));
+        assert!(job_from_json(&body, &ctx()).is_ok());
     }
 
     #[test]

@@ -30,6 +30,21 @@ fn problem(e: impl Into<ApiError>) -> Response {
 }
 
 /// Only the names and ids the API would accept reach a store call or a URL.
+/// The query parameters of a page: none may hold the NUL character, which no store keeps the
+/// same way (`sundial_core::validate::nul_characters`); 400 naming the parameter.
+fn query_gate(q: &HashMap<String, String>) -> Result<(), Refusal> {
+    match q.iter().find(|(k, v)| k.contains('\0') || v.contains('\0')) {
+        Some((k, _)) => Err(Refusal(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "The parameter '{}' holds the NUL character.",
+                k.replace('\0', "\\0")
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 fn plain(segment: &str) -> Result<(), Refusal> {
     let ok = !segment.is_empty()
         && !segment.chars().all(|c| c == '.')
@@ -49,6 +64,15 @@ fn plain(segment: &str) -> Result<(), Refusal> {
 fn gate(session: &Session, ns: Option<&str>, segments: &[&str]) -> Result<(), Refusal> {
     for segment in ns.iter().chain(segments) {
         plain(segment)?;
+    }
+    // A namespace that no name rule admits cannot exist (`/v1` answers 400 for it).
+    if let Some(ns) = ns
+        && let Err(why) = sundial_core::names::check_name(ns)
+    {
+        return Err(Refusal(
+            StatusCode::NOT_FOUND,
+            format!("No namespace can be named '{ns}': it {why}."),
+        ));
     }
     ns.map_or(Ok(()), |ns| session.check(ns))
 }
@@ -162,6 +186,9 @@ pub(crate) async fn jobs(
     if let Err(r) = gate(&session, Some(ns.as_str()), &[]) {
         return r.into_response();
     }
+    if let Err(r) = query_gate(&q) {
+        return r.into_response();
+    }
     let paused = match q.get("paused").map(String::as_str) {
         Some("true") => Some(true),
         Some("false") => Some(false),
@@ -245,6 +272,9 @@ pub(crate) async fn job(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     if let Err(r) = gate(&session, Some(ns.as_str()), &[name.as_str()]) {
+        return r.into_response();
+    }
+    if let Err(r) = query_gate(&q) {
         return r.into_response();
     }
     let job = match ui.app.store.job_get(&ns, &name).await {
@@ -618,11 +648,18 @@ pub(crate) async fn dead_letters(
     if let Err(r) = gate(&session, Some(ns.as_str()), &[]) {
         return r.into_response();
     }
+    if let Err(r) = query_gate(&q) {
+        return r.into_response();
+    }
     let job = q.get("job").filter(|j| !j.is_empty()).cloned();
     if let Some(j) = &job
-        && let Err(r) = plain(j)
+        && let Err(why) = sundial_core::names::check_name(j)
     {
-        return r.into_response();
+        return Refusal(
+            StatusCode::BAD_REQUEST,
+            format!("The job filter '{j}' is not a job name: it {why}."),
+        )
+        .into_response();
     }
     let before = crate::executions::page_token(q.get("before"))
         .ok()
@@ -840,6 +877,9 @@ pub(crate) async fn workflows(
     if let Err(r) = gate(&session, Some(ns.as_str()), &[]) {
         return r.into_response();
     }
+    if let Err(r) = query_gate(&q) {
+        return r.into_response();
+    }
     let listed = ui
         .app
         .store
@@ -911,6 +951,9 @@ pub(crate) async fn workflow(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     if let Err(r) = gate(&session, Some(ns.as_str()), &[name.as_str()]) {
+        return r.into_response();
+    }
+    if let Err(r) = query_gate(&q) {
         return r.into_response();
     }
     let w = match ui.app.store.workflow_get(&ns, &name).await {

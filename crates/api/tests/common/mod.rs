@@ -1,5 +1,6 @@
-//! The in-process harness the API's tests share: the router over a fresh SQLite store, and
-//! requests answered as status, headers and JSON.
+//! The in-process harness the API's tests share: the router over a fresh SQLite store (or a
+//! fresh PostgreSQL database, [`App::on_postgres`]), and requests answered as status, headers
+//! and JSON.
 
 #![allow(dead_code, reason = "each test binary uses part of the harness")]
 
@@ -17,11 +18,13 @@ use sundial_store_sqlite::SqliteStore;
 use tokio::sync::Notify;
 use tower::ServiceExt;
 
-/// A router over a fresh SQLite store in a temporary directory.
+/// A router over a fresh SQLite store in a temporary directory, or a fresh PostgreSQL
+/// database (dropped with the `App`).
 pub struct App {
     pub router: Router,
     pub store: Arc<dyn Store>,
     _dir: tempfile::TempDir,
+    _database: Option<sundial_store_postgres::testing::TestDatabase>,
 }
 
 /// One response: status, headers and the body as JSON (`Value::Null` when empty).
@@ -40,6 +43,26 @@ impl App {
                 .await
                 .expect("open store"),
         );
+        App::over(store, dir, None)
+    }
+
+    /// The router over a freshly created PostgreSQL database on the machine's server
+    /// (`SUNDIAL_TEST_DATABASE_URL`, default the local one).
+    pub async fn on_postgres() -> App {
+        let db = sundial_store_postgres::testing::TestDatabase::create("sundial_api").await;
+        let store: Arc<dyn Store> = Arc::new(
+            sundial_store_postgres::PgStore::open(db.url(), None)
+                .await
+                .expect("open store"),
+        );
+        App::over(store, tempfile::tempdir().expect("temp dir"), Some(db))
+    }
+
+    fn over(
+        store: Arc<dyn Store>,
+        dir: tempfile::TempDir,
+        database: Option<sundial_store_postgres::testing::TestDatabase>,
+    ) -> App {
         let state = AppState {
             store: store.clone(),
             scheduler_wake: Arc::new(Notify::new()),
@@ -55,6 +78,7 @@ impl App {
             router: router(state),
             store,
             _dir: dir,
+            _database: database,
         }
     }
 
