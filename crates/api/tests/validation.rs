@@ -1608,7 +1608,16 @@ async fn nul_characters_and_oversized_fields_are_refused_on_both_stores() {
                 .collect(),
         )
     };
-    let cases: Vec<(&str, &str, String, Option<Value>, u16, &str)> = vec![
+    // What, method, path, body, expected status, the one field named.
+    type Case = (
+        &'static str,
+        &'static str,
+        String,
+        Option<Value>,
+        u16,
+        &'static str,
+    );
+    let cases: Vec<Case> = vec![
         (
             "NUL in description",
             "PUT",
