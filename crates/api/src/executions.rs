@@ -14,7 +14,7 @@ use sundial_store::ExecutionListQuery;
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::request::{Path, Query, limit};
+use crate::request::{Path, Query, known_params, limit};
 use crate::resource::execution_json;
 
 /// Page tokens are `<scheduled_at ms>_<id>` of the last item of the previous page.
@@ -35,12 +35,24 @@ pub(crate) fn page_token(raw: Option<&String>) -> Result<Option<(Timestamp, Stri
     Ok(Some((at, id.to_owned())))
 }
 
+/// Whose executions a listing holds.
+enum Filter {
+    /// The job's of the path: 404 for a name that has neither a job nor history.
+    Job(String),
+    /// The namespace's, or with `?job=` one job's (an empty page when it has none).
+    Namespace { job: Option<String> },
+}
+
 async fn list(
     state: &AppState,
     ns: String,
-    job: Option<String>,
+    filter: Filter,
     q: &HashMap<String, String>,
 ) -> Result<Response, ApiError> {
+    let (job, must_exist) = match filter {
+        Filter::Job(name) => (Some(name), true),
+        Filter::Namespace { job } => (job, false),
+    };
     let wanted = q
         .get("state")
         .map(|s| s.parse::<ExecutionState>())
@@ -48,7 +60,7 @@ async fn list(
         .map_err(|m| ApiError::bad_request("state", m))?;
     let limit = limit(q.get("limit").map(String::as_str))?;
     let before = page_token(q.get("page_token"))?;
-    if let Some(name) = &job
+    if let Some(name) = job.as_ref().filter(|_| must_exist)
         && state.store.job_get(&ns, name).await?.is_none()
         && before.is_none()
     {
@@ -97,16 +109,17 @@ pub(crate) async fn list_for_job(
     Path((ns, name)): Path<(String, String)>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    list(&state, ns, Some(name), &q).await
+    known_params(&q, &["state", "limit", "page_token"])?;
+    list(&state, ns, Filter::Job(name), &q).await
 }
 
-/// `GET /v1/namespaces/{ns}/executions?state=&limit=&page_token=`, newest first.
+/// `GET /v1/namespaces/{ns}/executions?state=&job=&limit=&page_token=`, newest first.
 #[utoipa::path(
     get,
     path = "/v1/namespaces/{ns}/executions",
     tag = "executions",
     summary = "The namespace's executions, newest first; ?state=dead lists dead letters",
-    params(("ns" = String, Path, description = "Namespace"), ("state" = Option<sundial_core::execution::ExecutionState>, Query, description = "Only executions in this state; dead is the dead-letter listing"), ("limit" = Option<u32>, Query, description = "Page size, 1 to 1000 (default 100)"), ("page_token" = Option<String>, Query, description = "The next_page_token of the previous page")),
+    params(("ns" = String, Path, description = "Namespace"), ("state" = Option<sundial_core::execution::ExecutionState>, Query, description = "Only executions in this state; dead is the dead-letter listing"), ("job" = Option<String>, Query, description = "Only this job's executions (a job name; its history outlives it, so one deleted still matches)"), ("limit" = Option<u32>, Query, description = "Page size, 1 to 1000 (default 100)"), ("page_token" = Option<String>, Query, description = "The next_page_token of the previous page")),
     responses((status = 200, description = "A page of executions", body = crate::resource::Page<crate::resource::ExecutionResource>), crate::openapi::Problems)
 )]
 pub(crate) async fn list_for_namespace(
@@ -114,7 +127,16 @@ pub(crate) async fn list_for_namespace(
     Path(ns): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    list(&state, ns, None, &q).await
+    known_params(&q, &["state", "job", "limit", "page_token"])?;
+    let job = match q.get("job") {
+        Some(name) => {
+            sundial_core::names::check_name(name)
+                .map_err(|m| ApiError::bad_request("job", format!("'{name}' {m}")))?;
+            Some(name.clone())
+        }
+        None => None,
+    };
+    list(&state, ns, Filter::Namespace { job }, &q).await
 }
 
 /// `GET /v1/namespaces/{ns}/executions/{id}` with its attempts.

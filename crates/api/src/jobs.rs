@@ -24,7 +24,9 @@ use sundial_store::{JobListQuery, JobRecord, JobWrite, PendingExecutions, RunSpe
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::request::{Path, Query, if_match, job_page_token, json_body, limit, list_filters};
+use crate::request::{
+    Path, Query, if_match, job_page_token, json_body, known_params, limit, list_filters,
+};
 use crate::resource::{NsCalendars, execution_json, job_json};
 
 /// What validation needs to know of this server, for a write in namespace `ns` of the job or
@@ -752,6 +754,7 @@ pub(crate) async fn list(
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
     check_path(&ns, None)?;
+    known_params(&q, &["paused", "label", "limit", "page_token"])?;
     let crate::request::ListFilters { paused, label } = list_filters(&q)?;
     let limit = limit(q.get("limit").map(String::as_str))?;
     let after_name = job_page_token(q.get("page_token").map(String::as_str))?;

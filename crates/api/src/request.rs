@@ -213,6 +213,30 @@ pub fn list_filters(
     Ok(ListFilters { paused, label })
 }
 
+/// Refuses a query parameter that is not in `known`, as a body's unknown field is refused
+/// (docs/guarantees.md, "G7 Bad input"): a misspelt or unsupported filter (`?job=` where
+/// there is none) would otherwise be ignored and answer with everything.
+///
+/// # Errors
+/// 400 naming the first unknown parameter (in name order) and listing those `known`.
+pub fn known_params(
+    q: &std::collections::HashMap<String, String>,
+    known: &[&str],
+) -> Result<(), ApiError> {
+    let mut unknown: Vec<&String> = q.keys().filter(|k| !known.contains(&k.as_str())).collect();
+    unknown.sort();
+    match unknown.first() {
+        Some(name) => Err(ApiError::bad_request(
+            name,
+            format!(
+                "is not a parameter of this request; it takes {}",
+                known.join(", ")
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// `?limit=`: 1 to 1000, default 100.
 pub fn limit(raw: Option<&str>) -> Result<u32, ApiError> {
     match raw {

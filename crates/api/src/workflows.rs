@@ -36,7 +36,8 @@ use crate::error::ApiError;
 use crate::executions::page_token;
 use crate::jobs::{batch, check_path, context, retry_races, with_etag};
 use crate::request::{
-    Path, Query, if_match, job_page_token, json_body, limit, list_filters, optional_json_body,
+    Path, Query, if_match, job_page_token, json_body, known_params, limit, list_filters,
+    optional_json_body,
 };
 use crate::resource::{NsCalendars, named_calendars};
 
@@ -513,6 +514,7 @@ pub(crate) async fn list(
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
     check_path(&ns, None)?;
+    known_params(&q, &["paused", "label", "limit", "page_token"])?;
     let crate::request::ListFilters { paused, label } = list_filters(&q)?;
     let limit = limit(q.get("limit").map(String::as_str))?;
     let after_name = job_page_token(q.get("page_token").map(String::as_str))?;
@@ -722,6 +724,7 @@ pub(crate) async fn runs(
     Path((ns, name)): Path<(String, String)>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
+    known_params(&q, &["state", "limit", "page_token"])?;
     let wanted = q
         .get("state")
         .map(|s| s.parse::<RunState>())

@@ -508,6 +508,24 @@ fn rows() -> Vec<Row> {
         )
         .expect(400, &["state"]),
         Row::new(
+            "execution job filter not a name",
+            "GET",
+            "/v1/namespaces/bad-input/executions?job=Foo",
+        )
+        .expect(400, &["job"]),
+        Row::new(
+            "job history with an unknown parameter",
+            "GET",
+            format!("{GUARDED}/executions?job=kept"),
+        )
+        .expect(400, &["job"]),
+        Row::new(
+            "job list with an unknown parameter",
+            "GET",
+            format!("{JOBS}?colour=blue"),
+        )
+        .expect(400, &["colour"]),
+        Row::new(
             "job execution limit=5000",
             "GET",
             format!("{GUARDED}/executions?limit=5000"),
@@ -1084,11 +1102,29 @@ async fn patch_pause_resume_trigger_delete() {
     let gone = app.call("GET", path, &[], None).await;
     assert_eq!(gone.status, StatusCode::NOT_FOUND);
     assert!(problem_fields("404", &gone).is_empty());
-    // History outlives the job.
+    // History outlives the job, and the namespace's listing filters on it by name.
     let history = app
         .call("GET", &format!("{path}/executions"), &[], None)
         .await;
     assert_eq!(history.status, StatusCode::OK, "{}", history.body);
+    for (job, expected) in [("j", json!([id])), ("other", json!([]))] {
+        let listed = app
+            .call(
+                "GET",
+                &format!("/v1/namespaces/lifecycle/executions?job={job}"),
+                &[],
+                None,
+            )
+            .await;
+        assert_eq!(listed.status, StatusCode::OK, "{}", listed.body);
+        let ids: Vec<Value> = listed.body["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|e| e["id"].clone())
+            .collect();
+        assert_eq!(Value::Array(ids), expected, "?job={job}");
+    }
 }
 
 #[tokio::test]

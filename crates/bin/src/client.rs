@@ -213,6 +213,9 @@ enum ExecCommand {
         /// Only executions in this state
         #[arg(long)]
         state: Option<String>,
+        /// Only this job's executions (its history outlives it)
+        #[arg(long)]
+        job: Option<String>,
         /// At most this many
         #[arg(long, default_value_t = 20)]
         limit: u32,
@@ -1058,10 +1061,15 @@ pub async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
         ExecCommand::Get { id } => (Method::GET, format!("/executions/{id}")),
         ExecCommand::Cancel { id } => (Method::POST, format!("/executions/{id}/cancel")),
         ExecCommand::Retry { id } => (Method::POST, format!("/executions/{id}/retry")),
-        ExecCommand::List { state, limit } => {
+        ExecCommand::List { state, job, limit } => {
             let mut path = format!("/executions?limit={limit}");
             if let Some(s) = state {
                 path.push_str(&format!("&state={s}"));
+            }
+            if let Some(j) = job {
+                sundial_core::names::check_name(j)
+                    .map_err(|m| anyhow::anyhow!("--job: '{j}': the name {m}"))?;
+                path.push_str(&format!("&job={j}"));
             }
             let v = api.call(Method::GET, &path, None).await?;
             print(format, &v, |v| {
