@@ -1694,7 +1694,7 @@ async fn nul_characters_and_oversized_fields_are_refused_on_both_stores() {
                 json!({"jobs": [job_with(|j| { j["name"] = json!("a"); }), job_with(|j| { j["name"] = json!("b"); j["description"] = json!("\u{0}"); })]}),
             ),
             422,
-            "jobs[1].description",
+            "jobs.1.description",
         ),
         (
             "NUL in a workflow's description",

@@ -1024,7 +1024,11 @@ pub async fn apply(api: &Api, text: &str, kind: &Bulk) -> anyhow::Result<ExitCod
                             .get(i)
                             .and_then(|j| j["name"].as_str())
                             .map_or(format!("#{}", i + 1), str::to_owned);
-                        format!("{noun} {name}: {}", rest.unwrap_or(""))
+                        // An error about the item as a whole (`jobs.0`) names no field.
+                        match rest.filter(|r| !r.is_empty()) {
+                            Some(rest) => format!("{noun} {name}: {rest}"),
+                            None => format!("{noun} {name}"),
+                        }
                     }
                     _ => field.to_owned(),
                 };
@@ -1068,7 +1072,7 @@ pub async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
             }
             if let Some(j) = job {
                 sundial_core::names::check_name(j)
-                    .map_err(|m| anyhow::anyhow!("--job: '{j}': the name {m}"))?;
+                    .map_err(|m| input_error(format!("--job: '{j}': the name {m}")))?;
                 path.push_str(&format!("&job={j}"));
             }
             let v = api.call(Method::GET, &path, None).await?;

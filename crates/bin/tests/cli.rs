@@ -533,6 +533,20 @@ async fn job_and_exec_commands_drive_the_api() {
         Some(1),
         "nothing was written"
     );
+    // An item that is not a mapping is named by its place, with no empty field name.
+    let odd = server.dir.join("odd.json");
+    std::fs::write(&odd, "[42]").unwrap();
+    let o = run(&["job", "apply", "-f", odd.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("job #1: "), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("job #1: :"), "{}", stderr(&o));
+    // The namespace's executions filtered by job: an unknown one has none; a bad name is
+    // refused before anything is sent.
+    let o = run(&["exec", "list", "--job", "nosuchjob"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(&["exec", "list", "--job", "Bad Name"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--job"), "{}", stderr(&o));
 
     let o = run(&["job", "delete", "later"]);
     assert!(o.status.success());

@@ -299,7 +299,8 @@ pub(crate) struct Walker {
 }
 
 /// Every string or object key in `body` that holds the NUL character (U+0000), as a field
-/// error naming its path (`description`, `jobs[2].labels.team`): no store keeps it the same
+/// error naming its dotted path (`description`, `jobs.2.labels.team`, as `jobs:apply` names
+/// the fields of its jobs): no store keeps it the same
 /// way (PostgreSQL's `text` and `jsonb` refuse it, SQLite keeps it), and no target can carry
 /// it in a header or a subject, so a body holding one is refused whole, before any other
 /// check, and nothing is written. At most 10 are named.
@@ -317,7 +318,7 @@ pub fn nul_characters(body: &Value) -> Vec<FieldError> {
             }
             Value::Array(items) => {
                 for (i, item) in items.iter().enumerate() {
-                    walk(item, &format!("{path}[{i}]"), out);
+                    walk(item, &join(path, &i.to_string()), out);
                 }
             }
             Value::Object(obj) => {
@@ -1429,7 +1430,7 @@ mod tests {
                     "must not contain the NUL character (U+0000)".into()
                 ),
                 (
-                    "jobs[1].target.body".into(),
+                    "jobs.1.target.body".into(),
                     "must not contain the NUL character (U+0000)".into()
                 ),
                 (
