@@ -13,7 +13,8 @@ use crate::MAX_BODY_BYTES;
 use crate::error::ApiError;
 
 /// Path parameters, like [`axum::extract::Path`] but rejected (e.g. a segment that is not
-/// UTF-8 once percent-decoded) with a 400 problem document.
+/// UTF-8 once percent-decoded, or one holding the NUL character, `%00`, which no store keeps
+/// the same way) with a 400 problem document.
 #[derive(Debug)]
 pub struct Path<T>(pub T);
 
@@ -21,6 +22,13 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Path<T>
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        if parts.uri.path().to_ascii_lowercase().contains("%00") {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad request",
+                "the path must not contain the NUL character (%00)",
+            ));
+        }
         match axum::extract::Path::<T>::from_request_parts(parts, state).await {
             Ok(axum::extract::Path(value)) => Ok(Path(value)),
             Err(rejection) => Err(ApiError::new(

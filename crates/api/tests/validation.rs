@@ -1773,6 +1773,19 @@ async fn nul_characters_and_oversized_fields_are_refused_on_both_stores() {
             let fields = problem_fields(what, &reply);
             assert_eq!(fields, [*field], "{store}, {what}: {}", reply.body);
         }
+        for path in [
+            format!("/v1/namespaces/{ns}/executions/a%00b"),
+            format!("/v1/namespaces/{ns}/workflows/w/runs/a%00b"),
+        ] {
+            let reply = app.call("GET", &path, &[], None).await;
+            assert_eq!(
+                reply.status,
+                StatusCode::BAD_REQUEST,
+                "{store}, {path}: {}",
+                reply.body
+            );
+            assert!(problem_fields(&path, &reply).is_empty(), "{store}, {path}");
+        }
         assert!(
             app.jobs_in(ns).await.is_empty(),
             "{store}: no job was written"
