@@ -2,6 +2,23 @@
 
 use super::*;
 
+/// A store on a manual clock at [`t0`] holding one execution of job `ns/a`, claimed by `w1`
+/// (attempt 1, its lease 30 s from `t0`).
+async fn one_claimed(h: Harness) -> (Arc<ManualClock>, Arc<dyn Store>, crate::ClaimedExecution) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let job = create(&*store, "ns", "a").await;
+    trigger(&*store, "n1", &job, &[t0()])
+        .await
+        .expect("trigger");
+    let e = store
+        .execution_claim(&claim("w1", 1))
+        .await
+        .expect("claim")
+        .remove(0);
+    (clock, store, e)
+}
+
 /// A completion carrying a stale attempt number is refused and changes nothing (docs/guarantees.md#g3-fencing).
 pub async fn a_stale_completion_is_rejected(h: Harness) {
     let clock = Arc::new(ManualClock::new(t0()));
@@ -95,31 +112,12 @@ pub async fn a_stale_completion_is_rejected(h: Harness) {
 /// A worker's completion that arrives after its lease lapsed, before the reaper ran, is refused
 /// and changes nothing; the reaper's then settles the attempt (docs/guarantees.md#g3-fencing).
 pub async fn a_completion_after_its_lease_lapsed_is_refused(h: Harness) {
-    let clock = Arc::new(ManualClock::new(t0()));
-    let store = h.open(clock.clone()).await;
-    let job = create(&*store, "ns", "a").await;
-    trigger(&*store, "n1", &job, &[t0()])
-        .await
-        .expect("trigger");
-    let e = store
-        .execution_claim(&claim("w1", 1))
-        .await
-        .expect("claim")
-        .remove(0);
+    let (clock, store, e) = one_claimed(h).await;
     let attempt = AttemptRef {
         id: e.id.clone(),
         attempt: 1,
     };
-    let late = AttemptComplete {
-        attempt: attempt.clone(),
-        outcome: AttemptOutcome::Succeeded,
-        status_code: Some(200),
-        error: None,
-        detail: None,
-        next: NextStep::Succeeded,
-        only_if_lapsed: false,
-        output: None,
-    };
+    let late = complete_ok(&e.id, 1);
     // At the lease's last millisecond the completion would still apply; one past it, not.
     clock.advance(SignedDuration::from_millis(30_001));
     assert!(matches!(
@@ -164,33 +162,13 @@ pub async fn a_completion_after_its_lease_lapsed_is_refused(h: Harness) {
 /// A completion at the last millisecond of its lease applies (the lease lapses after
 /// `lease_expires_at`, not at it, as for the heartbeat).
 pub async fn a_completion_at_its_lease_expiry_applies(h: Harness) {
-    let clock = Arc::new(ManualClock::new(t0()));
-    let store = h.open(clock.clone()).await;
-    let job = create(&*store, "ns", "a").await;
-    trigger(&*store, "n1", &job, &[t0()])
-        .await
-        .expect("trigger");
-    let e = store
-        .execution_claim(&claim("w1", 1))
-        .await
-        .expect("claim")
-        .remove(0);
+    let (clock, store, e) = one_claimed(h).await;
     clock.advance(SignedDuration::from_secs(30));
     assert_eq!(e.lease_expires_at, clock.now());
-    let done = AttemptComplete {
-        attempt: AttemptRef {
-            id: e.id.clone(),
-            attempt: 1,
-        },
-        outcome: AttemptOutcome::Succeeded,
-        status_code: Some(200),
-        error: None,
-        detail: None,
-        next: NextStep::Succeeded,
-        only_if_lapsed: false,
-        output: None,
-    };
-    store.attempt_complete(&done).await.expect("complete");
+    store
+        .attempt_complete(&complete_ok(&e.id, 1))
+        .await
+        .expect("complete");
     let read = store
         .execution_get("ns", &e.id)
         .await
@@ -201,17 +179,7 @@ pub async fn a_completion_at_its_lease_expiry_applies(h: Harness) {
 
 /// A heartbeat extends the lease; the reaper cannot complete an attempt whose lease is live.
 pub async fn heartbeats_keep_the_lease(h: Harness) {
-    let clock = Arc::new(ManualClock::new(t0()));
-    let store = h.open(clock.clone()).await;
-    let job = create(&*store, "ns", "a").await;
-    trigger(&*store, "n1", &job, &[t0()])
-        .await
-        .expect("trigger");
-    let e = store
-        .execution_claim(&claim("w1", 1))
-        .await
-        .expect("claim")
-        .remove(0);
+    let (clock, store, e) = one_claimed(h).await;
     let attempt = AttemptRef {
         id: e.id.clone(),
         attempt: 1,
