@@ -21,17 +21,7 @@ async fn one_claimed(h: Harness) -> (Arc<ManualClock>, Arc<dyn Store>, crate::Cl
 
 /// A completion carrying a stale attempt number is refused and changes nothing (docs/guarantees.md#g3-fencing).
 pub async fn a_stale_completion_is_rejected(h: Harness) {
-    let clock = Arc::new(ManualClock::new(t0()));
-    let store = h.open(clock.clone()).await;
-    let job = create(&*store, "ns", "a").await;
-    trigger(&*store, "n1", &job, &[t0()])
-        .await
-        .expect("trigger");
-    let first = store
-        .execution_claim(&claim("w1", 1))
-        .await
-        .expect("claim")
-        .remove(0);
+    let (clock, store, first) = one_claimed(h).await;
     // Worker 1 goes silent; its lease lapses; the reaper requeues the execution.
     clock.advance(SignedDuration::from_secs(31));
     let lapsed = store.attempt_list_lapsed(10).await.expect("lapsed");
