@@ -87,6 +87,11 @@ pub struct BackfillDryRun {
     pub slots: u64,
     /// Of those, the ones that have an execution (or run) already.
     pub existing: u64,
+    /// When the schedule has no slot in the range (`slots` is 0), why: the `start_at` or
+    /// `end_at` that keeps them out (an `every` job's `start_at` is its creation time unless
+    /// given), an `at` job's instant outside the range, or calendars. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// The body of `POST .../backfill`.
@@ -346,6 +351,9 @@ async fn start(
             last: free.last().copied(),
             slots: all.len() as u64,
             existing: taken.len() as u64,
+            reason: all
+                .is_empty()
+                .then(|| schedule.why_no_slot_in(request.from, request.to)),
         };
         return Ok(Json(answer).into_response());
     }

@@ -307,6 +307,45 @@ async fn a_backfill_creates_each_past_slot_once_and_a_second_one_creates_nothing
 }
 
 #[tokio::test]
+async fn a_dry_run_over_a_range_without_slots_says_why() {
+    let rig = rig().await;
+    // An `every` job's slots start when it was created (the rig's clock, 2026-01-01).
+    let body = json!({"schedule": {"every": "1m"}, "target": {"type": "http", "url": "http://127.0.0.1:9/"}});
+    let (status, job) = rig.call("PUT", "/v1/namespaces/t/jobs/e", Some(body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{job}");
+    let (status, dry) = rig
+        .call(
+            "POST",
+            "/v1/namespaces/t/jobs/e/backfill",
+            Some(json!({"from": "2025-12-31T00:00:00Z", "to": "2026-01-01T00:00:00Z", "dry_run": true})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{dry}");
+    assert_eq!(
+        (dry["count"].clone(), dry["slots"].clone()),
+        (json!(0), json!(0)),
+        "{dry}"
+    );
+    let reason = dry["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("start_at, 2026-01-01T00:00:00Z") && reason.contains("`every`"),
+        "{dry}"
+    );
+
+    // A range with slots has no reason.
+    hourly_job(&rig, json!({})).await;
+    let (_, dry) = rig
+        .call(
+            "POST",
+            "/v1/namespaces/t/jobs/j/backfill",
+            Some(json!({"from": "2025-12-31T00:00:00Z", "to": "2026-01-01T00:00:00Z", "dry_run": true})),
+        )
+        .await;
+    assert_eq!(dry["count"], json!(24), "{dry}");
+    assert!(dry.get("reason").is_none(), "{dry}");
+}
+
+#[tokio::test]
 async fn a_cancelled_backfill_creates_nothing_more_and_calendar_days_are_left_out() {
     let mut rig = rig().await;
     let (status, _) = rig

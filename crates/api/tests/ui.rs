@@ -212,6 +212,8 @@ async fn every_page_escapes_what_a_user_wrote_and_shows_the_schedule_in_words() 
 
     let jobs = ui.get("/ui/namespaces/a/jobs", None).await;
     assert_eq!(jobs.status, StatusCode::OK);
+    // No tokens, no session: nothing to sign out of.
+    assert!(!jobs.body.contains("Sign out"), "{}", jobs.body);
     assert!(
         jobs.body.contains("at 02:00, every day (Europe/Berlin)"),
         "{}",
@@ -471,6 +473,9 @@ async fn with_tokens_the_ui_asks_for_one_and_applies_its_role_and_namespaces() {
 
     // A viewer sees namespace a without actions, not namespace b, and cannot act anyway.
     let overview = ui.get("/ui/", Some("view-a")).await;
+    assert!(overview.body.contains("Sign out"), "{}", overview.body);
+    let login = ui.get("/ui/login", None).await;
+    assert!(!login.body.contains("Sign out"), "{}", login.body);
     assert!(overview.body.contains("/ui/namespaces/a/jobs"));
     assert!(
         !overview.body.contains("/ui/namespaces/b/jobs"),

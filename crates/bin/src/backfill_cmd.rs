@@ -111,8 +111,13 @@ pub async fn run(api: &Api, format: Format, kind: &str, args: BackfillArgs) -> a
                     v["count"],
                     v["slots"],
                     v["existing"],
-                    match (v["first"].as_str(), v["last"].as_str()) {
-                        (Some(first), Some(last)) => format!(": first {first}, last {last}"),
+                    match (
+                        v["first"].as_str(),
+                        v["last"].as_str(),
+                        v["reason"].as_str()
+                    ) {
+                        (Some(first), Some(last), _) => format!(": first {first}, last {last}"),
+                        (_, _, Some(reason)) => format!(": {reason}"),
                         _ => String::new(),
                     }
                 )

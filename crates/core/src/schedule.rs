@@ -105,6 +105,39 @@ impl Schedule {
         sundial_cron::excluded_until(&self.calendars, slot).is_some()
     }
 
+    /// Why the schedule has no slot in `[from, to)`, in words for the answer of a backfill
+    /// that finds none (docs/time.md, "Backfill"): the bounds that keep its slots out of the
+    /// range (`start_at`, which writers set to an `every` job's creation time when none is
+    /// given; `end_at`), the one instant of an `at` schedule, or else the rule itself (a
+    /// calendar excluding every day, a cron expression with no match in the range).
+    pub fn why_no_slot_in(&self, from: Timestamp, to: Timestamp) -> String {
+        let range = format!("[{from}, {to})");
+        if let Rule::At(at) = self.rule
+            && (at < from || at >= to)
+        {
+            return format!("the job runs once, at {at}, outside {range}");
+        }
+        match (self.start_at, self.end_at) {
+            (Some(start), _) if start >= to => {
+                let every = if matches!(self.rule, Rule::Every { .. }) {
+                    " (an `every` schedule starts when its job was created unless start_at is given)"
+                } else {
+                    ""
+                };
+                format!(
+                    "the schedule's slots begin at its start_at, {start}, not before {to}{every}"
+                )
+            }
+            (_, Some(end)) if end < from => {
+                format!("the schedule's slots end at its end_at, {end}, before {from}")
+            }
+            _ if !self.calendars.is_empty() => {
+                format!("the schedule has no slot in {range} that its calendars do not exclude")
+            }
+            _ => format!("the schedule has no slot in {range}"),
+        }
+    }
+
     /// True for a one-off (`at`) schedule.
     pub fn is_one_off(&self) -> bool {
         matches!(self.rule, Rule::At(_))
@@ -234,6 +267,33 @@ mod tests {
             exclude_calendars: Vec::new(),
         })
         .unwrap()
+    }
+
+    #[test]
+    fn a_range_without_slots_is_explained_by_the_bound_that_keeps_them_out() {
+        let created = every(60, Some("2026-01-02T00:00:00Z"), None);
+        let why = created.why_no_slot_in(ts("2026-01-01T00:00:00Z"), ts("2026-01-02T00:00:00Z"));
+        assert!(
+            why.contains("begin at its start_at, 2026-01-02T00:00:00Z") && why.contains("`every`"),
+            "{why}"
+        );
+        let ended = every(60, None, Some("2025-12-31T00:00:00Z"));
+        let why = ended.why_no_slot_in(ts("2026-01-01T00:00:00Z"), ts("2026-01-02T00:00:00Z"));
+        assert!(
+            why.contains("end at its end_at, 2025-12-31T00:00:00Z"),
+            "{why}"
+        );
+        let once = Schedule::compile(&ScheduleSpec {
+            kind: ScheduleKind::At {
+                at: ts("2026-03-01T00:00:00Z"),
+            },
+            start_at: None,
+            end_at: None,
+            exclude_calendars: Vec::new(),
+        })
+        .unwrap();
+        let why = once.why_no_slot_in(ts("2026-01-01T00:00:00Z"), ts("2026-01-02T00:00:00Z"));
+        assert!(why.contains("runs once, at 2026-03-01T00:00:00Z"), "{why}");
     }
 
     #[test]

@@ -38,6 +38,14 @@ const HTMX: &str = include_str!("../../assets/htmx-2.0.11.min.js");
 /// The session cookie's name.
 pub const COOKIE: &str = "sundial_token";
 
+tokio::task_local! {
+    /// Whether the request being answered carries a signed-in session (tokens configured and
+    /// a known token in the cookie), set by [`guard`] around the handler: [`page`] shows
+    /// "Sign out" only then. Outside the guard's scope (the login page, the guard's own
+    /// refusals) it reads as not signed in.
+    static SIGNED_IN: bool;
+}
+
 /// What the UI needs besides the API's state: the `/v1` router its actions go through.
 #[derive(Clone)]
 pub(crate) struct Ui {
@@ -175,8 +183,9 @@ async fn guard(State(ui): State<Ui>, mut request: Request, next: Next) -> Respon
     if request.method() == Method::POST && !session.writes && path != "/ui/logout" {
         return forbidden("a viewer token may only read");
     }
+    let signed_in = session.token.is_some();
     request.extensions_mut().insert(session);
-    next.run(request).await
+    SIGNED_IN.scope(signed_in, next.run(request)).await
 }
 
 /// True when the request's `Origin` (or, without one, its `Referer`) names the host it was
@@ -375,8 +384,10 @@ pre{background:#fff;border:1px solid #e3e6ea;padding:.8em;overflow:auto}
 .shards span{height:12px;background:#e3e6ea}
 ";
 
-/// A whole page: the header (with the namespace `ns` when there is one), `title`, `body`.
+/// A whole page: the header (with the namespace `ns` when there is one, and "Sign out" when
+/// the request has a signed-in session), `title`, `body`.
 pub(crate) fn page(title: &str, ns: Option<&str>, body: Markup) -> Html<String> {
+    let signed_in = SIGNED_IN.try_with(|s| *s).unwrap_or(false);
     Html(
         html! {
             (DOCTYPE)
@@ -399,7 +410,9 @@ pub(crate) fn page(title: &str, ns: Option<&str>, body: Markup) -> Html<String> 
                             span.muted { "namespace " (ns) }
                         }
                         a href="/ui/cluster" { "Cluster" }
-                        form.inline method="post" action="/ui/logout" { button type="submit" { "Sign out" } }
+                        @if signed_in {
+                            form.inline method="post" action="/ui/logout" { button type="submit" { "Sign out" } }
+                        }
                     }
                     main {
                         h1 { (title) }

@@ -4,17 +4,7 @@ use super::*;
 
 /// Cancel, then re-drive: terminal states are final except dead/failed by re-drive.
 pub async fn cancel_and_redrive_follow_the_state_machine(h: Harness) {
-    let clock = Arc::new(ManualClock::new(t0()));
-    let store = h.open(clock.clone()).await;
-    let job = create(&*store, "ns", "a").await;
-    trigger(&*store, "n1", &job, &[t0()])
-        .await
-        .expect("trigger");
-    let e = store
-        .execution_claim(&claim("w1", 1))
-        .await
-        .expect("claim")
-        .remove(0);
+    let (_clock, store, e) = one_claimed(h).await;
     let done = AttemptComplete {
         attempt: AttemptRef {
             id: e.id.clone(),

@@ -254,6 +254,23 @@ pub fn job_trigger(
     }
 }
 
+/// A store on a manual clock at [`t0`] holding one execution of job `ns/a`, claimed by `w1`
+/// (attempt 1, its lease 30 s from `t0`).
+async fn one_claimed(h: Harness) -> (Arc<ManualClock>, Arc<dyn Store>, crate::ClaimedExecution) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let job = create(&*store, "ns", "a").await;
+    trigger(&*store, "n1", &job, &[t0()])
+        .await
+        .expect("trigger");
+    let e = store
+        .execution_claim(&claim("w1", 1))
+        .await
+        .expect("claim")
+        .remove(0);
+    (clock, store, e)
+}
+
 async fn create(store: &dyn Store, ns: &str, name: &str) -> JobRecord {
     let write = JobWrite {
         record: job_record(ns, name),
