@@ -107,8 +107,9 @@ def verdict(aim, shown, values, reports, medians, key):
     if kind == "near":
         # Stored jobs must not slow the workload: at most 10 % worse (a higher lag p99, or
         # fewer triggers/s); better is within the aim, and shown as such.
+        if not base:
+            return f"cannot tell ({target} is 0)"
         worse = (median - base) / base if shown == "p99" else (base - median) / base
-        worse = worse if base else 0.0
         if worse <= 0:
             return f"yes ({-worse:.0%} better)"
         return f"{'yes' if worse <= 0.10 else 'no'} ({worse:.0%} worse)"

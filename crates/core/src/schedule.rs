@@ -109,18 +109,20 @@ impl Schedule {
     /// that finds none (docs/time.md, "Backfill"): the bounds that keep its slots out of the
     /// range (`start_at`, which writers set to an `every` job's creation time when none is
     /// given; `end_at`), the one instant of an `at` schedule, or else the rule itself (a
-    /// calendar excluding every day, a cron expression with no match in the range).
+    /// calendar excluding every day, a cron expression with no match in the range). One
+    /// sentence naming the instants in RFC 3339 UTC; the same words serve a job's schedule and
+    /// a workflow's.
     pub fn why_no_slot_in(&self, from: Timestamp, to: Timestamp) -> String {
         let range = format!("[{from}, {to})");
         if let Rule::At(at) = self.rule
             && (at < from || at >= to)
         {
-            return format!("the job runs once, at {at}, outside {range}");
+            return format!("it runs once, at {at}, outside {range}");
         }
         match (self.start_at, self.end_at) {
             (Some(start), _) if start >= to => {
                 let every = if matches!(self.rule, Rule::Every { .. }) {
-                    " (an `every` schedule starts when its job was created unless start_at is given)"
+                    " (an `every` schedule starts when it was created unless start_at is given)"
                 } else {
                     ""
                 };
