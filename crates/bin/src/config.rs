@@ -230,13 +230,17 @@ struct TokenConfig {
     namespaces: Vec<String>,
 }
 
-/// `[http_targets]` (docs/configuration.md): which hosts HTTP targets may reach.
+/// `[http_targets]` (docs/configuration.md): which hosts HTTP targets may reach, and how many
+/// connections a worker keeps open to each.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct HttpTargetsConfig {
     /// Host names, `*.suffix` wildcards, addresses and CIDR networks
     /// ([`sundial_core::allow::HostAllowList`]).
     allow: Option<Vec<String>>,
+    /// Most requests in flight to one host from one worker (1-100000; default
+    /// [`sundial_target::DEFAULT_MAX_CONNECTIONS_PER_HOST`]).
+    max_connections_per_host: Option<usize>,
 }
 
 /// A named connection: a broker or container engine jobs may use (`[connections.NAME]`,
@@ -324,6 +328,9 @@ pub struct ServerConfig {
     pub clock_offset_ms: i64,
     /// `[http_targets] allow`: the hosts HTTP targets may reach; `None`: any host.
     pub http_allow: Option<Arc<HostAllowList>>,
+    /// `[http_targets] max_connections_per_host`: most requests in flight to one host from
+    /// this worker at once.
+    pub http_max_connections_per_host: usize,
     /// `[[tokens]]`: the API's bearer tokens; `None`: requests need none, and the server
     /// listens only on loopback.
     pub tokens: Option<Arc<Tokens>>,
@@ -439,13 +446,20 @@ impl ServerConfig {
             c.endpoint()
                 .map_err(|e| anyhow::anyhow!("connections.{name}.{e}"))?;
         }
-        let http_allow = match file.http_targets.map(|t| t.allow) {
-            None => None,
-            // A section without its list would look like a limit and be none.
-            Some(None) => bail!(
+        let has_http_targets = file.http_targets.is_some();
+        let http_targets = file.http_targets.unwrap_or_default();
+        let http_max_connections_per_host = match http_targets.max_connections_per_host {
+            None => sundial_target::DEFAULT_MAX_CONNECTIONS_PER_HOST,
+            Some(n @ 1..=100_000) => n,
+            Some(n) => bail!("http_targets.max_connections_per_host: {n} is out of range 1-100000"),
+        };
+        let http_allow = match http_targets.allow {
+            // A section with nothing in it would look like a limit and be none.
+            None if http_targets.max_connections_per_host.is_none() && has_http_targets => bail!(
                 "http_targets.allow: missing; list the hosts HTTP targets may reach, or leave [http_targets] out"
             ),
-            Some(Some(patterns)) => Some(Arc::new(
+            None => None,
+            Some(patterns) => Some(Arc::new(
                 HostAllowList::parse(&patterns)
                     .map_err(|(i, reason)| anyhow::anyhow!("http_targets.allow[{i}]: {reason}"))?,
             )),
@@ -548,6 +562,7 @@ impl ServerConfig {
             rate_limits,
             clock_offset_ms: args.clock_offset_ms.unwrap_or(0),
             http_allow,
+            http_max_connections_per_host,
             tokens: (!tokens.is_empty()).then(|| Arc::new(tokens)),
             maintenance,
             http,

@@ -155,6 +155,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         claim_ahead: sundial_worker::DEFAULT_CLAIM_AHEAD,
         clock_offset_ms: 0,
         http_allow: None,
+        http_max_connections_per_host: sundial_target::DEFAULT_MAX_CONNECTIONS_PER_HOST,
         tokens: None,
         maintenance: Default::default(),
         http: Default::default(),

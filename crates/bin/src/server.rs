@@ -181,7 +181,10 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
         // naming `connections.NAME` (README, "Targets and connections").
         let targets = Targets::connect(
             &config.endpoints(),
-            config.http_allow.clone(),
+            sundial_target::HttpOptions {
+                allow: config.http_allow.clone(),
+                max_connections_per_host: config.http_max_connections_per_host,
+            },
             sundial_target::DEFAULT_CONNECT_TIMEOUT,
         )
         .await?;
@@ -221,9 +224,13 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
             .into_iter()
             .filter(|(name, _)| used.contains(name.as_str()))
             .collect();
-        let targets = Targets::connect(&endpoints, None, sundial_target::DEFAULT_CONNECT_TIMEOUT)
-            .await
-            .context("alerts")?;
+        let targets = Targets::connect(
+            &endpoints,
+            sundial_target::HttpOptions::default(),
+            sundial_target::DEFAULT_CONNECT_TIMEOUT,
+        )
+        .await
+        .context("alerts")?;
         let dispatcher = AlertDispatcher::new(
             store.clone(),
             Arc::new(targets),

@@ -1,6 +1,7 @@
 //! Named connections at server start (docs/configuration.md): a bad type or URL, and a connection that
 //! cannot be established by a worker, each stop `sundial server` with a message naming
-//! `connections.NAME`; a bad `[http_targets] allow` pattern stops it naming its index.
+//! `connections.NAME`; a bad `[http_targets] allow` pattern stops it naming its index, and a
+//! `max_connections_per_host` out of range naming the setting.
 
 use std::process::Command;
 
@@ -86,6 +87,23 @@ fn a_bad_http_targets_allow_pattern_is_refused_by_index() {
     let (ok, stderr) = server_with("[http_targets]\n", "api");
     assert!(!ok);
     assert!(stderr.contains("http_targets.allow: missing"), "{stderr}");
+}
+
+#[test]
+fn a_max_connections_per_host_out_of_range_is_refused_by_name() {
+    for bad in ["0", "100001"] {
+        let (ok, stderr) = server_with(
+            &format!("[http_targets]\nmax_connections_per_host = {bad}\n"),
+            "worker",
+        );
+        assert!(!ok);
+        assert!(
+            stderr.contains(&format!(
+                "http_targets.max_connections_per_host: {bad} is out of range 1-100000"
+            )),
+            "{stderr}"
+        );
+    }
 }
 
 #[test]

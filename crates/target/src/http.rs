@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
 use async_trait::async_trait;
 use jiff::Timestamp;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
@@ -51,6 +53,40 @@ pub const PARSED_URLS: usize = 16_384;
 /// parsed for each attempt.
 pub const PARSED_URL_MAX_LEN: usize = 512;
 
+/// Connections one [`HttpTarget`] keeps open to one host at once by default (128): the
+/// `[http_targets] max_connections_per_host` setting's default (docs/configuration.md).
+///
+/// HTTP/1.1 carries one exchange at a time on a connection, so without a cap a burst opens
+/// as many connections to its receiver as attempts are in flight (`max_in_flight`, 1,024 by
+/// default). Measured with `examples/delivery_ceiling.rs` (BENCHMARKS.md, "The delivery
+/// ceiling"): 100,000 attempts into one loopback receiver ran at 29,000–37,000/s with 64 at
+/// once against 22,000–29,000/s with 1,024, and a 10,000-slot burst in `sundial bench` had its
+/// lag p99 cut by a quarter to a third with this limit, on both stores; a receiver spends less
+/// on fewer
+/// connections too. It is the per-host limit Go's `MaxConnsPerHost`, Apache HttpClient's
+/// per-route maximum and .NET's `MaxConnectionsPerServer` give.
+pub const DEFAULT_MAX_CONNECTIONS_PER_HOST: usize = 128;
+
+/// How an [`HttpTarget`] reaches hosts: `[http_targets]` (docs/configuration.md).
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Hosts requests may go to (`allow`); `None`: any host.
+    pub allow: Option<Arc<HostAllowList>>,
+    /// Most requests in flight to one host (scheme, host and port) at once, so most
+    /// connections open to it; an attempt past it waits, within its timeout, for one to
+    /// finish. At least 1.
+    pub max_connections_per_host: usize,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            allow: None,
+            max_connections_per_host: DEFAULT_MAX_CONNECTIONS_PER_HOST,
+        }
+    }
+}
+
 /// The HTTP target: a shared connection pool; redirects are not followed (a 3xx is the
 /// receiver's answer, and following it could leave the configured host). A POST, PUT or
 /// PATCH without a body says `Content-Length: 0`; a successful response's body is read off
@@ -59,6 +95,12 @@ pub const PARSED_URL_MAX_LEN: usize = 512;
 /// Target URLs are parsed once and kept (up to `PARSED_URLS`): a job's every attempt goes to
 /// the same URL, and parsing it (with the host's IDNA processing, UTS #46) was a sixth of
 /// the client's CPU per request in a profile of `sundial bench steady` (BENCHMARKS.md).
+///
+/// At most `max_connections_per_host` requests to one host are in flight at once
+/// ([`HttpOptions`]); an attempt past it waits its turn (first come, first served), and the
+/// wait counts in its timeout. A request holds its place until its response's body has been
+/// read, so that its connection is back in the pool before the next request is sent and no
+/// connection beyond the limit is opened.
 ///
 /// With an `[http_targets] allow` list, a request goes only to a host the list allows: by
 /// name, or by address, in which case the client connects only to the resolved addresses
@@ -69,8 +111,18 @@ pub const PARSED_URL_MAX_LEN: usize = 512;
 #[derive(Debug, Clone)]
 pub struct HttpTarget {
     client: reqwest::Client,
-    urls: Arc<Mutex<HashMap<String, reqwest::Url>>>,
+    known: Arc<Mutex<Known>>,
+    per_host: usize,
     allow: Option<Arc<HostAllowList>>,
+}
+
+/// The parsed URLs an [`HttpTarget`] keeps, each with its host's requests in flight, and the
+/// hosts' counts themselves.
+#[derive(Debug, Default)]
+struct Known {
+    urls: HashMap<String, (reqwest::Url, Arc<Semaphore>)>,
+    /// By origin (`scheme://host:port`).
+    hosts: HashMap<String, Arc<Semaphore>>,
 }
 
 impl HttpTarget {
@@ -79,15 +131,32 @@ impl HttpTarget {
     /// # Errors
     /// When the TLS backend cannot be initialised.
     pub fn new() -> Result<Self, reqwest::Error> {
-        HttpTarget::with_allow_list(None)
+        HttpTarget::with_options(HttpOptions::default())
     }
 
     /// A target with its own client, reaching only the hosts `allow` allows (any host when
-    /// `None`).
+    /// `None`), with the default [`HttpOptions::max_connections_per_host`].
     ///
     /// # Errors
     /// When the TLS backend cannot be initialised.
     pub fn with_allow_list(allow: Option<Arc<HostAllowList>>) -> Result<Self, reqwest::Error> {
+        HttpTarget::with_options(HttpOptions {
+            allow,
+            ..HttpOptions::default()
+        })
+    }
+
+    /// A target with its own client, reaching only the hosts `options.allow` allows (any host
+    /// when `None`), at most `options.max_connections_per_host` requests to a host at once (1
+    /// when given 0).
+    ///
+    /// # Errors
+    /// When the TLS backend cannot be initialised.
+    pub fn with_options(options: HttpOptions) -> Result<Self, reqwest::Error> {
+        let HttpOptions {
+            allow,
+            max_connections_per_host,
+        } = options;
         let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(10))
@@ -100,30 +169,53 @@ impl HttpTarget {
         }
         Ok(HttpTarget {
             client: builder.build()?,
-            urls: Arc::default(),
+            known: Arc::default(),
+            per_host: max_connections_per_host.max(1),
             allow,
         })
     }
 
-    /// `url` parsed, from the set of parsed URLs when it is there.
+    /// `url` parsed, with its host's requests in flight; from the set of parsed URLs when it
+    /// is there.
     ///
     /// # Errors
     /// The URL parser's message when `url` is not an absolute URL (validation accepts only
     /// `http://` and `https://` URLs, so a stored job does not get here).
-    fn parsed(&self, url: &str) -> Result<reqwest::Url, String> {
-        // A poisoned lock only means another dispatch panicked mid-insert; the map is whole.
-        let mut urls = self.urls.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(parsed) = urls.get(url) {
+    fn parsed(&self, url: &str) -> Result<(reqwest::Url, Arc<Semaphore>), String> {
+        // A poisoned lock only means another dispatch panicked mid-insert; the maps are whole.
+        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(parsed) = known.urls.get(url) {
             return Ok(parsed.clone());
         }
         let parsed = reqwest::Url::parse(url).map_err(|e| format!("bad url {url}: {e}"))?;
-        if url.len() <= PARSED_URL_MAX_LEN {
-            if urls.len() >= PARSED_URLS {
-                urls.clear();
-            }
-            urls.insert(url.to_owned(), parsed.clone());
+        let origin = format!(
+            "{}://{}:{}",
+            parsed.scheme(),
+            parsed.host_str().unwrap_or_default(),
+            parsed.port_or_known_default().unwrap_or_default()
+        );
+        if known.hosts.len() >= PARSED_URLS {
+            // Forget the hosts with nothing in flight; one in use keeps its count, or a new
+            // one would let a second set of requests past the limit beside it.
+            let per_host = self.per_host;
+            known
+                .hosts
+                .retain(|_, slots| slots.available_permits() < per_host);
         }
-        Ok(parsed)
+        let slots = known
+            .hosts
+            .entry(origin)
+            .or_insert_with(|| Arc::new(Semaphore::new(self.per_host)))
+            .clone();
+        if url.len() <= PARSED_URL_MAX_LEN {
+            if known.urls.len() >= PARSED_URLS {
+                known.urls.clear();
+            }
+            known
+                .urls
+                .insert(url.to_owned(), (parsed.clone(), slots.clone()));
+        }
+        Ok((parsed, slots))
     }
 }
 
@@ -142,7 +234,7 @@ impl Target for HttpTarget {
         };
         let method = reqwest::Method::from_bytes(spec.method.as_bytes())
             .map_err(|_| permanent(format!("bad method {}", spec.method)))?;
-        let url = self.parsed(&spec.url).map_err(permanent)?;
+        let (url, host_slots) = self.parsed(&spec.url).map_err(permanent)?;
         if let Some(allow) = &self.allow {
             let host = url.host_str().unwrap_or_default();
             if allow.judge(host) == Verdict::Refused {
@@ -186,6 +278,15 @@ impl Target for HttpTarget {
             }
             None => {}
         }
+        // Nothing closes a host's semaphore; the error arm only keeps this from panicking.
+        let place = host_slots
+            .acquire_owned()
+            .await
+            .map_err(|_| Error::Retryable {
+                after: None,
+                status_code: None,
+                message: "the HTTP client is shutting down".into(),
+            })?;
         let response = request.send().await.map_err(|e| {
             let message = describe_send_error(&e);
             if source_is::<AddressNotAllowed>(&e) {
@@ -208,7 +309,7 @@ impl Target for HttpTarget {
             }),
             StatusClass::Success => {
                 if response.content_length() != Some(0) {
-                    tokio::spawn(drain(response));
+                    tokio::spawn(drain(response, place));
                 }
                 Ok(Outcome {
                     status_code: code,
@@ -296,7 +397,9 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// Reads a successful response's body to its end, up to [`DRAINED_BODY_MAX`] bytes and
 /// [`DRAIN_TIMEOUT`], off the attempt's path: the attempt's outcome is its status, and a body
 /// that trickles must not turn a success into a timeout.
-async fn drain(mut response: reqwest::Response) {
+/// `place` is the request's place among its host's requests in flight, given up once the
+/// connection is back in the pool.
+async fn drain(mut response: reqwest::Response, place: OwnedSemaphorePermit) {
     let reading = async {
         let mut read = 0;
         while read <= DRAINED_BODY_MAX {
@@ -307,6 +410,7 @@ async fn drain(mut response: reqwest::Response) {
         }
     };
     let _ = tokio::time::timeout(DRAIN_TIMEOUT, reading).await;
+    drop(place);
 }
 
 /// Reads a successful response's body as a task's output (docs/workflows.md, "Outputs"): a
@@ -429,24 +533,39 @@ mod tests {
     fn target_urls_are_parsed_once_and_the_set_stays_bounded() {
         let target = HttpTarget::new().unwrap();
         let url = "http://127.0.0.1:9/hook?x=1";
-        assert_eq!(target.parsed(url).unwrap().as_str(), url);
+        let urls = |t: &HttpTarget| t.known.lock().unwrap().urls.len();
+        assert_eq!(target.parsed(url).unwrap().0.as_str(), url);
         assert_eq!(
-            target.parsed(url).unwrap().as_str(),
+            target.parsed(url).unwrap().0.as_str(),
             url,
             "read from the set"
         );
-        assert_eq!(target.urls.lock().unwrap().len(), 1);
+        assert_eq!(urls(&target), 1);
         for i in 0..PARSED_URLS + 10 {
             target.parsed(&format!("http://h{i}.example/")).unwrap();
         }
-        let held = target.urls.lock().unwrap().len();
-        assert!((1..=PARSED_URLS).contains(&held), "{held} URLs held");
+        assert!((1..=PARSED_URLS).contains(&urls(&target)), "URLs held");
+        let hosts = target.known.lock().unwrap().hosts.len();
+        assert!((1..=PARSED_URLS).contains(&hosts), "{hosts} hosts held");
         let bad = target.parsed("not a url").unwrap_err();
         assert!(bad.contains("not a url"), "{bad}");
-        target.urls.lock().unwrap().clear();
+        target.known.lock().unwrap().urls.clear();
         let long = format!("http://127.0.0.1/{}", "a".repeat(PARSED_URL_MAX_LEN));
-        assert_eq!(target.parsed(&long).unwrap().as_str(), long);
-        assert!(target.urls.lock().unwrap().is_empty(), "too long to keep");
+        assert_eq!(target.parsed(&long).unwrap().0.as_str(), long);
+        assert_eq!(urls(&target), 0, "too long to keep");
+    }
+
+    #[test]
+    fn urls_of_one_origin_share_its_count_and_other_origins_do_not() {
+        let target = HttpTarget::new().unwrap();
+        let (_, a) = target.parsed("http://example.com/a").unwrap();
+        let (_, b) = target.parsed("http://example.com:80/b?x=1").unwrap();
+        let (_, c) = target.parsed("https://example.com/a").unwrap();
+        let (_, d) = target.parsed("http://example.com:8080/a").unwrap();
+        assert!(Arc::ptr_eq(&a, &b), "the same scheme, host and port");
+        assert!(!Arc::ptr_eq(&a, &c), "another scheme");
+        assert!(!Arc::ptr_eq(&a, &d), "another port");
+        assert_eq!(a.available_permits(), DEFAULT_MAX_CONNECTIONS_PER_HOST);
     }
 
     /// A loopback HTTP receiver answering every request `200 OK`; yields each request's head
@@ -543,6 +662,52 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
         assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    /// Sends `count` attempts to `url` at once through `target`; panics if one fails.
+    async fn at_once(target: &HttpTarget, url: String, count: usize) {
+        let mut attempts = tokio::task::JoinSet::new();
+        for _ in 0..count {
+            let (target, spec) = (target.clone(), get(url.clone()));
+            attempts.spawn(async move { target.dispatch(&delivery(&spec)).await.map(|_| ()) });
+        }
+        while let Some(done) = attempts.join_next().await {
+            done.unwrap().unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn no_more_than_max_connections_per_host_are_opened_to_a_host() {
+        let accepted =
+            |c: &Arc<std::sync::atomic::AtomicUsize>| c.load(std::sync::atomic::Ordering::SeqCst);
+        let capped = HttpTarget::with_options(HttpOptions {
+            allow: None,
+            max_connections_per_host: 3,
+        })
+        .unwrap();
+        let (one, _heads_one, to_one) = receiver_answering("").await;
+        let (two, _heads_two, to_two) = receiver_answering("").await;
+        at_once(&capped, format!("http://{one}/hook"), 40).await;
+        at_once(&capped, format!("http://{two}/hook"), 40).await;
+        assert!(
+            (1..=3).contains(&accepted(&to_one)),
+            "{}",
+            accepted(&to_one)
+        );
+        assert!(
+            (1..=3).contains(&accepted(&to_two)),
+            "each host has its own count"
+        );
+
+        // The same 40 at once without the cap open a connection each.
+        let open = HttpTarget::with_options(HttpOptions {
+            allow: None,
+            max_connections_per_host: 1_000,
+        })
+        .unwrap();
+        let (three, _heads_three, to_three) = receiver_answering("").await;
+        at_once(&open, format!("http://{three}/hook"), 40).await;
+        assert!(accepted(&to_three) > 3, "{}", accepted(&to_three));
     }
 
     #[tokio::test]

@@ -60,7 +60,8 @@ use sundial_core::job::TargetSpec;
 pub use amqp::AmqpTarget;
 pub use container::{ContainerTarget, LOG_TAIL_BYTES};
 pub use http::{
-    AddressNotAllowed, AllowedAddresses, HttpTarget, StatusClass, classify_http_status,
+    AddressNotAllowed, AllowedAddresses, DEFAULT_MAX_CONNECTIONS_PER_HOST, HttpOptions, HttpTarget,
+    StatusClass, classify_http_status,
 };
 pub use nats::NatsTarget;
 pub use redis::RedisTarget;
@@ -319,8 +320,9 @@ impl Targets {
         })
     }
 
-    /// The targets of a worker process: HTTP (reaching only the hosts `http_allow` allows,
-    /// any host when `None`; see [`HttpTarget`]), and one shared client per named connection,
+    /// The targets of a worker process: HTTP (reaching only the hosts `http.allow` allows,
+    /// any host when `None`, at most `http.max_connections_per_host` requests to a host at
+    /// once; see [`HttpTarget`]), and one shared client per named connection,
     /// each connected now (concurrently, each within `timeout`; a container engine is
     /// pinged and its API version negotiated).
     ///
@@ -333,10 +335,10 @@ impl Targets {
     /// name `http`.
     pub async fn connect(
         endpoints: &BTreeMap<String, Endpoint>,
-        http_allow: Option<Arc<sundial_core::allow::HostAllowList>>,
+        http: HttpOptions,
         timeout: Duration,
     ) -> Result<Self, ConnectError> {
-        let http = HttpTarget::with_allow_list(http_allow).map_err(|e| ConnectError {
+        let http = HttpTarget::with_options(http).map_err(|e| ConnectError {
             name: "http".into(),
             kind: ConnectionKind::Container,
             url: String::new(),
@@ -483,9 +485,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_connection_removed_from_the_config_fails_for_good() {
-        let targets = Targets::connect(&BTreeMap::new(), None, DEFAULT_CONNECT_TIMEOUT)
-            .await
-            .unwrap();
+        let targets = Targets::connect(
+            &BTreeMap::new(),
+            HttpOptions::default(),
+            DEFAULT_CONNECT_TIMEOUT,
+        )
+        .await
+        .unwrap();
         let spec = TargetSpec::Nats(NatsSpec {
             connection: "events".into(),
             subject: "a.b".into(),
@@ -527,7 +533,7 @@ mod tests {
                 url: "redis://user:pw@127.0.0.1:1".into(),
             },
         )]);
-        let e = Targets::connect(&endpoints, None, Duration::from_secs(5))
+        let e = Targets::connect(&endpoints, HttpOptions::default(), Duration::from_secs(5))
             .await
             .unwrap_err();
         assert_eq!(e.name, "cache");

@@ -226,9 +226,13 @@ async fn a_dead_letter_reaches_http_nats_amqp_and_redis_once_with_its_key() {
             },
         ),
     ]);
-    let targets = Targets::connect(&endpoints, None, Duration::from_secs(10))
-        .await
-        .expect("connect");
+    let targets = Targets::connect(
+        &endpoints,
+        sundial_target::HttpOptions::default(),
+        Duration::from_secs(10),
+    )
+    .await
+    .expect("connect");
     let rule = |name: &str, target: TargetSpec| AlertRule {
         name: name.into(),
         on: vec!["dead".into(), "failed".into()],
