@@ -62,8 +62,7 @@ pub const PARSED_URL_MAX_LEN: usize = 512;
 /// ceiling"): 100,000 attempts into one loopback receiver ran at 29,000–37,000/s with 64 at
 /// once against 22,000–29,000/s with 1,024, and a 10,000-slot burst in `sundial bench` had its
 /// lag p99 cut by a quarter to a third with this limit, on both stores; a receiver spends less
-/// on fewer
-/// connections too. It is the per-host limit Go's `MaxConnsPerHost`, Apache HttpClient's
+/// on fewer connections too. It is the per-host limit Go's `MaxConnsPerHost`, Apache HttpClient's
 /// per-route maximum and .NET's `MaxConnectionsPerServer` give.
 pub const DEFAULT_MAX_CONNECTIONS_PER_HOST: usize = 128;
 
