@@ -456,7 +456,7 @@ impl ServerConfig {
         let http_allow = match http_targets.allow {
             // A section with nothing in it would look like a limit and be none.
             None if http_targets.max_connections_per_host.is_none() && has_http_targets => bail!(
-                "http_targets.allow: missing; list the hosts HTTP targets may reach, or leave [http_targets] out"
+                "http_targets.allow: missing; list the hosts HTTP targets may reach, or set max_connections_per_host alone, or leave [http_targets] out"
             ),
             None => None,
             Some(patterns) => Some(Arc::new(

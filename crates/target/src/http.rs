@@ -71,8 +71,8 @@ pub const DEFAULT_MAX_CONNECTIONS_PER_HOST: usize = 128;
 pub struct HttpOptions {
     /// Hosts requests may go to (`allow`); `None`: any host.
     pub allow: Option<Arc<HostAllowList>>,
-    /// Most requests in flight to one host (scheme, host and port) at once, so most
-    /// connections open to it; an attempt past it waits, within its timeout, for one to
+    /// Most requests in flight to one host (scheme, host and port) at once, and most
+    /// connections kept open to it; an attempt past it waits, within its timeout, for one to
     /// finish. At least 1.
     pub max_connections_per_host: usize,
 }
@@ -98,8 +98,9 @@ impl Default for HttpOptions {
 /// At most `max_connections_per_host` requests to one host are in flight at once
 /// ([`HttpOptions`]); an attempt past it waits its turn (first come, first served), and the
 /// wait counts in its timeout. A request holds its place until its response's body has been
-/// read, so that its connection is back in the pool before the next request is sent and no
-/// connection beyond the limit is opened.
+/// read. The pool takes the connection back a moment later (hyper-util returns it from a task
+/// of its own), so a request sent in that moment can open a connection beyond the limit; the
+/// pool keeps no more than the limit idle, so what stays open is bounded by it.
 ///
 /// With an `[http_targets] allow` list, a request goes only to a host the list allows: by
 /// name, or by address, in which case the client connects only to the resolved addresses
@@ -160,6 +161,10 @@ impl HttpTarget {
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(10))
             .pool_idle_timeout(Duration::from_secs(30))
+            // The pool hands a connection back a moment after its response's body has been
+            // read, so a request sent in that moment may open one more; this keeps what
+            // stays open to the limit.
+            .pool_max_idle_per_host(max_connections_per_host.max(1))
             .user_agent(concat!("sundial/", env!("CARGO_PKG_VERSION")));
         if let Some(list) = &allow {
             builder = builder
@@ -195,11 +200,14 @@ impl HttpTarget {
         );
         if known.hosts.len() >= PARSED_URLS {
             // Forget the hosts with nothing in flight; one in use keeps its count, or a new
-            // one would let a second set of requests past the limit beside it.
+            // one would let a second set of requests past the limit beside it. The parsed
+            // URLs go too: a URL kept with a forgotten host's count would count apart from
+            // the host's new one.
             let per_host = self.per_host;
             known
                 .hosts
                 .retain(|_, slots| slots.available_permits() < per_host);
+            known.urls.clear();
         }
         let slots = known
             .hosts
@@ -663,6 +671,26 @@ mod tests {
         assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
+    #[test]
+    fn a_url_parsed_again_after_its_host_was_forgotten_counts_with_the_host() {
+        let target = HttpTarget::new().unwrap();
+        let url = "http://example.com/a";
+        target.parsed(url).unwrap();
+        // Enough other hosts that the idle ones, example.com among them, are forgotten, by
+        // URLs too long to be kept, so that only the hosts fill up.
+        let path = "p".repeat(PARSED_URL_MAX_LEN);
+        for i in 0..PARSED_URLS {
+            target
+                .parsed(&format!("http://h{i}.example/{path}"))
+                .unwrap();
+        }
+        let (_, cached) = target.parsed(url).unwrap();
+        // Too long to be kept, so it is always counted through the hosts.
+        let long = format!("http://example.com/{}", "a".repeat(PARSED_URL_MAX_LEN));
+        let (_, uncached) = target.parsed(&long).unwrap();
+        assert!(Arc::ptr_eq(&cached, &uncached), "one count for example.com");
+    }
+
     /// Sends `count` attempts to `url` at once through `target`; panics if one fails.
     async fn at_once(target: &HttpTarget, url: String, count: usize) {
         let mut attempts = tokio::task::JoinSet::new();
@@ -675,6 +703,8 @@ mod tests {
         }
     }
 
+    /// With empty response bodies, which the pool takes back at once (a body read to its end
+    /// can let one more connection open in the moment before the pool has it back).
     #[tokio::test]
     async fn no_more_than_max_connections_per_host_are_opened_to_a_host() {
         let accepted =
