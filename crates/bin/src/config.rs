@@ -446,18 +446,23 @@ impl ServerConfig {
             c.endpoint()
                 .map_err(|e| anyhow::anyhow!("connections.{name}.{e}"))?;
         }
-        let has_http_targets = file.http_targets.is_some();
-        let http_targets = file.http_targets.unwrap_or_default();
-        let http_max_connections_per_host = match http_targets.max_connections_per_host {
+        // A section with nothing in it would look like a limit and be none.
+        if matches!(&file.http_targets, Some(t) if t.allow.is_none() && t.max_connections_per_host.is_none())
+        {
+            bail!(
+                "http_targets.allow: missing; list the hosts HTTP targets may reach, or set max_connections_per_host alone, or leave [http_targets] out"
+            );
+        }
+        let HttpTargetsConfig {
+            allow,
+            max_connections_per_host,
+        } = file.http_targets.unwrap_or_default();
+        let http_max_connections_per_host = match max_connections_per_host {
             None => sundial_target::DEFAULT_MAX_CONNECTIONS_PER_HOST,
             Some(n @ 1..=100_000) => n,
             Some(n) => bail!("http_targets.max_connections_per_host: {n} is out of range 1-100000"),
         };
-        let http_allow = match http_targets.allow {
-            // A section with nothing in it would look like a limit and be none.
-            None if http_targets.max_connections_per_host.is_none() && has_http_targets => bail!(
-                "http_targets.allow: missing; list the hosts HTTP targets may reach, or set max_connections_per_host alone, or leave [http_targets] out"
-            ),
+        let http_allow = match allow {
             None => None,
             Some(patterns) => Some(Arc::new(
                 HostAllowList::parse(&patterns)

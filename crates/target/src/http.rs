@@ -5,8 +5,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-
 use async_trait::async_trait;
 use jiff::Timestamp;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
@@ -15,6 +13,7 @@ use sundial_core::allow::{HostAllowList, Verdict};
 use sundial_core::job::TargetSpec;
 use sundial_core::validate::SUNDIAL_HEADERS;
 use sundial_core::workflow::MAX_OUTPUT_BYTES;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::{Delivery, Error, Outcome, Target};
 
@@ -53,8 +52,9 @@ pub const PARSED_URLS: usize = 16_384;
 /// parsed for each attempt.
 pub const PARSED_URL_MAX_LEN: usize = 512;
 
-/// Connections one [`HttpTarget`] keeps open to one host at once by default (128): the
-/// `[http_targets] max_connections_per_host` setting's default (docs/configuration.md).
+/// Requests one [`HttpTarget`] has in flight to one host at once by default, and so the
+/// connections it keeps open to it (128): the `[http_targets] max_connections_per_host`
+/// setting's default (docs/configuration.md).
 ///
 /// HTTP/1.1 carries one exchange at a time on a connection, so without a cap a burst opens
 /// as many connections to its receiver as attempts are in flight (`max_in_flight`, 1,024 by
@@ -134,18 +134,6 @@ impl HttpTarget {
         HttpTarget::with_options(HttpOptions::default())
     }
 
-    /// A target with its own client, reaching only the hosts `allow` allows (any host when
-    /// `None`), with the default [`HttpOptions::max_connections_per_host`].
-    ///
-    /// # Errors
-    /// When the TLS backend cannot be initialised.
-    pub fn with_allow_list(allow: Option<Arc<HostAllowList>>) -> Result<Self, reqwest::Error> {
-        HttpTarget::with_options(HttpOptions {
-            allow,
-            ..HttpOptions::default()
-        })
-    }
-
     /// A target with its own client, reaching only the hosts `options.allow` allows (any host
     /// when `None`), at most `options.max_connections_per_host` requests to a host at once (1
     /// when given 0).
@@ -157,6 +145,7 @@ impl HttpTarget {
             allow,
             max_connections_per_host,
         } = options;
+        let per_host = max_connections_per_host.max(1);
         let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(10))
@@ -164,7 +153,7 @@ impl HttpTarget {
             // The pool hands a connection back a moment after its response's body has been
             // read, so a request sent in that moment may open one more; this keeps what
             // stays open to the limit.
-            .pool_max_idle_per_host(max_connections_per_host.max(1))
+            .pool_max_idle_per_host(per_host)
             .user_agent(concat!("sundial/", env!("CARGO_PKG_VERSION")));
         if let Some(list) = &allow {
             builder = builder
@@ -174,7 +163,7 @@ impl HttpTarget {
         Ok(HttpTarget {
             client: builder.build()?,
             known: Arc::default(),
-            per_host: max_connections_per_host.max(1),
+            per_host,
             allow,
         })
     }
@@ -781,7 +770,11 @@ mod tests {
 
     fn allowing(patterns: &[&str]) -> HttpTarget {
         let list = HostAllowList::parse(patterns).unwrap();
-        HttpTarget::with_allow_list(Some(Arc::new(list))).unwrap()
+        HttpTarget::with_options(HttpOptions {
+            allow: Some(Arc::new(list)),
+            ..HttpOptions::default()
+        })
+        .unwrap()
     }
 
     #[tokio::test]
