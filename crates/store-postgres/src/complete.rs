@@ -117,21 +117,22 @@ async fn complete_statement<'e, E: sqlx::PgExecutor<'e>>(
     let mut ids = Vec::with_capacity(n);
     let mut attempts = Vec::with_capacity(n);
     let mut states = Vec::with_capacity(n);
-    let mut retry_ats = Vec::with_capacity(n);
+    let mut retry_ins = Vec::with_capacity(n);
     let mut lapsed_only = Vec::with_capacity(n);
     let mut outcomes = Vec::with_capacity(n);
     let mut codes = Vec::with_capacity(n);
     let mut errors = Vec::with_capacity(n);
     let mut details = Vec::with_capacity(n);
     let mut outputs = Vec::with_capacity(n);
-    // The transition is `sundial_store::completion`'s: a write with no due time finishes
-    // (`finished_at` = now, the queue row deleted), one with a due time waits for its retry.
+    // The transition is `sundial_store::completion`'s: a write with no retry delay finishes
+    // (`finished_at` = now, the queue row deleted), one with a delay waits for its retry,
+    // due that long after the statement's now.
     for w in sundial_store::completion::plan(completions) {
         let c = w.completion;
         ids.push(c.attempt.id.as_str());
         attempts.push(i64::from(c.attempt.attempt));
         states.push(w.state.as_str());
-        retry_ats.push(w.due_at);
+        retry_ins.push(w.retry_in.map(|d| d.as_millis_i64()));
         lapsed_only.push(c.only_if_lapsed);
         outcomes.push(c.outcome.as_str());
         codes.push(c.status_code);
@@ -153,9 +154,9 @@ async fn complete_statement<'e, E: sqlx::PgExecutor<'e>>(
         "WITH now AS (SELECT coalesce($1::bigint, {DB_NOW}) AS t), \
          c AS (SELECT * FROM UNNEST($2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::bool[], \
                  $7::text[], $8::bigint[], $9::text[], $10::text[], $11::text[]) \
-               AS c(id, attempt, state, retry_at, lapsed_only, outcome, status_code, error, detail, output)), \
-         e AS (UPDATE executions x SET state = c.state, due_at = c.retry_at, \
-                 finished_at = CASE WHEN c.retry_at IS NULL THEN (SELECT t FROM now) END, \
+               AS c(id, attempt, state, retry_in, lapsed_only, outcome, status_code, error, detail, output)), \
+         e AS (UPDATE executions x SET state = c.state, due_at = (SELECT t FROM now) + c.retry_in, \
+                 finished_at = CASE WHEN c.retry_in IS NULL THEN (SELECT t FROM now) END, \
                  lease_expires_at = NULL, output = c.output \
                FROM c WHERE x.id = c.id AND x.attempt = c.attempt AND x.state = 'running' \
                  AND (x.run_id IS NOT NULL) = (SELECT $12::bool) \
@@ -186,7 +187,7 @@ async fn complete_statement<'e, E: sqlx::PgExecutor<'e>>(
         .bind(&ids)
         .bind(&attempts)
         .bind(&states)
-        .bind(&retry_ats)
+        .bind(&retry_ins)
         .bind(&lapsed_only)
         .bind(&outcomes)
         .bind(&codes)

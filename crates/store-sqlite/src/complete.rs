@@ -56,7 +56,7 @@ pub(crate) async fn complete_all_in_tx(
                 .bind(&c.attempt.id)
                 .bind(i64::from(c.attempt.attempt))
                 .bind(w.state.as_str())
-                .bind(w.due_at)
+                .bind(w.due_at(now))
                 .bind(w.finishes.then_some(now))
                 .bind(i64::from(c.only_if_lapsed))
                 .bind(now)

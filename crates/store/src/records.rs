@@ -381,8 +381,11 @@ pub enum NextStep {
     Failed,
     /// Terminal `dead` (attempts exhausted).
     Dead,
-    /// `retry_wait` until the instant.
-    RetryAt(Timestamp),
+    /// `retry_wait`, due again this long after the store's now when the completion is
+    /// written: the delay is counted on the store's clock, as every due time is
+    /// (docs/guarantees.md, G5), so neither a worker's skewed clock nor the time its
+    /// completion waited to be written (the completion writer's group commit) moves it.
+    RetryAfter(Dur),
 }
 
 impl NextStep {
@@ -393,18 +396,19 @@ impl NextStep {
             NextStep::Succeeded => "succeeded",
             NextStep::Failed => "failed",
             NextStep::Dead => "dead",
-            NextStep::RetryAt(_) => "retrying",
+            NextStep::RetryAfter(_) => "retrying",
         }
     }
 
-    /// The execution's state after this step, and for `retry_wait` the instant (UTC) it is
-    /// due again; `None` for a terminal state, which records its `finished_at` instead.
-    pub fn state(self) -> (ExecutionState, Option<Timestamp>) {
+    /// The execution's state after this step, and for `retry_wait` the delay after the
+    /// store's now at which it is due again; `None` for a terminal state, which records its
+    /// `finished_at` instead.
+    pub fn state(self) -> (ExecutionState, Option<Dur>) {
         match self {
             NextStep::Succeeded => (ExecutionState::Succeeded, None),
             NextStep::Failed => (ExecutionState::Failed, None),
             NextStep::Dead => (ExecutionState::Dead, None),
-            NextStep::RetryAt(at) => (ExecutionState::RetryWait, Some(at)),
+            NextStep::RetryAfter(delay) => (ExecutionState::RetryWait, Some(delay)),
         }
     }
 }

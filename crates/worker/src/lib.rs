@@ -149,7 +149,7 @@ fn log_dropped_before_start(e: &ClaimedExecution) {
 /// would be thousands of lines a second. A dead letter also counts in
 /// `sundial_dead_letters_total{namespace}`.
 fn log_ending(e: &ClaimedExecution, next: NextStep, error: Option<&str>) {
-    let (state, retry_at) = next.state();
+    let (state, retry_in) = next.state();
     match next {
         NextStep::Failed | NextStep::Dead => {
             if next == NextStep::Dead {
@@ -166,9 +166,9 @@ fn log_ending(e: &ClaimedExecution, next: NextStep, error: Option<&str>) {
             namespace = %e.namespace, job = %e.job, slot = %e.scheduled_at, execution = %e.id,
             state = state.as_str(), attempt = e.attempt, "execution ended"
         ),
-        NextStep::RetryAt(_) => tracing::debug!(
+        NextStep::RetryAfter(_) => tracing::debug!(
             namespace = %e.namespace, job = %e.job, slot = %e.scheduled_at, execution = %e.id,
-            attempt = e.attempt, error = error.unwrap_or(""), retry_at = ?retry_at,
+            attempt = e.attempt, error = error.unwrap_or(""), retry_in = ?retry_in,
             "attempt failed; retrying"
         ),
     }
@@ -767,13 +767,12 @@ impl Worker {
         result: Result<sundial_target::Outcome, Failure>,
         only_if_lapsed: bool,
     ) -> AttemptComplete {
-        let now = self.clock.now();
         let retry = |after: Option<Dur>| {
             if e.attempt >= e.max_attempts {
                 NextStep::Dead
             } else {
                 let delay = e.run.retry.delay(e.attempt, rand::random::<f64>(), after);
-                NextStep::RetryAt(now + delay.as_signed())
+                NextStep::RetryAfter(delay)
             }
         };
         let (mut detail, mut output) = (None, None);

@@ -152,7 +152,7 @@ pub async fn replace_never_runs_what_the_same_claim_cancelled(h: Harness) {
         .attempt_complete(&AttemptComplete {
             outcome: AttemptOutcome::TransientFailure,
             status_code: Some(503),
-            next: NextStep::RetryAt(t0() + SignedDuration::from_secs(5)),
+            next: NextStep::RetryAfter(Dur::from_secs(5)),
             ..complete_ok(&retried.id, 1)
         })
         .await
@@ -624,7 +624,7 @@ pub async fn an_execution_claimed_ahead_is_leased_from_its_fire_time(h: Harness)
     reaped.outcome = AttemptOutcome::LeaseLapsed;
     reaped.status_code = None;
     reaped.only_if_lapsed = true;
-    reaped.next = NextStep::RetryAt(clock.now());
+    reaped.next = NextStep::RetryAfter(Dur::ZERO);
     store.attempt_complete(&reaped).await.expect("reap");
     let retry = store
         .execution_claim(&claim("w2", 10))

@@ -18,7 +18,7 @@ pub async fn a_stale_completion_is_rejected(h: Harness) {
         status_code: None,
         error: Some("lease lapsed".into()),
         detail: None,
-        next: NextStep::RetryAt(clock.now()),
+        next: NextStep::RetryAfter(Dur::ZERO),
         only_if_lapsed: true,
         output: None,
     };
@@ -118,7 +118,7 @@ pub async fn a_completion_after_its_lease_lapsed_is_refused(h: Harness) {
         status_code: None,
         error: Some("lease lapsed".into()),
         detail: None,
-        next: NextStep::RetryAt(clock.now()),
+        next: NextStep::RetryAfter(Dur::ZERO),
         only_if_lapsed: true,
         output: None,
     };
@@ -148,6 +148,43 @@ pub async fn a_completion_at_its_lease_expiry_applies(h: Harness) {
         .expect("get")
         .expect("present");
     assert_eq!(read.state, ExecutionState::Succeeded);
+}
+
+/// A retry is due its delay after the store's now when the completion is written, not after
+/// any time the worker read (docs/guarantees.md, G5: due times are the store's): and never
+/// sooner than that delay after the attempt's recorded end.
+pub async fn a_retry_is_due_its_delay_after_the_completion_is_written(h: Harness) {
+    let (clock, store, e) = one_claimed(h).await;
+    // The attempt took 3 s; its completion reaches the store then.
+    clock.advance(SignedDuration::from_secs(3));
+    store
+        .attempt_complete(&AttemptComplete {
+            outcome: AttemptOutcome::TransientFailure,
+            status_code: Some(503),
+            next: NextStep::RetryAfter(Dur::from_secs(5)),
+            ..complete_ok(&e.id, 1)
+        })
+        .await
+        .expect("complete with a retry");
+    let ended = store
+        .execution_get("ns", &e.id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(ended.state, ExecutionState::RetryWait);
+    let first_end = ended.attempts[0].finished_at.expect("attempt 1 ended");
+    assert_eq!(first_end, clock.now());
+    clock.advance(SignedDuration::from_millis(4_999));
+    let early = store.execution_claim(&claim("w2", 1)).await.expect("claim");
+    assert!(early.is_empty(), "claimed 1 ms before its retry was due");
+    clock.advance(SignedDuration::from_millis(1));
+    let retried = store.execution_claim(&claim("w2", 1)).await.expect("claim");
+    assert_eq!(retried.len(), 1, "due 5 s after the completion was written");
+    assert_eq!(retried[0].attempt, 2);
+    assert_eq!(
+        retried[0].started_at,
+        first_end + SignedDuration::from_secs(5)
+    );
 }
 
 /// A heartbeat extends the lease; the reaper cannot complete an attempt whose lease is live.

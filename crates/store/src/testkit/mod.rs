@@ -442,6 +442,7 @@ macro_rules! conformance_tests {
             a_stale_completion_is_rejected,
             a_completion_after_its_lease_lapsed_is_refused,
             a_completion_at_its_lease_expiry_applies,
+            a_retry_is_due_its_delay_after_the_completion_is_written,
             heartbeats_keep_the_lease,
             cancel_and_redrive_follow_the_state_machine,
             execution_history_pages_newest_first,

@@ -308,7 +308,7 @@ pub async fn a_stale_completion_releases_nothing(h: Harness) {
     let first = claim_tasks(&*store).await.remove("a").expect("a");
     // Its worker goes silent; the lease lapses; the reaper puts attempt 2 in its place.
     clock.advance(SignedDuration::from_secs(31));
-    let mut reap = ended(&first, NextStep::RetryAt(clock.now()), None);
+    let mut reap = ended(&first, NextStep::RetryAfter(Dur::ZERO), None);
     reap.outcome = AttemptOutcome::LeaseLapsed;
     reap.only_if_lapsed = true;
     store.attempt_complete(&reap).await.expect("reap");
