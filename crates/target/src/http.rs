@@ -6,8 +6,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bytes::Bytes;
+use http_body::Body;
+use http_body_util::{BodyExt, Full};
 use jiff::Timestamp;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use reqwest::header::{
+    CONTENT_LENGTH, HOST, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, USER_AGENT,
+};
 use sundial_core::Dur;
 use sundial_core::allow::{HostAllowList, Verdict};
 use sundial_core::job::TargetSpec;
@@ -16,6 +21,11 @@ use sundial_core::workflow::MAX_OUTPUT_BYTES;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::{Delivery, Error, Outcome, Target};
+
+mod direct;
+
+/// The `User-Agent` a request says when its job's headers do not.
+const SUNDIAL_USER_AGENT: &str = concat!("sundial/", env!("CARGO_PKG_VERSION"));
 
 /// How a response status counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,10 +96,17 @@ impl Default for HttpOptions {
     }
 }
 
-/// The HTTP target: a shared connection pool; redirects are not followed (a 3xx is the
-/// receiver's answer, and following it could leave the configured host). A POST, PUT or
-/// PATCH without a body says `Content-Length: 0`; a successful response's body is read off
-/// the attempt's path so that its connection is reused (`DRAINED_BODY_MAX`).
+/// The HTTP target: redirects are not followed (a 3xx is the receiver's answer, and following
+/// it could leave the configured host). A POST, PUT or PATCH without a body says
+/// `Content-Length: 0`; a successful response's body is read off the attempt's path so that
+/// its connection is reused (`DRAINED_BODY_MAX`).
+///
+/// Two ways to send: a plain `http://` URL without credentials, when the environment names no
+/// proxy (or an allow list is set), goes on an HTTP/1.1 connection that the attempt's own task
+/// drives ([`direct`]'s module docs: 1.4× the attempts a second of the pooled client in
+/// `examples/delivery_ceiling.rs`, BENCHMARKS.md); `https://`, credentials in the URL and
+/// proxies go through a pooled client (reqwest), which has TLS, `Authorization: Basic` and
+/// the proxy rules. Both connect within 10 s and close a connection idle for 30 s.
 ///
 /// Target URLs are parsed once and kept (up to `PARSED_URLS`): a job's every attempt goes to
 /// the same URL, and parsing it (with the host's IDNA processing, UTS #46) was a sixth of
@@ -98,32 +115,47 @@ impl Default for HttpOptions {
 /// At most `max_connections_per_host` requests to one host are in flight at once
 /// ([`HttpOptions`]); an attempt past it waits its turn (first come, first served), and the
 /// wait counts in its timeout. A request holds its place until its response's body has been
-/// read. The pool takes the connection back a moment later (hyper-util returns it from a task
-/// of its own), so a request sent in that moment can open a connection beyond the limit; the
-/// pool keeps no more than the limit idle, so what stays open is bounded by it.
+/// read, and a direct connection is back in its host's idle list before the place is given
+/// up, so no more connections than the limit are open to a host. The pooled client takes a
+/// connection back a moment after the body's end (hyper-util returns it from a task of its
+/// own), so there a request sent in that moment can open one beyond the limit; that pool
+/// keeps no more than the limit idle, so what stays open is bounded by it.
 ///
 /// With an `[http_targets] allow` list, a request goes only to a host the list allows: by
 /// name, or by address, in which case the client connects only to the resolved addresses
-/// the list holds (resolution goes through [`AllowedAddresses`]). A refused host fails the
-/// attempt as permanent. With a list, proxies named in the environment (`HTTP_PROXY`,
-/// `HTTPS_PROXY`, `ALL_PROXY`) are not used: a proxy would resolve and reach the host
-/// itself, past the list.
+/// the list holds (resolution goes through [`AllowedAddresses`] or the same rule on the
+/// direct path). A refused host fails the attempt as permanent. With a list, proxies named in
+/// the environment (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`) are not used: a proxy would
+/// resolve and reach the host itself, past the list.
 #[derive(Debug, Clone)]
 pub struct HttpTarget {
     client: reqwest::Client,
     known: Arc<Mutex<Known>>,
     per_host: usize,
     allow: Option<Arc<HostAllowList>>,
+    /// Plain `http://` URLs without credentials go through [`direct`]: false when the
+    /// environment names a proxy the pooled client would use.
+    direct: bool,
 }
 
-/// The parsed URLs an [`HttpTarget`] keeps, each with its host's requests in flight, and the
-/// hosts' counts themselves.
+/// The parsed URLs an [`HttpTarget`] keeps, each with its host, and the hosts themselves.
 #[derive(Debug, Default)]
 struct Known {
-    urls: HashMap<String, (reqwest::Url, Arc<Semaphore>)>,
+    urls: HashMap<String, (reqwest::Url, Arc<Host>)>,
     /// By origin (`scheme://host:port`).
-    hosts: HashMap<String, Arc<Semaphore>>,
+    hosts: HashMap<String, Arc<Host>>,
 }
+
+/// One origin's requests in flight and its idle direct connections.
+#[derive(Debug)]
+struct Host {
+    /// A place per request in flight, `max_connections_per_host` in all.
+    slots: Arc<Semaphore>,
+    idle: Arc<direct::Idle>,
+}
+
+/// Environment variables naming a proxy that the pooled client uses for `http://` URLs.
+const PROXY_VARIABLES: [&str; 4] = ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"];
 
 impl HttpTarget {
     /// A target with its own client, reaching any host.
@@ -154,27 +186,32 @@ impl HttpTarget {
             // read, so a request sent in that moment may open one more; this keeps what
             // stays open to the limit.
             .pool_max_idle_per_host(per_host)
-            .user_agent(concat!("sundial/", env!("CARGO_PKG_VERSION")));
+            .user_agent(SUNDIAL_USER_AGENT);
         if let Some(list) = &allow {
             builder = builder
                 .no_proxy()
                 .dns_resolver(Arc::new(AllowedAddresses(list.clone())));
         }
+        // With an allow list the pooled client uses no proxy either.
+        let proxied = allow.is_none()
+            && PROXY_VARIABLES
+                .iter()
+                .any(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty()));
         Ok(HttpTarget {
             client: builder.build()?,
             known: Arc::default(),
             per_host,
             allow,
+            direct: !proxied,
         })
     }
 
-    /// `url` parsed, with its host's requests in flight; from the set of parsed URLs when it
-    /// is there.
+    /// `url` parsed, with its host; from the set of parsed URLs when it is there.
     ///
     /// # Errors
     /// The URL parser's message when `url` is not an absolute URL (validation accepts only
     /// `http://` and `https://` URLs, so a stored job does not get here).
-    fn parsed(&self, url: &str) -> Result<(reqwest::Url, Arc<Semaphore>), String> {
+    fn parsed(&self, url: &str) -> Result<(reqwest::Url, Arc<Host>), String> {
         // A poisoned lock only means another dispatch panicked mid-insert; the maps are whole.
         let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(parsed) = known.urls.get(url) {
@@ -195,13 +232,18 @@ impl HttpTarget {
             let per_host = self.per_host;
             known
                 .hosts
-                .retain(|_, slots| slots.available_permits() < per_host);
+                .retain(|_, host| host.slots.available_permits() < per_host);
             known.urls.clear();
         }
-        let slots = known
+        let host = known
             .hosts
             .entry(origin)
-            .or_insert_with(|| Arc::new(Semaphore::new(self.per_host)))
+            .or_insert_with(|| {
+                Arc::new(Host {
+                    slots: Arc::new(Semaphore::new(self.per_host)),
+                    idle: Arc::default(),
+                })
+            })
             .clone();
         if url.len() <= PARSED_URL_MAX_LEN {
             if known.urls.len() >= PARSED_URLS {
@@ -209,9 +251,9 @@ impl HttpTarget {
             }
             known
                 .urls
-                .insert(url.to_owned(), (parsed.clone(), slots.clone()));
+                .insert(url.to_owned(), (parsed.clone(), host.clone()));
         }
-        Ok((parsed, slots))
+        Ok((parsed, host))
     }
 }
 
@@ -230,7 +272,7 @@ impl Target for HttpTarget {
         };
         let method = reqwest::Method::from_bytes(spec.method.as_bytes())
             .map_err(|_| permanent(format!("bad method {}", spec.method)))?;
-        let (url, host_slots) = self.parsed(&spec.url).map_err(permanent)?;
+        let (url, host) = self.parsed(&spec.url).map_err(permanent)?;
         if let Some(allow) = &self.allow {
             let host = url.host_str().unwrap_or_default();
             if allow.judge(host) == Verdict::Refused {
@@ -261,21 +303,22 @@ impl Target for HttpTarget {
         if let Ok(v) = HeaderValue::from_str(&crate::traceparent(d.execution_id, d.attempt)) {
             headers.insert("traceparent", v);
         }
-        // The builder moves credentials in the URL (`http://user:pass@host/`) into an
-        // `Authorization: Basic` header and out of the URL, so they reach the receiver and
-        // stay out of error messages.
-        let mut request = self.client.request(method, url).headers(headers);
+        // RFC 9110 §8.6: a request whose method gives content a meaning says how long it is;
+        // some servers answer 411 Length Required to a POST without Content-Length.
         match &spec.body {
-            Some(body) => request = request.body(body.clone()),
-            // RFC 9110 §8.6: a request whose method gives content a meaning says how long it
-            // is; some servers answer 411 Length Required to a POST without Content-Length.
+            Some(body) => {
+                headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+            }
             None if matches!(spec.method.as_str(), "POST" | "PUT" | "PATCH") => {
-                request = request.header(reqwest::header::CONTENT_LENGTH, "0");
+                headers.insert(CONTENT_LENGTH, HeaderValue::from(0));
             }
             None => {}
         }
+        let body = spec.body.clone().map(Bytes::from);
         // Nothing closes a host's semaphore; the error arm only keeps this from panicking.
-        let place = host_slots
+        let place = host
+            .slots
+            .clone()
             .acquire_owned()
             .await
             .map_err(|_| Error::Retryable {
@@ -283,6 +326,46 @@ impl Target for HttpTarget {
                 status_code: None,
                 message: "the HTTP client is shutting down".into(),
             })?;
+        let credentials = !url.username().is_empty() || url.password().is_some();
+        if self.direct && url.scheme() == "http" && !credentials {
+            let (Some(name), Some(port)) = (url.host(), url.port_or_known_default()) else {
+                return Err(permanent(format!("bad url {}: no host", spec.url)));
+            };
+            let authority = match url.port() {
+                Some(port) => format!("{name}:{port}"),
+                None => name.to_string(),
+            };
+            let authority = HeaderValue::from_str(&authority)
+                .map_err(|_| permanent(format!("bad url {}: host", spec.url)))?;
+            headers.entry(HOST).or_insert(authority);
+            headers
+                .entry(USER_AGENT)
+                .or_insert(HeaderValue::from_static(SUNDIAL_USER_AGENT));
+            let path = &url[url::Position::BeforePath..url::Position::AfterQuery];
+            let mut request = http::Request::new(Full::new(body.unwrap_or_default()));
+            *request.method_mut() = method;
+            *request.uri_mut() = http::Uri::try_from(path)
+                .map_err(|e| permanent(format!("bad url {}: {e}", spec.url)))?;
+            *request.headers_mut() = headers;
+            let response = direct::send(&host.idle, &name, port, self.allow.as_deref(), request)
+                .await
+                .map_err(|e| match e {
+                    direct::Failure::NotAllowed(e) => permanent(e.to_string()),
+                    other => Error::Retryable {
+                        after: None,
+                        status_code: None,
+                        message: other.to_string(),
+                    },
+                })?;
+            return answer(response, place, &spec.success_codes, d).await;
+        }
+        // The builder moves credentials in the URL (`http://user:pass@host/`) into an
+        // `Authorization: Basic` header and out of the URL, so they reach the receiver and
+        // stay out of error messages.
+        let mut request = self.client.request(method, url).headers(headers);
+        if let Some(body) = body {
+            request = request.body(body);
+        }
         let response = request.send().await.map_err(|e| {
             let message = describe_send_error(&e);
             if source_is::<AddressNotAllowed>(&e) {
@@ -295,41 +378,71 @@ impl Target for HttpTarget {
                 }
             }
         })?;
-        let status = response.status();
-        let code = Some(i64::from(status.as_u16()));
-        match classify_http_status(status.as_u16(), &spec.success_codes) {
-            StatusClass::Success if d.keep_output => Ok(Outcome {
+        answer(response.into(), place, &spec.success_codes, d).await
+    }
+}
+
+/// What an attempt's outcome is, from its response: the status classified by
+/// `success_codes` (docs/failure-classes.md, "http"), the output when the delivery keeps it,
+/// the body's first characters and `Retry-After` on a failure. `place` is the request's place
+/// among its host's requests in flight: it is given up once the body has been read (and a
+/// direct connection is back in its host's idle list), off the attempt's path for a success
+/// whose body is not kept.
+async fn answer<B>(
+    response: http::Response<B>,
+    place: OwnedSemaphorePermit,
+    success_codes: &[u16],
+    d: &Delivery<'_>,
+) -> Result<Outcome, Error>
+where
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: std::error::Error,
+{
+    let status = response.status();
+    let code = Some(i64::from(status.as_u16()));
+    match classify_http_status(status.as_u16(), success_codes) {
+        StatusClass::Success if d.keep_output => {
+            let output = read_output(response.into_body(), code).await;
+            drop(place);
+            Ok(Outcome {
                 status_code: code,
                 detail: None,
-                output: Some(read_output(response, code).await?),
-            }),
-            StatusClass::Success => {
-                if response.content_length() != Some(0) {
-                    tokio::spawn(drain(response, place));
-                }
-                Ok(Outcome {
+                output: Some(output?),
+            })
+        }
+        StatusClass::Success => {
+            let body = response.into_body();
+            if body.is_end_stream() {
+                // The connection goes back before the place does, so the next request to
+                // the host finds it.
+                drop(body);
+                drop(place);
+            } else {
+                tokio::spawn(drain(body, place));
+            }
+            Ok(Outcome {
+                status_code: code,
+                detail: None,
+                output: None,
+            })
+        }
+        class => {
+            let after = retry_after(response.headers(), d.now);
+            let snippet = body_snippet(response.into_body()).await;
+            drop(place);
+            let message = format!("HTTP {status}{snippet}");
+            Err(if class == StatusClass::Transient {
+                Error::Retryable {
+                    after,
                     status_code: code,
-                    detail: None,
-                    output: None,
-                })
-            }
-            class => {
-                let after = retry_after(response.headers(), d.now);
-                let snippet = body_snippet(response).await;
-                let message = format!("HTTP {status}{snippet}");
-                Err(if class == StatusClass::Transient {
-                    Error::Retryable {
-                        after,
-                        status_code: code,
-                        message,
-                    }
-                } else {
-                    Error::Permanent {
-                        status_code: code,
-                        message,
-                    }
-                })
-            }
+                    message,
+                }
+            } else {
+                Error::Permanent {
+                    status_code: code,
+                    message,
+                }
+            })
         }
     }
 }
@@ -357,29 +470,58 @@ impl reqwest::dns::Resolve for AllowedAddresses {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
         let allow = self.0.clone();
         Box::pin(async move {
-            let host = name.as_str().to_owned();
-            let all: Vec<std::net::SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            if allow.allows_name(&host) {
-                return Ok(Box::new(all.into_iter()) as reqwest::dns::Addrs);
+            match allowed_addresses(&allow, name.as_str(), 0).await {
+                Ok(addrs) => Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs),
+                Err(Resolved::NotAllowed(e)) => {
+                    Err(Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
+                }
+                Err(Resolved::Failed(e)) => {
+                    Err(Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
+                }
             }
-            let kept: Vec<_> = all
-                .iter()
-                .copied()
-                .filter(|a| allow.allows_ip(a.ip()))
-                .collect();
-            if kept.is_empty() {
-                let resolved: Vec<String> = all.iter().map(|a| a.ip().to_string()).collect();
-                return Err(Box::new(AddressNotAllowed {
-                    host,
-                    allowed: allow.describe(),
-                    resolved: resolved.join(", "),
-                })
-                    as Box<dyn std::error::Error + Send + Sync>);
-            }
-            Ok(Box::new(kept.into_iter()) as reqwest::dns::Addrs)
         })
     }
+}
+
+/// Why [`allowed_addresses`] gave no address.
+enum Resolved {
+    /// The host has addresses, none of them allowed.
+    NotAllowed(AddressNotAllowed),
+    /// The lookup failed.
+    Failed(std::io::Error),
+}
+
+/// The addresses (with `port`) of `host` that `allow` lets a request reach: every address of
+/// a name a name pattern allows, and otherwise only the addresses an address pattern holds.
+///
+/// # Errors
+/// [`Resolved::NotAllowed`] when none is left; [`Resolved::Failed`] when the lookup fails.
+async fn allowed_addresses(
+    allow: &HostAllowList,
+    host: &str,
+    port: u16,
+) -> Result<Vec<std::net::SocketAddr>, Resolved> {
+    let all: Vec<std::net::SocketAddr> = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(Resolved::Failed)?
+        .collect();
+    if allow.allows_name(host) {
+        return Ok(all);
+    }
+    let kept: Vec<_> = all
+        .iter()
+        .copied()
+        .filter(|a| allow.allows_ip(a.ip()))
+        .collect();
+    if kept.is_empty() {
+        let resolved: Vec<String> = all.iter().map(|a| a.ip().to_string()).collect();
+        return Err(Resolved::NotAllowed(AddressNotAllowed {
+            host: host.to_owned(),
+            allowed: allow.describe(),
+            resolved: resolved.join(", "),
+        }));
+    }
+    Ok(kept)
 }
 
 /// Most bytes of a successful response's body read and dropped (1 MiB), so that its
@@ -395,47 +537,62 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// that trickles must not turn a success into a timeout.
 /// `place` is the request's place among its host's requests in flight, given up once the
 /// connection is back in the pool.
-async fn drain(mut response: reqwest::Response, place: OwnedSemaphorePermit) {
-    let reading = async {
-        let mut read = 0;
-        while read <= DRAINED_BODY_MAX {
-            match response.chunk().await {
-                Ok(Some(chunk)) => read += chunk.len(),
-                _ => return,
-            }
-        }
-    };
+async fn drain<B>(mut body: B, place: OwnedSemaphorePermit)
+where
+    B: Body<Data = Bytes> + Unpin,
+{
+    let reading = read_up_to(&mut body, DRAINED_BODY_MAX);
     let _ = tokio::time::timeout(DRAIN_TIMEOUT, reading).await;
+    drop(body);
     drop(place);
+}
+
+/// Reads `body` until its end or until more than `max` bytes have come, whichever is first;
+/// returns what was read (more than `max` bytes when the body is longer).
+///
+/// # Errors
+/// The body's error when reading it fails.
+async fn read_up_to<B>(body: &mut B, max: usize) -> Result<Vec<u8>, B::Error>
+where
+    B: Body<Data = Bytes> + Unpin,
+{
+    let mut read = Vec::new();
+    while read.len() <= max {
+        match body.frame().await {
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    read.extend_from_slice(&data);
+                }
+            }
+            Some(Err(e)) => return Err(e),
+            None => break,
+        }
+    }
+    Ok(read)
 }
 
 /// Reads a successful response's body as a task's output (docs/workflows.md, "Outputs"): a
 /// JSON value of at most [`MAX_OUTPUT_BYTES`]. A larger body, or one that is not JSON, fails
 /// the attempt for good, saying why; a body cut off on the way is a transient failure.
-async fn read_output(mut response: reqwest::Response, code: Option<i64>) -> Result<String, Error> {
-    let mut body = Vec::new();
-    loop {
-        match response.chunk().await {
-            Ok(Some(chunk)) => {
-                body.extend_from_slice(&chunk);
-                if body.len() > MAX_OUTPUT_BYTES {
-                    return Err(Error::Permanent {
-                        status_code: code,
-                        message: format!(
-                            "output: the response body is larger than {MAX_OUTPUT_BYTES} bytes, the most a task keeps"
-                        ),
-                    });
-                }
-            }
-            Ok(None) => break,
-            Err(e) => {
-                return Err(Error::Retryable {
-                    after: None,
-                    status_code: code,
-                    message: format!("reading the response body: {}", describe_send_error(&e)),
-                });
-            }
-        }
+async fn read_output<B>(mut body: B, code: Option<i64>) -> Result<String, Error>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: std::error::Error,
+{
+    let body = read_up_to(&mut body, MAX_OUTPUT_BYTES)
+        .await
+        .map_err(|e| Error::Retryable {
+            after: None,
+            status_code: code,
+            message: format!("reading the response body: {}", chain(&e)),
+        })?;
+    if body.len() > MAX_OUTPUT_BYTES {
+        return Err(Error::Permanent {
+            status_code: code,
+            message: format!(
+                "output: the response body is larger than {MAX_OUTPUT_BYTES} bytes, the most a task keeps"
+            ),
+        });
     }
     match serde_json::from_slice::<serde_json::Value>(&body) {
         Ok(value) => Ok(value.to_string()),
@@ -466,8 +623,13 @@ fn describe_send_error(e: &reqwest::Error) -> String {
     } else {
         "request failed"
     };
-    let mut text = format!("{kind}: {e}");
-    let mut source = std::error::Error::source(e);
+    format!("{kind}: {}", chain(e))
+}
+
+/// `e` and each error in its chain of sources, joined by ": ".
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
     while let Some(s) = source {
         text.push_str(&format!(": {s}"));
         source = s.source();
@@ -475,14 +637,23 @@ fn describe_send_error(e: &reqwest::Error) -> String {
     text
 }
 
-async fn body_snippet(response: reqwest::Response) -> String {
+/// ": " and the first 256 characters of a failed response's body (of at most its first
+/// 64 KiB), or nothing when it is empty or cannot be read.
+async fn body_snippet<B>(mut body: B) -> String
+where
+    B: Body<Data = Bytes> + Unpin,
+{
     const MAX: usize = 256;
-    match response.text().await {
-        Ok(text) if !text.trim().is_empty() => {
+    match read_up_to(&mut body, 64 * 1024).await {
+        Ok(read) => {
+            let text = String::from_utf8_lossy(&read);
+            if text.trim().is_empty() {
+                return String::new();
+            }
             let cut: String = text.chars().take(MAX).collect();
             format!(": {}", cut.trim())
         }
-        _ => String::new(),
+        Err(_) => String::new(),
     }
 }
 
@@ -561,7 +732,10 @@ mod tests {
         assert!(Arc::ptr_eq(&a, &b), "the same scheme, host and port");
         assert!(!Arc::ptr_eq(&a, &c), "another scheme");
         assert!(!Arc::ptr_eq(&a, &d), "another port");
-        assert_eq!(a.available_permits(), DEFAULT_MAX_CONNECTIONS_PER_HOST);
+        assert_eq!(
+            a.slots.available_permits(),
+            DEFAULT_MAX_CONNECTIONS_PER_HOST
+        );
     }
 
     /// A loopback HTTP receiver answering every request `200 OK`; yields each request's head
@@ -577,6 +751,19 @@ mod tests {
     /// Like [`receiver`], answering with `body`; also counts the connections accepted.
     async fn receiver_answering(
         body: &'static str,
+    ) -> (
+        std::net::SocketAddr,
+        tokio::sync::mpsc::UnboundedReceiver<String>,
+        Arc<std::sync::atomic::AtomicUsize>,
+    ) {
+        serve(body, false).await
+    }
+
+    /// Like [`receiver_answering`]; with `close`, each connection is closed after its first
+    /// answer, as a receiver whose keep-alive timeout has passed closes an idle one.
+    async fn serve(
+        body: &'static str,
+        close: bool,
     ) -> (
         std::net::SocketAddr,
         tokio::sync::mpsc::UnboundedReceiver<String>,
@@ -603,7 +790,7 @@ mod tests {
                                 "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
                                 body.len()
                             );
-                            if stream.write_all(ok.as_bytes()).await.is_err() {
+                            if stream.write_all(ok.as_bytes()).await.is_err() || close {
                                 return;
                             }
                             continue;
@@ -658,6 +845,54 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
         assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_connection_the_receiver_closed_while_idle_is_not_used_again() {
+        let (addr, mut received, connections) = serve("", true).await;
+        let spec = get(format!("http://{addr}/hook"));
+        let target = HttpTarget::new().unwrap();
+        for round in 1..=3 {
+            target
+                .dispatch(&delivery(&spec))
+                .await
+                .unwrap_or_else(|e| panic!("attempt {round}: {e}"));
+            received.recv().await.unwrap();
+            // Time for the receiver's end of the connection to reach the client.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 3);
+        // And at once, without the pause: the closed connection may be taken before its end
+        // is seen, and the request then goes on a new one.
+        for round in 1..=20 {
+            target
+                .dispatch(&delivery(&spec))
+                .await
+                .unwrap_or_else(|e| panic!("attempt {round} without a pause: {e}"));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_not_read_to_its_end_closes_its_connection() {
+        // Far larger than a task keeps as output, so reading it stops well before its end.
+        let body: &'static str = Box::leak("7".repeat(4 * MAX_OUTPUT_BYTES).into_boxed_str());
+        let (addr, _received, connections) = receiver_answering(body).await;
+        let spec = get(format!("http://{addr}/hook"));
+        let target = HttpTarget::new().unwrap();
+        let keeping = Delivery {
+            keep_output: true,
+            ..delivery(&spec)
+        };
+        for _ in 0..2 {
+            let err = target.dispatch(&keeping).await.unwrap_err();
+            assert!(
+                matches!(&err, Error::Permanent { message, .. } if message.contains("larger than")),
+                "{err:?}"
+            );
+        }
+        let (_, host) = target.parsed(&format!("http://{addr}/hook")).unwrap();
+        assert_eq!(host.idle.len(), 0, "no connection went back half read");
+        assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
     #[test]

@@ -1,0 +1,309 @@
+//! Plain `http://` exchanges on hyper's HTTP/1.1 connections, each driven by the attempt's own
+//! task (docs/configuration.md, `[http_targets]`).
+//!
+//! A pooled client (reqwest over hyper-util) runs each connection in a task of its own and
+//! hands every request to it and the response back over channels: several task wake-ups per
+//! exchange, often across threads. Here a connection is taken from its host's idle list by the
+//! attempt, which polls the connection beside its request and its response's body, and puts it
+//! back once the body has been read to its end. Measured with `examples/delivery_ceiling.rs`
+//! (BENCHMARKS.md, "A client that drives its own connections"): 1.7–1.8× the exchanges a
+//! second of the pooled client on the same two cores.
+//!
+//! Invariants:
+//! - A connection is in at most one place: an attempt (with its body) or its host's idle list.
+//! - A connection goes back to the idle list only after its response's body was read to its
+//!   end, so the next request on it starts a new message (RFC 9112 §9.3); a body dropped before
+//!   its end closes the connection.
+//! - An idle connection is checked before reuse: one that the receiver closed, or idle longer
+//!   than [`IDLE_TIMEOUT`], is dropped. A request that a reused connection refused before
+//!   sending any of it is sent again on a new connection; one that may have been sent is not
+//!   (it fails the attempt as transient, and the attempt's retry policy decides).
+//! - Name resolution with an allow list goes through [`super::allowed_addresses`], so the
+//!   addresses connected to are the ones the list allowed.
+
+use std::future::{Future, poll_fn};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::client::conn::http1::{self, Connection, SendRequest};
+use hyper_util::rt::TokioIo;
+use sundial_core::allow::HostAllowList;
+use tokio::net::TcpStream;
+
+use super::AddressNotAllowed;
+
+/// Longest a connection stays in its host's idle list before it is closed (30 s), as the
+/// pooled client's `pool_idle_timeout`.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Longest a TCP connect may take (10 s), as the pooled client's `connect_timeout`.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One HTTP/1.1 connection: the handle requests go through and the connection's state
+/// machine, which only makes progress while polled.
+pub(super) struct Conn {
+    send: SendRequest<Full<Bytes>>,
+    io: Pin<Box<Connection<TokioIo<TcpStream>, Full<Bytes>>>>,
+    /// The connection's future completed (the connection is closed): it is not polled again.
+    closed: bool,
+    idle_since: Instant,
+}
+
+impl Conn {
+    /// Lets the connection make progress; false once it is closed.
+    fn poll_io(&mut self, cx: &mut Context<'_>) -> bool {
+        if !self.closed && self.io.as_mut().poll(cx).is_ready() {
+            self.closed = true;
+        }
+        !self.closed
+    }
+}
+
+/// A host's connections not in use, most recently used last.
+#[derive(Default)]
+pub(super) struct Idle(Mutex<Vec<Conn>>);
+
+impl std::fmt::Debug for Idle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let count = self.0.lock().map(|c| c.len()).unwrap_or_default();
+        write!(f, "Idle({count} connections)")
+    }
+}
+
+impl Idle {
+    /// A connection ready for a new request, if one is idle: the most recently used that the
+    /// receiver has not closed and that has not been idle longer than [`IDLE_TIMEOUT`].
+    fn take(&self, cx: &mut Context<'_>) -> Option<Conn> {
+        // A poisoned lock only means a task panicked while pushing or popping; the list is whole.
+        let mut idle = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        idle.retain(|c| now.duration_since(c.idle_since) < IDLE_TIMEOUT);
+        while let Some(mut conn) = idle.pop() {
+            // Polling the connection reads what the receiver sent while it sat idle: its end
+            // (the receiver closed it) completes the connection's future.
+            if conn.poll_io(cx) && !conn.send.is_closed() {
+                return Some(conn);
+            }
+        }
+        None
+    }
+
+    fn put(&self, mut conn: Conn) {
+        conn.idle_since = Instant::now();
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(conn);
+    }
+
+    /// How many connections are idle.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.0.lock().map(|c| c.len()).unwrap_or_default()
+    }
+}
+
+/// Why a direct exchange failed.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Failure {
+    /// Name resolution, the TCP connect or the HTTP handshake failed: nothing was sent.
+    #[error("connection failed: {0}")]
+    Connect(String),
+    /// No resolved address of the host is in the allow list: nothing was sent.
+    #[error(transparent)]
+    NotAllowed(#[from] AddressNotAllowed),
+    /// The exchange failed after the request may have been sent.
+    #[error("request failed: {0}")]
+    Exchange(String),
+}
+
+/// A response's body that keeps its connection going while it is read, and gives the
+/// connection back to its host's idle list once read to its end.
+pub(super) struct Driven {
+    body: Incoming,
+    conn: Option<Conn>,
+    idle: Arc<Idle>,
+    ended: bool,
+}
+
+impl Body for Driven {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = &mut *self;
+        if let Some(conn) = &mut this.conn
+            && !conn.poll_io(cx)
+        {
+            // Closed: the body has what it will get, and the connection goes with it.
+            this.conn = None;
+        }
+        let frame = Pin::new(&mut this.body).poll_frame(cx);
+        if let Poll::Ready(None) = frame {
+            this.ended = true;
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ended || self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Drop for Driven {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take()
+            && (self.ended || self.body.is_end_stream())
+        {
+            self.idle.put(conn);
+        }
+    }
+}
+
+/// Sends `request` (origin-form URI, `Host` set) to `host`:`port` on an idle connection of
+/// `idle` or a new one, and returns the response with its body still to read.
+///
+/// # Errors
+/// [`Failure::NotAllowed`] when `allow` is given and none of the host name's addresses is in
+/// it; [`Failure::Connect`] when resolving, connecting (within [`CONNECT_TIMEOUT`]) or the
+/// handshake fails; [`Failure::Exchange`] when the connection fails once the request may have
+/// been sent.
+pub(super) async fn send(
+    idle: &Arc<Idle>,
+    host: &url::Host<&str>,
+    port: u16,
+    allow: Option<&HostAllowList>,
+    mut request: http::Request<Full<Bytes>>,
+) -> Result<http::Response<Driven>, Failure> {
+    loop {
+        let (mut conn, reused) = match poll_fn(|cx| Poll::Ready(idle.take(cx))).await {
+            Some(conn) => (conn, true),
+            None => (connect(host, port, allow).await?, false),
+        };
+        match exchange(&mut conn, request).await {
+            Ok(response) => {
+                let (head, body) = response.into_parts();
+                let ended = body.is_end_stream();
+                return Ok(http::Response::from_parts(
+                    head,
+                    Driven {
+                        body,
+                        conn: Some(conn),
+                        idle: idle.clone(),
+                        ended,
+                    },
+                ));
+            }
+            // Not sent, on a reused connection the receiver closed as it was taken: a new
+            // connection gets it. On a new connection, the failure is the receiver's.
+            Err(Refused::Unsent(unsent, _)) if reused => request = *unsent,
+            Err(Refused::Unsent(_, why) | Refused::Failed(why)) => {
+                return Err(Failure::Exchange(why));
+            }
+        }
+    }
+}
+
+/// How an exchange failed: before the request was sent (it comes back), or after.
+enum Refused {
+    Unsent(Box<http::Request<Full<Bytes>>>, String),
+    Failed(String),
+}
+
+/// Sends `request` on `conn` and reads the response's head, polling the connection meanwhile.
+async fn exchange(
+    conn: &mut Conn,
+    request: http::Request<Full<Bytes>>,
+) -> Result<http::Response<Incoming>, Refused> {
+    let ready = poll_fn(|cx| {
+        let open = conn.poll_io(cx);
+        match conn.send.poll_ready(cx) {
+            Poll::Ready(ready) => Poll::Ready(ready.is_ok()),
+            Poll::Pending if open => Poll::Pending,
+            Poll::Pending => Poll::Ready(false),
+        }
+    })
+    .await;
+    if !ready {
+        return Err(Refused::Unsent(
+            Box::new(request),
+            "the connection closed before the request was sent".into(),
+        ));
+    }
+    let mut answer = std::pin::pin!(conn.send.try_send_request(request));
+    poll_fn(|cx| {
+        // The request was queued for the connection, which wakes this task to write it.
+        conn.poll_io(cx);
+        answer.as_mut().poll(cx)
+    })
+    .await
+    .map_err(|mut e| {
+        let why = super::chain(e.error());
+        match e.take_message() {
+            Some(request) => Refused::Unsent(Box::new(request), why),
+            None => Refused::Failed(why),
+        }
+    })
+}
+
+/// A new connection to `host`:`port`: each address the host resolves to (those `allow` holds,
+/// when given) in turn until one connects.
+async fn connect(
+    host: &url::Host<&str>,
+    port: u16,
+    allow: Option<&HostAllowList>,
+) -> Result<Conn, Failure> {
+    let addrs: Vec<SocketAddr> =
+        match host {
+            url::Host::Ipv4(ip) => vec![SocketAddr::from((*ip, port))],
+            url::Host::Ipv6(ip) => vec![SocketAddr::from((*ip, port))],
+            url::Host::Domain(name) => match allow {
+                Some(allow) => super::allowed_addresses(allow, name, port)
+                    .await
+                    .map_err(|e| match e {
+                        super::Resolved::NotAllowed(e) => Failure::NotAllowed(e),
+                        super::Resolved::Failed(e) => {
+                            Failure::Connect(format!("resolving '{name}': {e}"))
+                        }
+                    })?,
+                None => tokio::net::lookup_host((*name, port))
+                    .await
+                    .map_err(|e| Failure::Connect(format!("resolving '{name}': {e}")))?
+                    .collect(),
+            },
+        };
+    let mut last = format!("'{host}' resolves to no address");
+    for addr in addrs {
+        match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+            Ok(Ok(stream)) => {
+                // As the pooled client: a request's head and body go out without waiting.
+                stream
+                    .set_nodelay(true)
+                    .map_err(|e| Failure::Connect(format!("{addr}: {e}")))?;
+                let (send, io) = http1::handshake(TokioIo::new(stream))
+                    .await
+                    .map_err(|e| Failure::Connect(format!("{addr}: {}", super::chain(&e))))?;
+                return Ok(Conn {
+                    send,
+                    io: Box::pin(io),
+                    closed: false,
+                    idle_since: Instant::now(),
+                });
+            }
+            Ok(Err(e)) => last = format!("{addr}: {e}"),
+            Err(_) => last = format!("{addr}: timed out after {}s", CONNECT_TIMEOUT.as_secs()),
+        }
+    }
+    Err(Failure::Connect(last))
+}
