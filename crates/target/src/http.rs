@@ -2,6 +2,7 @@
 //! headers, classified status.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use http_body::Body;
 use http_body_util::{BodyExt, Full};
 use jiff::Timestamp;
 use reqwest::header::{
-    CONTENT_LENGTH, HOST, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, USER_AGENT,
+    ACCEPT, CONTENT_LENGTH, HOST, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, USER_AGENT,
 };
 use sundial_core::Dur;
 use sundial_core::allow::{HostAllowList, Verdict};
@@ -103,10 +104,12 @@ impl Default for HttpOptions {
 ///
 /// Two ways to send: a plain `http://` URL without credentials, when the environment names no
 /// proxy (or an allow list is set), goes on an HTTP/1.1 connection that the attempt's own task
-/// drives ([`direct`]'s module docs: 1.4× the attempts a second of the pooled client in
-/// `examples/delivery_ceiling.rs`, BENCHMARKS.md); `https://`, credentials in the URL and
-/// proxies go through a pooled client (reqwest), which has TLS, `Authorization: Basic` and
-/// the proxy rules. Both connect within 10 s and close a connection idle for 30 s.
+/// drives (`http/direct.rs`: 1.2–1.7× the attempts a second of the pooled client in
+/// `examples/delivery_ceiling.rs`, BENCHMARKS.md, "A client that drives its own
+/// connections"); `https://`, credentials in the URL and proxies go through a pooled client
+/// (reqwest), which has TLS, `Authorization: Basic` and the proxy rules. Both give a
+/// connection 10 s to open (the name's resolution included) and close one idle for 30 s (the
+/// direct path within 5 s more, at its next sweep).
 ///
 /// Target URLs are parsed once and kept (up to `PARSED_URLS`): a job's every attempt goes to
 /// the same URL, and parsing it (with the host's IDNA processing, UTS #46) was a sixth of
@@ -136,6 +139,9 @@ pub struct HttpTarget {
     /// Plain `http://` URLs without credentials go through [`direct`]: false when the
     /// environment names a proxy the pooled client would use.
     direct: bool,
+    /// Whether the task running [`direct::Idle::sweep`] over the hosts was started (by the
+    /// first direct request: a runtime is running then).
+    sweeping: Arc<AtomicBool>,
 }
 
 /// The parsed URLs an [`HttpTarget`] keeps, each with its host, and the hosts themselves.
@@ -203,7 +209,37 @@ impl HttpTarget {
             per_host,
             allow,
             direct: !proxied,
+            sweeping: Arc::default(),
         })
+    }
+
+    /// Starts, once, the task that closes the expired and receiver-closed idle connections
+    /// of every host every [`direct::SWEEP_EVERY`]; it ends when the last clone of the
+    /// target is dropped.
+    fn start_sweeping(&self) {
+        if self.sweeping.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let known = Arc::downgrade(&self.known);
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(direct::SWEEP_EVERY);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                let Some(known) = known.upgrade() else { return };
+                let hosts: Vec<Arc<Host>> = known
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .hosts
+                    .values()
+                    .cloned()
+                    .collect();
+                drop(known);
+                for host in hosts {
+                    host.idle.sweep();
+                }
+            }
+        });
     }
 
     /// `url` parsed, with its host; from the set of parsed URLs when it is there.
@@ -341,6 +377,11 @@ impl Target for HttpTarget {
             headers
                 .entry(USER_AGENT)
                 .or_insert(HeaderValue::from_static(SUNDIAL_USER_AGENT));
+            // As the pooled client says by default.
+            headers
+                .entry(ACCEPT)
+                .or_insert(HeaderValue::from_static("*/*"));
+            self.start_sweeping();
             let path = &url[url::Position::BeforePath..url::Position::AfterQuery];
             let mut request = http::Request::new(Full::new(body.unwrap_or_default()));
             *request.method_mut() = method;

@@ -6,7 +6,7 @@
 //! exchange, often across threads. Here a connection is taken from its host's idle list by the
 //! attempt, which polls the connection beside its request and its response's body, and puts it
 //! back once the body has been read to its end. Measured with `examples/delivery_ceiling.rs`
-//! (BENCHMARKS.md, "A client that drives its own connections"): 1.7–1.8× the exchanges a
+//! (BENCHMARKS.md, "A client that drives its own connections"): 1.2–1.7× the exchanges a
 //! second of the pooled client on the same two cores.
 //!
 //! Invariants:
@@ -14,10 +14,16 @@
 //! - A connection goes back to the idle list only after its response's body was read to its
 //!   end, so the next request on it starts a new message (RFC 9112 §9.3); a body dropped before
 //!   its end closes the connection.
-//! - An idle connection is checked before reuse: one that the receiver closed, or idle longer
-//!   than [`IDLE_TIMEOUT`], is dropped. A request that a reused connection refused before
-//!   sending any of it is sent again on a new connection; one that may have been sent is not
-//!   (it fails the attempt as transient, and the attempt's retry policy decides).
+//! - An idle connection is checked before reuse: one that the receiver closed, one not ready
+//!   for a request, or one idle longer than [`IDLE_TIMEOUT`], is dropped; [`sweep`] drops the
+//!   closed and the expired ones of every host every [`SWEEP_EVERY`], so a host not used again
+//!   keeps no socket open past [`IDLE_TIMEOUT`] and a little. A request that a reused
+//!   connection refused before sending any of it is sent again on another connection; one
+//!   that may have been sent is not (it fails the attempt as transient, and the attempt's
+//!   retry policy decides).
+//! - A connection's future is dropped as soon as it completes (the connection closed), so it
+//!   is never polled again, and a request queued on it comes back unsent instead of waiting
+//!   for an answer that cannot come.
 //! - Name resolution with an allow list goes through [`super::allowed_addresses`], so the
 //!   addresses connected to are the ones the list allowed.
 
@@ -43,26 +49,42 @@ use super::AddressNotAllowed;
 /// pooled client's `pool_idle_timeout`.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Longest a TCP connect may take (10 s), as the pooled client's `connect_timeout`.
+/// How often [`Idle::sweep`] runs for every host: it closes the idle connections that expired or that their receiver
+/// closed (5 s).
+pub const SWEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// Longest the name's resolution and the TCP connects to its addresses may take together
+/// (10 s), as the pooled client's `connect_timeout`.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// A connection's state machine, which only makes progress while polled.
+type Io = Pin<Box<Connection<TokioIo<TcpStream>, Full<Bytes>>>>;
+
 /// One HTTP/1.1 connection: the handle requests go through and the connection's state
-/// machine, which only makes progress while polled.
+/// machine.
 pub(super) struct Conn {
     send: SendRequest<Full<Bytes>>,
-    io: Pin<Box<Connection<TokioIo<TcpStream>, Full<Bytes>>>>,
-    /// The connection's future completed (the connection is closed): it is not polled again.
-    closed: bool,
+    /// `None` once the connection's future completed (the connection is closed): dropping it
+    /// hands a request still queued on it back unsent.
+    io: Option<Io>,
     idle_since: Instant,
 }
 
 impl Conn {
     /// Lets the connection make progress; false once it is closed.
     fn poll_io(&mut self, cx: &mut Context<'_>) -> bool {
-        if !self.closed && self.io.as_mut().poll(cx).is_ready() {
-            self.closed = true;
+        if let Some(io) = &mut self.io
+            && io.as_mut().poll(cx).is_ready()
+        {
+            self.io = None;
         }
-        !self.closed
+        self.io.is_some()
+    }
+
+    /// Whether the connection is open and takes a request now, after letting it read what
+    /// came while it sat idle (its end, when the receiver closed it).
+    fn usable(&mut self, cx: &mut Context<'_>) -> bool {
+        self.poll_io(cx) && self.send.is_ready()
     }
 }
 
@@ -78,32 +100,45 @@ impl std::fmt::Debug for Idle {
 }
 
 impl Idle {
-    /// A connection ready for a new request, if one is idle: the most recently used that the
-    /// receiver has not closed and that has not been idle longer than [`IDLE_TIMEOUT`].
+    /// A connection ready for a new request, if one is idle: the most recently used that is
+    /// [`Conn::usable`] and has not been idle longer than [`IDLE_TIMEOUT`]. The others are
+    /// closed on the way.
     fn take(&self, cx: &mut Context<'_>) -> Option<Conn> {
-        // A poisoned lock only means a task panicked while pushing or popping; the list is whole.
-        let mut idle = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        idle.retain(|c| now.duration_since(c.idle_since) < IDLE_TIMEOUT);
-        while let Some(mut conn) = idle.pop() {
-            // Polling the connection reads what the receiver sent while it sat idle: its end
-            // (the receiver closed it) completes the connection's future.
-            if conn.poll_io(cx) && !conn.send.is_closed() {
+        loop {
+            let mut conn = self.lock().pop()?;
+            // Outside the lock: polling reads from the socket, and dropping closes it.
+            if conn.idle_since.elapsed() < IDLE_TIMEOUT && conn.usable(cx) {
                 return Some(conn);
             }
         }
-        None
+    }
+
+    /// Closes the connections idle longer than [`IDLE_TIMEOUT`] and those the receiver
+    /// closed (read with a waker that wakes nothing: nothing waits on an idle connection).
+    pub(super) fn sweep(&self) {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut kept = std::mem::take(&mut *self.lock());
+        kept.retain_mut(|c| c.idle_since.elapsed() < IDLE_TIMEOUT && c.poll_io(&mut cx));
+        // Connections put back meanwhile stay, the most recently used last.
+        let mut idle = self.lock();
+        kept.append(&mut idle);
+        *idle = kept;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Conn>> {
+        // A poisoned lock only means a task panicked while pushing or popping; the list is whole.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn put(&self, mut conn: Conn) {
         conn.idle_since = Instant::now();
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(conn);
+        self.lock().push(conn);
     }
 
     /// How many connections are idle.
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
-        self.0.lock().map(|c| c.len()).unwrap_or_default()
+        self.lock().len()
     }
 }
 
@@ -164,6 +199,7 @@ impl Body for Driven {
 impl Drop for Driven {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take()
+            && conn.io.is_some()
             && (self.ended || self.body.is_end_stream())
         {
             self.idle.put(conn);
@@ -205,12 +241,11 @@ pub(super) async fn send(
                     },
                 ));
             }
-            // Not sent, on a reused connection the receiver closed as it was taken: a new
-            // connection gets it. On a new connection, the failure is the receiver's.
+            // Not sent, on a reused connection the receiver closed as it was taken: another
+            // connection gets it. On a new connection, the receiver refused it.
             Err(Refused::Unsent(unsent, _)) if reused => request = *unsent,
-            Err(Refused::Unsent(_, why) | Refused::Failed(why)) => {
-                return Err(Failure::Exchange(why));
-            }
+            Err(Refused::Unsent(_, why)) => return Err(Failure::Connect(why)),
+            Err(Refused::Failed(why)) => return Err(Failure::Exchange(why)),
         }
     }
 }
@@ -229,7 +264,8 @@ async fn exchange(
     let ready = poll_fn(|cx| {
         let open = conn.poll_io(cx);
         match conn.send.poll_ready(cx) {
-            Poll::Ready(ready) => Poll::Ready(ready.is_ok()),
+            // A connection that ended cleanly can still say it wants a request.
+            Poll::Ready(ready) => Poll::Ready(ready.is_ok() && open),
             Poll::Pending if open => Poll::Pending,
             Poll::Pending => Poll::Ready(false),
         }
@@ -243,7 +279,9 @@ async fn exchange(
     }
     let mut answer = std::pin::pin!(conn.send.try_send_request(request));
     poll_fn(|cx| {
-        // The request was queued for the connection, which wakes this task to write it.
+        // The request was queued for the connection, which wakes this task to write it; a
+        // connection that ends meanwhile is dropped, and the request comes back unsent if
+        // it was not taken.
         conn.poll_io(cx);
         answer.as_mut().poll(cx)
     })
@@ -258,8 +296,22 @@ async fn exchange(
 }
 
 /// A new connection to `host`:`port`: each address the host resolves to (those `allow` holds,
-/// when given) in turn until one connects.
+/// when given) in turn until one connects, all within [`CONNECT_TIMEOUT`].
 async fn connect(
+    host: &url::Host<&str>,
+    port: u16,
+    allow: Option<&HostAllowList>,
+) -> Result<Conn, Failure> {
+    match tokio::time::timeout(CONNECT_TIMEOUT, connect_within(host, port, allow)).await {
+        Ok(connected) => connected,
+        Err(_) => Err(Failure::Connect(format!(
+            "'{host}': timed out after {}s",
+            CONNECT_TIMEOUT.as_secs()
+        ))),
+    }
+}
+
+async fn connect_within(
     host: &url::Host<&str>,
     port: u16,
     allow: Option<&HostAllowList>,
@@ -285,25 +337,116 @@ async fn connect(
         };
     let mut last = format!("'{host}' resolves to no address");
     for addr in addrs {
-        match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
-            Ok(Ok(stream)) => {
-                // As the pooled client: a request's head and body go out without waiting.
-                stream
-                    .set_nodelay(true)
-                    .map_err(|e| Failure::Connect(format!("{addr}: {e}")))?;
+        let opened = async {
+            let stream = TcpStream::connect(addr).await?;
+            // As the pooled client: a request's head and body go out without waiting.
+            stream.set_nodelay(true)?;
+            Ok::<_, std::io::Error>(stream)
+        };
+        match opened.await {
+            Ok(stream) => {
                 let (send, io) = http1::handshake(TokioIo::new(stream))
                     .await
                     .map_err(|e| Failure::Connect(format!("{addr}: {}", super::chain(&e))))?;
                 return Ok(Conn {
                     send,
-                    io: Box::pin(io),
-                    closed: false,
+                    io: Some(Box::pin(io)),
                     idle_since: Instant::now(),
                 });
             }
-            Ok(Err(e)) => last = format!("{addr}: {e}"),
-            Err(_) => last = format!("{addr}: timed out after {}s", CONNECT_TIMEOUT.as_secs()),
+            Err(e) => last = format!("{addr}: {e}"),
         }
     }
     Err(Failure::Connect(last))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A receiver that answers one request per connection `200 OK` and closes the connection
+    /// `close_after` later.
+    async fn closing_receiver(close_after: Duration) -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut read = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !read.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut buf).await {
+                            Ok(n) if n > 0 => read.extend_from_slice(&buf[..n]),
+                            _ => return,
+                        }
+                    }
+                    let _ = stream
+                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                        .await;
+                    tokio::time::sleep(close_after).await;
+                });
+            }
+        });
+        addr
+    }
+
+    fn request(addr: SocketAddr) -> http::Request<Full<Bytes>> {
+        http::Request::get("/hook")
+            .header("host", addr.to_string())
+            .body(Full::new(Bytes::new()))
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_request_on_a_connection_that_ended_comes_back_unsent_without_waiting() {
+        let addr = closing_receiver(Duration::from_millis(20)).await;
+        let host = url::Host::Ipv4(std::net::Ipv4Addr::LOCALHOST);
+        let idle = Arc::new(Idle::default());
+        let response = send(&idle, &host, addr.port(), None, request(addr))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        drop(response);
+        // Taken from the list without the check `take` makes, after the receiver closed it.
+        let mut conn = idle.lock().pop().expect("back in the idle list");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let sent = tokio::time::timeout(Duration::from_secs(5), exchange(&mut conn, request(addr)))
+            .await
+            .expect("answered at once, not left waiting");
+        assert!(
+            matches!(sent, Err(Refused::Unsent(..))),
+            "handed back unsent"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_sweep_closes_what_the_receiver_closed_and_what_expired() {
+        let addr = closing_receiver(Duration::from_millis(20)).await;
+        let host = url::Host::Ipv4(std::net::Ipv4Addr::LOCALHOST);
+        let idle = Arc::new(Idle::default());
+        drop(
+            send(&idle, &host, addr.port(), None, request(addr))
+                .await
+                .unwrap(),
+        );
+        assert_eq!(idle.len(), 1);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        idle.sweep();
+        assert_eq!(idle.len(), 0, "the receiver closed it");
+
+        let open = closing_receiver(Duration::from_secs(3600)).await;
+        drop(
+            send(&idle, &host, open.port(), None, request(open))
+                .await
+                .unwrap(),
+        );
+        idle.sweep();
+        assert_eq!(idle.len(), 1, "open and fresh: kept");
+        if let Some(conn) = idle.lock().last_mut() {
+            conn.idle_since -= IDLE_TIMEOUT;
+        }
+        idle.sweep();
+        assert_eq!(idle.len(), 0, "idle past IDLE_TIMEOUT");
+    }
 }
