@@ -678,15 +678,21 @@ fn chain(e: &dyn std::error::Error) -> String {
     text
 }
 
+/// Longest a failed response's body is read for the error message (1 s): the status is the
+/// outcome, and a body that stalls must not turn it into a timeout.
+pub const SNIPPET_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// ": " and the first 256 characters of a failed response's body (of at most its first
-/// 64 KiB), or nothing when it is empty or cannot be read.
+/// 64 KiB, read within [`SNIPPET_TIMEOUT`]), or nothing when it is empty, cannot be read or
+/// does not come in time.
 async fn body_snippet<B>(mut body: B) -> String
 where
     B: Body<Data = Bytes> + Unpin,
 {
     const MAX: usize = 256;
-    match read_up_to(&mut body, 64 * 1024).await {
-        Ok(read) => {
+    let read = tokio::time::timeout(SNIPPET_TIMEOUT, read_up_to(&mut body, 64 * 1024)).await;
+    match read {
+        Ok(Ok(read)) => {
             let text = String::from_utf8_lossy(&read);
             if text.trim().is_empty() {
                 return String::new();
@@ -694,7 +700,7 @@ where
             let cut: String = text.chars().take(MAX).collect();
             format!(": {}", cut.trim())
         }
-        Err(_) => String::new(),
+        Ok(Err(_)) | Err(_) => String::new(),
     }
 }
 

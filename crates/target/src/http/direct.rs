@@ -18,9 +18,11 @@
 //!   for a request, or one idle longer than [`IDLE_TIMEOUT`], is dropped; [`sweep`] drops the
 //!   closed and the expired ones of every host every [`SWEEP_EVERY`], so a host not used again
 //!   keeps no socket open past [`IDLE_TIMEOUT`] and a little. A request that a reused
-//!   connection refused before sending any of it is sent again on another connection; one
-//!   that may have been sent is not (it fails the attempt as transient, and the attempt's
-//!   retry policy decides).
+//!   connection refused before sending any of it is sent again on another connection. One sent
+//!   on a reused connection that closed before any of the response came is sent once more on
+//!   another (the receiver most likely closed it as idle as the request left; the request
+//!   carries its `Idempotency-Key`); any other failure after sending fails the attempt as
+//!   transient, and the attempt's retry policy decides.
 //! - A connection's future is dropped as soon as it completes (the connection closed), so it
 //!   is never polled again, and a request queued on it comes back unsent instead of waiting
 //!   for an answer that cannot come.
@@ -222,13 +224,16 @@ pub(super) async fn send(
     allow: Option<&HostAllowList>,
     mut request: http::Request<Full<Bytes>>,
 ) -> Result<http::Response<Driven>, Failure> {
+    let mut replayed = false;
     loop {
         let (mut conn, reused) = match poll_fn(|cx| Poll::Ready(idle.take(cx))).await {
             Some(conn) => (conn, true),
             None => (connect(host, port, allow).await?, false),
         };
-        match exchange(&mut conn, request).await {
-            Ok(response) => {
+        // Kept to send again if the receiver closes the reused connection before answering.
+        let again = (reused && !replayed).then(|| copy(&request));
+        match (exchange(&mut conn, request).await, again) {
+            (Ok(response), _) => {
                 let (head, body) = response.into_parts();
                 let ended = body.is_end_stream();
                 return Ok(http::Response::from_parts(
@@ -243,17 +248,36 @@ pub(super) async fn send(
             }
             // Not sent, on a reused connection the receiver closed as it was taken: another
             // connection gets it. On a new connection, the receiver refused it.
-            Err(Refused::Unsent(unsent, _)) if reused => request = *unsent,
-            Err(Refused::Unsent(_, why)) => return Err(Failure::Connect(why)),
-            Err(Refused::Failed(why)) => return Err(Failure::Exchange(why)),
+            (Err(Refused::Unsent(unsent, _)), _) if reused => request = *unsent,
+            (Err(Refused::Unsent(_, why)), _) => return Err(Failure::Connect(why)),
+            // Sent on a reused connection that the receiver closed before any answer: most
+            // likely it closed the connection as idle just as the request left. Once more on
+            // another connection: every request carries its `Idempotency-Key`, which is what
+            // makes Go's net/http replay a request there (`Request.isReplayable`).
+            (Err(Refused::Failed(_, true)), Some(again)) => {
+                replayed = true;
+                request = again;
+            }
+            (Err(Refused::Failed(why, _)), _) => return Err(Failure::Exchange(why)),
         }
     }
 }
 
-/// How an exchange failed: before the request was sent (it comes back), or after.
+/// A copy of `request` (its body is shared, not copied).
+fn copy(request: &http::Request<Full<Bytes>>) -> http::Request<Full<Bytes>> {
+    let mut copy = http::Request::new(request.body().clone());
+    *copy.method_mut() = request.method().clone();
+    *copy.uri_mut() = request.uri().clone();
+    *copy.version_mut() = request.version();
+    *copy.headers_mut() = request.headers().clone();
+    copy
+}
+
+/// How an exchange failed: before the request was sent (it comes back), or after; then
+/// whether the connection closed before any of the response came.
 enum Refused {
     Unsent(Box<http::Request<Full<Bytes>>>, String),
-    Failed(String),
+    Failed(String, bool),
 }
 
 /// Sends `request` on `conn` and reads the response's head, polling the connection meanwhile.
@@ -288,9 +312,10 @@ async fn exchange(
     .await
     .map_err(|mut e| {
         let why = super::chain(e.error());
+        let unanswered = e.error().is_incomplete_message();
         match e.take_message() {
             Some(request) => Refused::Unsent(Box::new(request), why),
-            None => Refused::Failed(why),
+            None => Refused::Failed(why, unanswered),
         }
     })
 }
@@ -417,6 +442,53 @@ mod tests {
         assert!(
             matches!(sent, Err(Refused::Unsent(..))),
             "handed back unsent"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_request_a_reused_connection_closed_on_unanswered_is_sent_once_more() {
+        // Answers the first request on each connection and closes it on the second, unread.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let heads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = heads.clone();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let seen = seen.clone();
+                tokio::spawn(async move {
+                    let mut read = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    for answer in [true, false] {
+                        while !read.windows(4).any(|w| w == b"\r\n\r\n") {
+                            match stream.read(&mut buf).await {
+                                Ok(n) if n > 0 => read.extend_from_slice(&buf[..n]),
+                                _ => return,
+                            }
+                        }
+                        read.clear();
+                        seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        if answer {
+                            let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+                            if stream.write_all(ok).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        let host = url::Host::Ipv4(std::net::Ipv4Addr::LOCALHOST);
+        let idle = Arc::new(Idle::default());
+        for attempt in 1..=2 {
+            let response = send(&idle, &host, addr.port(), None, request(addr))
+                .await
+                .unwrap_or_else(|e| panic!("request {attempt}: {e}"));
+            assert_eq!(response.status(), 200);
+        }
+        assert_eq!(
+            heads.load(std::sync::atomic::Ordering::SeqCst),
+            3,
+            "the second request: closed unanswered once, answered on a new connection"
         );
     }
 
