@@ -15,8 +15,8 @@
 //!   end, so the next request on it starts a new message (RFC 9112 §9.3); a body dropped before
 //!   its end closes the connection.
 //! - An idle connection is checked before reuse: one that the receiver closed, one not ready
-//!   for a request, or one idle longer than [`IDLE_TIMEOUT`], is dropped; [`sweep`] drops the
-//!   closed and the expired ones of every host every [`SWEEP_EVERY`], so a host not used again
+//!   for a request, or one idle longer than [`IDLE_TIMEOUT`], is dropped; [`Idle::sweep`] drops
+//!   the closed and the expired ones of every host every [`SWEEP_EVERY`], so a host not used again
 //!   keeps no socket open past [`IDLE_TIMEOUT`] and a little. A request that a reused
 //!   connection refused before sending any of it is sent again on another connection. One sent
 //!   on a reused connection that closed before any of the response came is sent once more on
@@ -51,8 +51,8 @@ use super::AddressNotAllowed;
 /// pooled client's `pool_idle_timeout`.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// How often [`Idle::sweep`] runs for every host: it closes the idle connections that expired or that their receiver
-/// closed (5 s).
+/// How often [`Idle::sweep`] runs for every host (5 s): it closes the idle connections that
+/// expired or that their receiver closed.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(5);
 
 /// Longest the name's resolution and the TCP connects to its addresses may take together
