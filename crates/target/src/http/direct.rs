@@ -164,6 +164,7 @@ pub(super) struct Driven {
     body: Incoming,
     conn: Option<Conn>,
     idle: Arc<Idle>,
+    /// The body gave its last frame (an empty one says so from the start).
     ended: bool,
 }
 
@@ -202,7 +203,7 @@ impl Drop for Driven {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take()
             && conn.io.is_some()
-            && (self.ended || self.body.is_end_stream())
+            && self.is_end_stream()
         {
             self.idle.put(conn);
         }
@@ -235,14 +236,13 @@ pub(super) async fn send(
         match (exchange(&mut conn, request).await, again) {
             (Ok(response), _) => {
                 let (head, body) = response.into_parts();
-                let ended = body.is_end_stream();
                 return Ok(http::Response::from_parts(
                     head,
                     Driven {
                         body,
                         conn: Some(conn),
                         idle: idle.clone(),
-                        ended,
+                        ended: false,
                     },
                 ));
             }
