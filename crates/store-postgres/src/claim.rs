@@ -223,7 +223,7 @@ pub(crate) async fn execution_claim(
              RETURNING {CLAIM_RETURNING}), \
          queue AS (UPDATE execution_queue q SET due_at = NULL, lease_expires_at = GREATEST($2, x.fire_at) + x.lease_ms \
              FROM executions x WHERE q.id = ANY(ARRAY(SELECT id FROM claimed)) AND x.id = q.id) \
-         SELECT *, {DB_NOW} AS store_now FROM claimed ORDER BY fire_at"
+         SELECT * FROM claimed ORDER BY fire_at"
     );
     let claimed = sqlx::query(&sql)
         .bind(&claim.worker)
@@ -246,14 +246,23 @@ pub(crate) async fn execution_claim(
         .await
         .map_err(db_err)?;
     }
-    // The store's clock as late in the claim as it can be read: a worker holds what it
-    // claimed ahead for its start less this reading, from when the claim returns.
-    let claimed_at = match (&store.clock, claimed.first()) {
-        (Some(clock), _) => crate::ms(clock.now()),
-        (None, Some(row)) => row.try_get("store_now").map_err(db_err)?,
-        (None, None) => now,
-    };
     commit(tx).await?;
+    // The store's clock read once the claim has committed: a worker holds what it claimed
+    // ahead for its start less this reading, counted from when the claim returns, so every
+    // millisecond between the reading and the return starts the held executions that much
+    // late. A reading inside the statement came before the queue rows' update and the commit,
+    // tens of milliseconds for a claim of hundreds on a busy machine (BENCHMARKS.md, "Claims
+    // paced by the window"); this one costs a round trip, paid only by a claim that took
+    // some ahead (for a due execution `started_at` is `now`, and nothing is held).
+    let took_ahead = claimed.iter().any(|r| {
+        r.try_get::<i64, _>("fire_at")
+            .is_ok_and(|fire_at| fire_at > now)
+    });
+    let claimed_at = match &store.clock {
+        Some(clock) => crate::ms(clock.now()),
+        None if took_ahead => store.now_ms(&store.pool).await?,
+        None => now,
+    };
     rows::claimed_rows(&claimed, runs, now, claimed_at)
 }
 

@@ -203,6 +203,55 @@ pub const CLAIMS_AT_ONCE: usize = 2;
 /// The shortest wait between two claims that found nothing (25 ms).
 pub const MIN_IDLE: jiff::SignedDuration = jiff::SignedDuration::from_millis(25);
 
+/// How long to wait before the next round of claims after one that started `started`
+/// attempts and was handed less than it asked for, when the next execution is due in
+/// `until_due` (negative or zero: due already) by the store's clock, with a `claim_ahead`
+/// window of `ahead` and at most `poll` (the rules of [`Worker::idle_deadline`]).
+fn next_look(
+    started: usize,
+    until_due: jiff::SignedDuration,
+    ahead: jiff::SignedDuration,
+    poll: jiff::SignedDuration,
+) -> jiff::SignedDuration {
+    let wait = if !until_due.is_positive() {
+        // Due already: it came due while the round ran (claim it now), or it is held back
+        // (a rate-limited namespace, a deferred catch-up): look again after MIN_IDLE.
+        if started > 0 {
+            jiff::SignedDuration::ZERO
+        } else {
+            MIN_IDLE
+        }
+    } else if until_due > ahead {
+        // At the window's edge, but no sooner than an eighth of the window: a claim then
+        // takes what came into the window in the meantime at once, not one claim per
+        // execution at a steady rate.
+        (until_due - ahead).max(ahead / 8)
+    } else if started == 0 {
+        until_due
+    } else {
+        until_due.min(ahead / 8)
+    };
+    wait.min(poll)
+}
+
+/// What one round of claims ([`Worker::claim_round`]) asked for and got.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Round {
+    /// Executions the round's claims asked for together (0 when no capacity was free).
+    asked: usize,
+    /// Executions the store handed out.
+    handed: usize,
+    /// Attempts started or held among them.
+    started: usize,
+}
+
+impl Round {
+    /// Whether the store handed out all that was asked for, so more may be waiting.
+    fn full(&self) -> bool {
+        self.asked > 0 && self.handed >= self.asked
+    }
+}
+
 /// Worker settings.
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -314,7 +363,7 @@ impl Worker {
             .take();
         let batcher = queue.map(|q| tokio::spawn(self.clone().completion_batcher(q)));
         while !*shutdown.borrow() {
-            let n = self.claim_round().await;
+            let round = self.claim_round().await;
             // One reading decides both whether to claim again and what to wait for, so a slot
             // freed after it wakes the wait below at once instead of being missed until the
             // deadline.
@@ -322,10 +371,12 @@ impl Worker {
                 self.slots.available_permits() == 0,
                 self.unwritten.available_permits() == 0,
             );
-            if n > 0 && !slots_full && !unwritten_full {
+            // Only a round handed all it asked for may have left more behind it: claim again at
+            // once. One handed less took what there was; the next look is `idle_deadline`'s.
+            if round.full() && !slots_full && !unwritten_full {
                 continue;
             }
-            let deadline = self.idle_deadline(n).await;
+            let deadline = self.idle_deadline(round.started).await;
             tokio::select! {
                 _ = self.clock.sleep_until(deadline) => {}
                 _ = self.wake.notified() => {}
@@ -351,10 +402,20 @@ impl Worker {
     }
 
     /// When to look again, on this node's clock, after a round that started `started`
-    /// attempts: when the next execution comes within `claim_ahead` of due by the store's
-    /// clock (at the soonest an eighth of `claim_ahead` from now), or when it comes due if it
-    /// is within `claim_ahead` already (the last round left it: it is not one to claim
-    /// ahead), but no later than one poll interval. The wait is computed as a duration on the
+    /// attempts and was handed less than it asked for:
+    /// - an execution due already: at once if the round started something (it came due
+    ///   while the round ran), else after [`MIN_IDLE`] (it is held back: a rate limit, a
+    ///   deferred catch-up), so nothing busy-loops;
+    /// - the next one past the `claim_ahead` window: when it comes within it by the store's
+    ///   clock, but no sooner than an eighth of `claim_ahead` from now, so that at a steady
+    ///   rate one claim takes an eighth of a window's executions (docs/guarantees.md, "Claim
+    ///   ahead", Bounds) rather than each claim the few that came into the window while the
+    ///   last one ran;
+    /// - one within the window already, which the round left (it came into the window while
+    ///   the round ran, or it is not one to claim ahead): when it comes due, and after a round
+    ///   that started something no later than an eighth of `claim_ahead` from now;
+    ///
+    /// and never later than one poll interval. The wait is computed as a duration on the
     /// store's clock, so a node whose own clock is skewed neither busy-loops nor oversleeps.
     async fn idle_deadline(&self, started: usize) -> Timestamp {
         let poll = self.config.poll.as_signed();
@@ -363,23 +424,7 @@ impl Worker {
             self.store.execution_next_due().await,
             self.store.now().await,
         ) {
-            // Due already but not handed out (a rate-limited namespace, a deferred catch-up):
-            // look again after MIN_IDLE, so nothing busy-loops.
-            (Ok(Some(due)), Ok(now)) if due <= now => MIN_IDLE,
-            (Ok(Some(due)), Ok(now)) => {
-                let until_due = due.duration_since(now);
-                let wait = if until_due > ahead {
-                    // At the window's edge, but no sooner than an eighth of the window: a
-                    // claim then takes what came into the window in the meantime at once,
-                    // not one claim per execution at a steady rate.
-                    (until_due - ahead).max(ahead / 8)
-                } else if started == 0 {
-                    until_due
-                } else {
-                    MIN_IDLE
-                };
-                wait.min(poll)
-            }
+            (Ok(Some(due)), Ok(now)) => next_look(started, due.duration_since(now), ahead, poll),
             _ => poll,
         };
         self.clock.now() + wait
@@ -387,22 +432,32 @@ impl Worker {
 
     /// One round of claims: up to [`CLAIMS_AT_ONCE`] claims of up to `claim_batch` each, run
     /// at once (each on a store connection of its own) and asking together for no more than
-    /// [`Worker::free`]; returns how many attempts were started. A failed claim is logged and
-    /// counts as none.
+    /// [`Worker::free`]; returns what it asked for and was handed. A failed claim is logged
+    /// and counts as handing none. A claim asks ahead for no more executions than can still
+    /// be held beside those its round's earlier claims may be handed; once none can, the
+    /// round's other claims ask for due executions only.
     ///
     /// The claims of a round run side by side because a worker busy starting the attempts of
     /// one claim serves the store round trips of a claim sent after it late, tens of
     /// milliseconds a round trip when 512 attempts have just started (BENCHMARKS.md, "Claims
     /// side by side"). Each claim's attempts start as soon as it returns.
-    async fn claim_round(&self) -> usize {
+    async fn claim_round(&self) -> Round {
         let batch = self.config.claim_batch.max(1) as usize;
         let mut left = self.free().min(batch.saturating_mul(CLAIMS_AT_ONCE));
-        // Claim ahead only while every execution the round may be handed can be held.
-        let ahead = self.ahead.available_permits() >= left;
+        let mut round = Round::default();
+        let mut room = self.ahead.available_permits();
         let mut claims = tokio::task::JoinSet::new();
-        while left > 0 {
-            let limit = left.min(batch);
+        while left > 0 && claims.len() < CLAIMS_AT_ONCE {
+            let mut limit = left.min(batch);
+            // A claim ahead asks for no more than can still be held (the executions it is
+            // handed may all be ahead); with no room left, a claim asks for due ones only.
+            let ahead = room > 0;
+            if ahead {
+                limit = limit.min(room);
+                room -= limit;
+            }
             left -= limit;
+            round.asked += limit;
             let worker = self.clone();
             claims.spawn(async move {
                 let asked = std::time::Instant::now();
@@ -419,12 +474,12 @@ impl Worker {
                 (claimed, worker.clock.now())
             });
         }
-        let mut n = 0;
         while let Some(done) = claims.join_next().await {
             match done {
                 Ok((Ok(claimed), returned_at)) => {
                     self.store_reached(true);
-                    n += self.start(claimed, returned_at);
+                    round.handed += claimed.len();
+                    round.started += self.start(claimed, returned_at);
                 }
                 Ok((Err(e), _)) if e.is_retryable_when_idempotent() => {
                     self.store_reached(false);
@@ -442,7 +497,7 @@ impl Worker {
                 }
             }
         }
-        n
+        round
     }
 
     /// Claims up to `limit` due executions (0: none, without asking the store), and, when
@@ -964,6 +1019,55 @@ enum Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ms(n: i64) -> jiff::SignedDuration {
+        jiff::SignedDuration::from_millis(n)
+    }
+
+    #[test]
+    fn only_a_round_handed_all_it_asked_for_claims_again_at_once() {
+        let round = |asked, handed| Round {
+            asked,
+            handed,
+            started: handed,
+        };
+        assert!(round(1024, 1024).full());
+        assert!(!round(1024, 1023).full());
+        assert!(!round(1024, 0).full());
+        // Nothing asked (no capacity free): nothing to claim again at once.
+        assert!(!round(0, 0).full());
+    }
+
+    #[test]
+    fn a_steady_rate_is_claimed_an_eighth_of_the_window_at_a_time() {
+        let (ahead, poll) = (ms(1000), ms(1000));
+        // The round took the window; the next execution is just past its edge: wait an
+        // eighth of the window, not the 1 ms until it enters it.
+        assert_eq!(next_look(300, ms(1001), ahead, poll), ms(125));
+        assert_eq!(next_look(0, ms(1001), ahead, poll), ms(125));
+        // Further out: until it comes within the window, at most a poll interval.
+        assert_eq!(next_look(300, ms(1400), ahead, poll), ms(400));
+        assert_eq!(next_look(300, ms(5000), ahead, poll), poll);
+        // One came into the window while the round ran: within an eighth of the window,
+        // or at its fire time if that is sooner.
+        assert_eq!(next_look(300, ms(900), ahead, poll), ms(125));
+        assert_eq!(next_look(300, ms(40), ahead, poll), ms(40));
+        // One in the window that a round starting nothing left (not one to claim ahead):
+        // when it comes due.
+        assert_eq!(next_look(0, ms(900), ahead, poll), ms(900));
+    }
+
+    #[test]
+    fn a_due_execution_is_claimed_at_once_after_progress_and_after_min_idle_otherwise() {
+        let (ahead, poll) = (ms(1000), ms(1000));
+        assert_eq!(next_look(1, ms(0), ahead, poll), ms(0));
+        assert_eq!(next_look(1, ms(-30), ahead, poll), ms(0));
+        assert_eq!(next_look(0, ms(-30), ahead, poll), MIN_IDLE);
+        // Without claim ahead, the wait is the time until the next one is due.
+        assert_eq!(next_look(5, ms(70), ms(0), poll), ms(70));
+        assert_eq!(next_look(0, ms(70), ms(0), poll), ms(70));
+        assert_eq!(next_look(0, ms(-1), ms(0), poll), MIN_IDLE);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn completions_that_arrive_within_the_wait_are_written_together() {
