@@ -253,14 +253,24 @@ pub(crate) async fn execution_claim(
     // late. A reading inside the statement came before the queue rows' update and the commit,
     // tens of milliseconds for a claim of hundreds on a busy machine (BENCHMARKS.md, "Claims
     // paced by the window"); this one costs a round trip, paid only by a claim that took
-    // some ahead (for a due execution `started_at` is `now`, and nothing is held).
+    // some ahead (for a due execution `started_at` is `now`, and nothing is held). The claim
+    // has committed, so a failed reading must not fail it (its executions would wait for the
+    // reaper): `now`, read before the claim, is earlier still, so the holds end later, never
+    // before the fire time.
     let took_ahead = claimed.iter().any(|r| {
         r.try_get::<i64, _>("fire_at")
             .is_ok_and(|fire_at| fire_at > now)
     });
     let claimed_at = match &store.clock {
         Some(clock) => crate::ms(clock.now()),
-        None if took_ahead => store.now_ms(&store.pool).await?,
+        None if took_ahead => match store.now_ms(&store.pool).await {
+            Ok(t) => t.max(now),
+            Err(e) => {
+                tracing::warn!(error = %e,
+                    "reading the store's clock after a claim failed; its held executions start late by the claim's time");
+                now
+            }
+        },
         None => now,
     };
     rows::claimed_rows(&claimed, runs, now, claimed_at)
