@@ -206,7 +206,19 @@ pub const MIN_IDLE: jiff::SignedDuration = jiff::SignedDuration::from_millis(25)
 /// How long to wait before the next round of claims after one that started `started`
 /// attempts and was handed less than it asked for, when the next execution is due in
 /// `until_due` (negative or zero: due already) by the store's clock, with a `claim_ahead`
-/// window of `ahead` and at most `poll` (the rules of [`Worker::idle_deadline`]).
+/// window of `ahead`:
+/// - an execution due already: at once if the round started something (it came due while
+///   the round ran), else after [`MIN_IDLE`] (it is held back: a rate limit, a deferred
+///   catch-up), so nothing busy-loops;
+/// - the next one past the window: when it comes within it, but no sooner than an eighth of
+///   `ahead`, so that at a steady rate one claim takes an eighth of a window's executions
+///   (docs/guarantees.md, "Claim ahead", Bounds) rather than each claim the few that came
+///   into the window while the last one ran;
+/// - one within the window already, which the round left (it came into the window while the
+///   round ran, or it is not one to claim ahead): when it comes due, and after a round that
+///   started something no later than an eighth of `ahead`;
+///
+/// and never longer than `poll`.
 fn next_look(
     started: usize,
     until_due: jiff::SignedDuration,
@@ -402,21 +414,10 @@ impl Worker {
     }
 
     /// When to look again, on this node's clock, after a round that started `started`
-    /// attempts and was handed less than it asked for:
-    /// - an execution due already: at once if the round started something (it came due
-    ///   while the round ran), else after [`MIN_IDLE`] (it is held back: a rate limit, a
-    ///   deferred catch-up), so nothing busy-loops;
-    /// - the next one past the `claim_ahead` window: when it comes within it by the store's
-    ///   clock, but no sooner than an eighth of `claim_ahead` from now, so that at a steady
-    ///   rate one claim takes an eighth of a window's executions (docs/guarantees.md, "Claim
-    ///   ahead", Bounds) rather than each claim the few that came into the window while the
-    ///   last one ran;
-    /// - one within the window already, which the round left (it came into the window while
-    ///   the round ran, or it is not one to claim ahead): when it comes due, and after a round
-    ///   that started something no later than an eighth of `claim_ahead` from now;
-    ///
-    /// and never later than one poll interval. The wait is computed as a duration on the
-    /// store's clock, so a node whose own clock is skewed neither busy-loops nor oversleeps.
+    /// attempts and was handed less than it asked for: [`next_look`]'s wait for the next
+    /// execution's due time by the store's clock, or one poll interval when the store cannot
+    /// say. The wait is computed as a duration on the store's clock, so a node whose own
+    /// clock is skewed neither busy-loops nor oversleeps.
     async fn idle_deadline(&self, started: usize) -> Timestamp {
         let poll = self.config.poll.as_signed();
         let ahead = self.config.claim_ahead.as_signed();
