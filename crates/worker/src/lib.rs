@@ -33,8 +33,8 @@
 //!   renewed (docs/guarantees.md, "Claim ahead"), so an outage does not turn it into a delivery
 //!   whose completion cannot be written.
 //! - At most `max_in_flight` deliveries run at once in one worker, and at most
-//!   [`UNWRITTEN_PER_SLOT`] × `max_in_flight` claimed attempts wait for their completion to be
-//!   written. A delivery frees its slot as soon as the target answers, so a store that is slow
+//!   [`UNWRITTEN_PER_SLOT`] × `max_in_flight` + `max_claimed_ahead` claimed attempts wait for
+//!   their completion to be written. A delivery frees its slot as soon as the target answers, so a store that is slow
 //!   to write outcomes does not hold back the next deliveries (it throttles claims only once
 //!   that bound is reached).
 //! - Metrics: `sundial_trigger_lag_seconds` (first attempt start − fire time, histogram) and
@@ -44,7 +44,10 @@
 //!   the round starts as its claim returns.
 //! - Completions of concurrent attempts are written together, up to [`COMPLETION_BATCH`] in
 //!   one store transaction (group commit), after at most [`COMPLETION_GATHER`] for a batch to
-//!   fill; each is still fenced on its own.
+//!   fill; each is still fenced on its own. While attempts past their start wait for a
+//!   delivery slot, the writer defers, for at most [`COMPLETION_DEFER_MAX`] since it last
+//!   caught up and never once the room for unwritten completions is down to `max_in_flight`:
+//!   deliveries before bookkeeping.
 //! - A cancelled execution's attempt is stopped as soon as the store's cancel signal arrives
 //!   (dropping the delivery), and writes nothing.
 
@@ -61,6 +64,7 @@ pub use alerts::{
 pub use reaper::Reaper;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -114,9 +118,14 @@ impl From<&StoreError> for CompletionError {
 pub const UNWRITTEN_PER_SLOT: usize = 4;
 
 /// Attempts a worker holds from claim to written completion: [`UNWRITTEN_PER_SLOT`] per
-/// delivery slot.
+/// delivery slot, and one for each execution it may hold after a claim ahead, so that a burst
+/// it claimed ahead is delivered whole while its completions wait
+/// ([`COMPLETION_DEFER_MAX`]): such an execution is in the worker's memory already.
 fn unwritten_capacity(config: &WorkerConfig) -> usize {
-    config.max_in_flight.saturating_mul(UNWRITTEN_PER_SLOT)
+    config
+        .max_in_flight
+        .saturating_mul(UNWRITTEN_PER_SLOT)
+        .saturating_add(config.max_claimed_ahead)
 }
 
 /// Most completions written in one store call.
@@ -130,6 +139,33 @@ pub const COMPLETION_BATCH: usize = 256;
 /// outcome is recorded, never when an attempt starts. Wall time (tokio's timer), not the
 /// injected clock: it paces store calls and has nothing to do with when anything is due.
 pub const COMPLETION_GATHER: Duration = Duration::from_millis(10);
+
+/// Longest the completion writer defers its writes while attempts wait to start (500 ms),
+/// counted from when it last caught up with its queue: deliveries before bookkeeping.
+///
+/// A 10,000 burst claimed ahead starts all its attempts at once; writing their completions
+/// meanwhile kept a store backend busy on one of the two cores for most of the burst and
+/// delivered it at half the rate HTTP alone reaches (BENCHMARKS.md, "Deliveries before
+/// bookkeeping"). Deferred, the outcome is recorded up to this much later; the attempt's lease
+/// is renewed all the while, and each completion is still fenced on its own. The writer
+/// defers only while some attempt past its start waits for a delivery slot or room for its
+/// completion, never once the room for unwritten completions is down to `max_in_flight`, and,
+/// past this budget, writes back to back until it has caught up, so under a lasting backlog
+/// it writes as fast as it did without deferring. Wall time (tokio's timer), as
+/// [`COMPLETION_GATHER`].
+pub const COMPLETION_DEFER_MAX: Duration = Duration::from_millis(500);
+
+/// Whether the completion writer defers its next batch: some attempt past its start is
+/// `waiting` for a delivery slot or room for its completion, more than `reserve` unwritten
+/// completions can still be held (`room`), and the writer has deferred for less than
+/// [`COMPLETION_DEFER_MAX`] since it last caught up with its queue (`deferred`).
+fn defers_writing(waiting: usize, room: usize, reserve: usize, deferred: Duration) -> bool {
+    waiting > 0 && room > reserve && deferred < COMPLETION_DEFER_MAX
+}
+
+/// How often a deferring completion writer looks at the room left for unwritten completions
+/// (2 ms).
+const DEFER_LOOK: Duration = Duration::from_millis(2);
 
 /// How long before its fire time a worker claims an execution by default (1 s): the
 /// `claim_ahead` setting's default (docs/configuration.md, "claim_ahead").
@@ -322,6 +358,29 @@ pub struct Worker {
     /// Completions to write, in batches ([`Worker::completion_batcher`]).
     batcher: tokio::sync::mpsc::UnboundedSender<Completion>,
     batcher_queue: Arc<std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Completion>>>>,
+    /// Attempts past their start waiting for a delivery slot or room for their completion
+    /// ([`Waiting`]); the completion writer defers while there are some.
+    waiting: Arc<AtomicUsize>,
+    /// Notified when `waiting` falls to zero.
+    none_waiting: Arc<Notify>,
+}
+
+/// Counts an attempt past its start among the worker's `waiting` ones while it lives.
+struct Waiting<'a>(&'a Worker);
+
+impl<'a> Waiting<'a> {
+    fn new(worker: &'a Worker) -> Self {
+        worker.waiting.fetch_add(1, Ordering::SeqCst);
+        Waiting(worker)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if self.0.waiting.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.none_waiting.notify_waiters();
+        }
+    }
 }
 
 impl std::fmt::Debug for Worker {
@@ -359,6 +418,8 @@ impl Worker {
             running: Arc::default(),
             batcher,
             batcher_queue: Arc::new(std::sync::Mutex::new(Some(queue))),
+            waiting: Arc::default(),
+            none_waiting: Arc::default(),
         }
     }
 
@@ -612,8 +673,10 @@ impl Worker {
             };
         if due {
             let permits = async {
+                let waiting = Waiting::new(self);
                 let unwritten = self.unwritten.clone().acquire_owned().await;
                 let slot = self.slots.clone().acquire_owned().await;
+                drop(waiting);
                 (unwritten, slot)
             };
             tokio::select! {
@@ -938,11 +1001,35 @@ impl Worker {
         false
     }
 
+    /// Waits while [`defers_writing`] says to, `behind_since` being when the writer last
+    /// caught up with its queue; looks again as soon as no attempt waits, and every
+    /// [`DEFER_LOOK`] for the room left.
+    async fn defer_writing(&self, behind_since: tokio::time::Instant) {
+        let reserve = self.config.max_in_flight;
+        loop {
+            let waiting = self.waiting.load(Ordering::SeqCst);
+            let room = self.unwritten.available_permits();
+            if !defers_writing(waiting, room, reserve, behind_since.elapsed()) {
+                return;
+            }
+            tokio::select! {
+                _ = self.none_waiting.notified() => {}
+                _ = tokio::time::sleep(DEFER_LOOK) => {}
+            }
+        }
+    }
+
     /// Writes the completions waiting in the queue, up to [`COMPLETION_BATCH`] per store call,
-    /// and answers each with whether it applied.
+    /// and answers each with whether it applied; defers while attempts wait to start
+    /// ([`COMPLETION_DEFER_MAX`]).
     async fn completion_batcher(self, mut queue: tokio::sync::mpsc::UnboundedReceiver<Completion>) {
         let mut batch = Vec::with_capacity(COMPLETION_BATCH);
+        // When the writer last had nothing queued beyond the batch it wrote: its deferrals
+        // since then count against COMPLETION_DEFER_MAX.
+        let mut behind_since: Option<tokio::time::Instant> = None;
         while gather(&mut queue, &mut batch, COMPLETION_BATCH, COMPLETION_GATHER).await > 0 {
+            self.defer_writing(*behind_since.get_or_insert_with(tokio::time::Instant::now))
+                .await;
             let completions: Vec<AttemptComplete> = batch.iter().map(|(c, _)| c.clone()).collect();
             let asked = std::time::Instant::now();
             let written = self.store.attempt_complete_batch(&completions).await;
@@ -966,6 +1053,9 @@ impl Worker {
                         let _ = reply.send(Err(error.clone()));
                     }
                 }
+            }
+            if queue.is_empty() {
+                behind_since = None;
             }
         }
     }
@@ -1068,6 +1158,27 @@ mod tests {
         assert_eq!(next_look(5, ms(70), ms(0), poll), ms(70));
         assert_eq!(next_look(0, ms(70), ms(0), poll), ms(70));
         assert_eq!(next_look(0, ms(-1), ms(0), poll), MIN_IDLE);
+    }
+
+    #[test]
+    fn the_writer_defers_only_for_waiting_attempts_with_room_left_and_time_in_budget() {
+        let (reserve, early) = (1024, Duration::from_millis(100));
+        // A burst's attempts wait for delivery slots, most of the room is free: defer.
+        assert!(defers_writing(3000, 10_000, reserve, early));
+        // No attempt waits (a steady rate, or the burst delivered): write at once.
+        assert!(!defers_writing(0, 10_000, reserve, early));
+        // The room for unwritten completions is down to the reserve: write, so that the
+        // attempts still to start do not wait for room.
+        assert!(!defers_writing(3000, reserve, reserve, early));
+        assert!(defers_writing(3000, reserve + 1, reserve, early));
+        // The budget since the writer last caught up is spent: write until it catches up.
+        assert!(defers_writing(
+            3000,
+            10_000,
+            reserve,
+            COMPLETION_DEFER_MAX - Duration::from_millis(1)
+        ));
+        assert!(!defers_writing(3000, 10_000, reserve, COMPLETION_DEFER_MAX));
     }
 
     #[tokio::test(start_paused = true)]
