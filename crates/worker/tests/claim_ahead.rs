@@ -3,41 +3,25 @@
 //! the worker's timer and delivered no earlier than the fire time, and one cancelled while
 //! held is never delivered.
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use sundial_clock::{Clock, ManualClock};
 use sundial_core::execution::ExecutionState;
-use sundial_core::job::{HttpTarget, TargetSpec};
-use sundial_store::testkit::{execution, job_record, t0};
-use sundial_store::{ExecutionListQuery, JobRecord, JobWrite, PendingExecutions, Store};
+use sundial_store::testkit::{execution, t0};
+use sundial_store::{ExecutionListQuery, Store};
 use sundial_store_sqlite::SqliteStore;
 use sundial_target::Targets;
 use sundial_worker::{Worker, WorkerConfig};
 use tokio::sync::{Notify, watch};
 
+use common::{eventually, http_job};
+
 /// Each delivery's path with the test clock's reading when it arrived.
 type Received = Arc<Mutex<Vec<(String, Timestamp)>>>;
-
-async fn create(store: &dyn Store, name: &str, url: String) -> JobRecord {
-    let mut job = job_record("ns", name);
-    job.spec.target = TargetSpec::Http(HttpTarget {
-        method: "POST".into(),
-        url,
-        headers: Default::default(),
-        body: None,
-        success_codes: Vec::new(),
-    });
-    store
-        .job_write(&JobWrite {
-            record: job,
-            expected_version: None,
-            pending: PendingExecutions::Keep,
-        })
-        .await
-        .expect("create job")
-}
 
 async fn states(store: &dyn Store) -> Vec<(String, ExecutionState)> {
     let mut page: Vec<(String, ExecutionState)> = store
@@ -53,17 +37,6 @@ async fn states(store: &dyn Store) -> Vec<(String, ExecutionState)> {
         .collect();
     page.sort_by(|x, y| x.0.cmp(&y.0));
     page
-}
-
-/// Polls `check` every 20 ms of wall time (the test clock stands still) for up to 10 s.
-async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let waited = tokio::time::timeout(Duration::from_secs(10), async {
-        while !check().await {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
-    assert!(waited.is_ok(), "{what} within 10 s");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -99,7 +72,7 @@ async fn an_execution_claimed_ahead_is_delivered_at_its_fire_time_and_not_at_all
     );
     let fire = t0() + SignedDuration::from_millis(500);
     for name in ["a", "c"] {
-        let job = create(&*store, name, format!("http://{addr}/{name}")).await;
+        let job = http_job(&*store, name, format!("http://{addr}/{name}")).await;
         store
             .execution_insert(&execution(&job, fire))
             .await

@@ -3,19 +3,22 @@
 //! ahead waits for delivery slots, no completion is written, and once every attempt has
 //! started, all of them are.
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::SignedDuration;
 use sundial_clock::{Clock, ManualClock};
 use sundial_core::execution::ExecutionState;
-use sundial_core::job::{HttpTarget, TargetSpec};
-use sundial_store::testkit::{execution, job_record, t0};
-use sundial_store::{ExecutionListQuery, JobWrite, PendingExecutions, Store};
+use sundial_store::testkit::{execution, t0};
+use sundial_store::{ExecutionListQuery, Store};
 use sundial_store_sqlite::SqliteStore;
 use sundial_target::Targets;
 use sundial_worker::{Worker, WorkerConfig};
 use tokio::sync::{Notify, watch};
+
+use common::{eventually, http_job};
 
 /// Executions of the burst, all of one fire time.
 const BURST: usize = 8;
@@ -42,17 +45,6 @@ async fn succeeded(store: &dyn Store) -> usize {
         .into_iter()
         .filter(|s| *s == ExecutionState::Succeeded)
         .count()
-}
-
-/// Polls `check` every 20 ms of wall time for up to 10 s.
-async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let waited = tokio::time::timeout(Duration::from_secs(10), async {
-        while !check().await {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
-    assert!(waited.is_ok(), "{what} within 10 s");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -90,22 +82,7 @@ async fn a_burst_waiting_for_delivery_slots_is_delivered_before_its_completions_
 
     let fire = t0() + SignedDuration::from_millis(500);
     for k in 0..BURST {
-        let mut job = job_record("ns", &format!("j{k}"));
-        job.spec.target = TargetSpec::Http(HttpTarget {
-            method: "POST".into(),
-            url: format!("http://{addr}/"),
-            headers: Default::default(),
-            body: None,
-            success_codes: Vec::new(),
-        });
-        let job = store
-            .job_write(&JobWrite {
-                record: job,
-                expected_version: None,
-                pending: PendingExecutions::Keep,
-            })
-            .await
-            .expect("create job");
+        let job = http_job(&*store, &format!("j{k}"), format!("http://{addr}/")).await;
         store
             .execution_insert(&execution(&job, fire))
             .await

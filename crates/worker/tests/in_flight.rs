@@ -2,6 +2,8 @@
 //! `max_in_flight` deliveries at once, every due execution delivered and recorded
 //! `succeeded`, and the slots refilled as deliveries end.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -9,13 +11,14 @@ use std::time::Duration;
 use jiff::SignedDuration;
 use sundial_clock::{Clock, ManualClock};
 use sundial_core::execution::ExecutionState;
-use sundial_core::job::{HttpTarget, TargetSpec};
-use sundial_store::testkit::{execution, job_record, t0};
-use sundial_store::{ExecutionListQuery, JobWrite, PendingExecutions, Store};
+use sundial_store::testkit::{execution, t0};
+use sundial_store::{ExecutionListQuery, Store};
 use sundial_store_sqlite::SqliteStore;
 use sundial_target::Targets;
 use sundial_worker::{Worker, WorkerConfig};
 use tokio::sync::{Notify, watch};
+
+use common::http_job;
 
 /// Counts deliveries, the most running at once, and holds each for 100 ms.
 #[derive(Default)]
@@ -70,22 +73,7 @@ async fn held_deliveries(max_in_flight: usize, claim_batch: u32) {
         .await
         .expect("open"),
     );
-    let mut job = job_record("ns", "held");
-    job.spec.target = TargetSpec::Http(HttpTarget {
-        method: "POST".into(),
-        url: format!("http://{addr}/"),
-        headers: Default::default(),
-        body: None,
-        success_codes: Vec::new(),
-    });
-    let job = store
-        .job_write(&JobWrite {
-            record: job,
-            expected_version: None,
-            pending: PendingExecutions::Keep,
-        })
-        .await
-        .expect("create job");
+    let job = http_job(&*store, "held", format!("http://{addr}/")).await;
     const DUE: usize = 12;
     for k in 0..DUE {
         let slot = t0() + SignedDuration::from_secs(i64::try_from(k).unwrap_or(0));

@@ -1,0 +1,46 @@
+//! Helpers shared by the worker's integration tests: a job whose target is an HTTP endpoint
+//! of the test, and a wait on the wall clock for a condition.
+
+#![allow(
+    dead_code,
+    reason = "each test binary compiles this module and uses a part of it"
+)]
+
+use std::time::Duration;
+
+use sundial_core::job::{HttpTarget, TargetSpec};
+use sundial_store::testkit::job_record;
+use sundial_store::{JobRecord, JobWrite, PendingExecutions, Store};
+
+/// Creates job `name` in namespace `ns` whose target POSTs to `url`; panics if the store
+/// refuses it.
+pub async fn http_job(store: &dyn Store, name: &str, url: String) -> JobRecord {
+    let mut job = job_record("ns", name);
+    job.spec.target = TargetSpec::Http(HttpTarget {
+        method: "POST".into(),
+        url,
+        headers: Default::default(),
+        body: None,
+        success_codes: Vec::new(),
+    });
+    store
+        .job_write(&JobWrite {
+            record: job,
+            expected_version: None,
+            pending: PendingExecutions::Keep,
+        })
+        .await
+        .expect("create job")
+}
+
+/// Polls `check` every 20 ms of wall time (a test clock may stand still) for up to 10 s;
+/// panics naming `what` if it never holds.
+pub async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let waited = tokio::time::timeout(Duration::from_secs(10), async {
+        while !check().await {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(waited.is_ok(), "{what} within 10 s");
+}
