@@ -13,12 +13,11 @@ use sundial_clock::{Clock, ManualClock};
 use sundial_core::execution::ExecutionState;
 use sundial_store::testkit::{execution, t0};
 use sundial_store::{ExecutionListQuery, Store};
-use sundial_store_sqlite::SqliteStore;
 use sundial_target::Targets;
 use sundial_worker::{Worker, WorkerConfig};
 use tokio::sync::{Notify, watch};
 
-use common::{eventually, http_job};
+use common::{embedded_store, eventually, http_job};
 
 /// Each delivery's path with the test clock's reading when it arrived.
 type Received = Arc<Mutex<Vec<(String, Timestamp)>>>;
@@ -62,14 +61,7 @@ async fn an_execution_claimed_ahead_is_delivered_at_its_fire_time_and_not_at_all
     tokio::spawn(async move { axum::serve(listener, app).await });
 
     let dir = tempfile::tempdir().expect("tempdir");
-    let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(
-            &format!("sqlite://{}", dir.path().join("w.db").display()),
-            clock.clone(),
-        )
-        .await
-        .expect("open"),
-    );
+    let store = embedded_store(dir.path(), clock.clone()).await;
     let fire = t0() + SignedDuration::from_millis(500);
     for name in ["a", "c"] {
         let job = http_job(&*store, name, format!("http://{addr}/{name}")).await;

@@ -13,12 +13,11 @@ use sundial_clock::{Clock, ManualClock};
 use sundial_core::execution::ExecutionState;
 use sundial_store::testkit::{execution, t0};
 use sundial_store::{ExecutionListQuery, Store};
-use sundial_store_sqlite::SqliteStore;
 use sundial_target::Targets;
 use sundial_worker::{Worker, WorkerConfig};
 use tokio::sync::{Notify, watch};
 
-use common::{eventually, http_job};
+use common::{embedded_store, eventually, http_job};
 
 /// Executions of the burst, all of one fire time.
 const BURST: usize = 8;
@@ -51,14 +50,7 @@ async fn succeeded(store: &dyn Store) -> usize {
 async fn a_burst_waiting_for_delivery_slots_is_delivered_before_its_completions_are_written() {
     let dir = tempfile::tempdir().expect("tempdir");
     let clock = Arc::new(ManualClock::new(t0()));
-    let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(
-            &format!("sqlite://{}", dir.path().join("w.db").display()),
-            clock.clone(),
-        )
-        .await
-        .expect("open"),
-    );
+    let store = embedded_store(dir.path(), clock.clone()).await;
     // Each delivery records how many executions the store had recorded succeeded when it
     // arrived, then takes 30 ms to answer.
     let seen: Arc<Mutex<Vec<usize>>> = Arc::default();

@@ -11,14 +11,13 @@ use std::time::Duration;
 use jiff::SignedDuration;
 use sundial_clock::{Clock, ManualClock};
 use sundial_core::execution::ExecutionState;
+use sundial_store::ExecutionListQuery;
 use sundial_store::testkit::{execution, t0};
-use sundial_store::{ExecutionListQuery, Store};
-use sundial_store_sqlite::SqliteStore;
 use sundial_target::Targets;
 use sundial_worker::{Worker, WorkerConfig};
 use tokio::sync::{Notify, watch};
 
-use common::http_job;
+use common::{embedded_store, http_job};
 
 /// Counts deliveries, the most running at once, and holds each for 100 ms.
 #[derive(Default)]
@@ -65,14 +64,7 @@ async fn held_deliveries(max_in_flight: usize, claim_batch: u32) {
 
     let dir = tempfile::tempdir().expect("tempdir");
     let clock = Arc::new(ManualClock::new(t0()));
-    let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(
-            &format!("sqlite://{}", dir.path().join("w.db").display()),
-            clock.clone(),
-        )
-        .await
-        .expect("open"),
-    );
+    let store = embedded_store(dir.path(), clock.clone()).await;
     let job = http_job(&*store, "held", format!("http://{addr}/")).await;
     const DUE: usize = 12;
     for k in 0..DUE {

@@ -44,3 +44,18 @@ pub async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
     .await;
     assert!(waited.is_ok(), "{what} within 10 s");
 }
+
+/// The embedded store in a file of `dir`, on `clock`; panics if it cannot be opened.
+pub async fn embedded_store(
+    dir: &std::path::Path,
+    clock: std::sync::Arc<sundial_clock::ManualClock>,
+) -> std::sync::Arc<dyn Store> {
+    std::sync::Arc::new(
+        sundial_store_sqlite::SqliteStore::open(
+            &format!("sqlite://{}", dir.join("w.db").display()),
+            clock,
+        )
+        .await
+        .expect("open"),
+    )
+}
