@@ -49,6 +49,10 @@ pub struct ServerArgs {
     /// 0s-10s; 0s claims only due ones [default: 1s]
     #[arg(long, env = "SUNDIAL_CLAIM_AHEAD")]
     pub claim_ahead: Option<String>,
+    /// Most executions one worker holds after claiming them ahead (0-1000000); 0 claims only
+    /// due ones [default: 10000]
+    #[arg(long, env = "SUNDIAL_MAX_CLAIMED_AHEAD")]
+    pub max_claimed_ahead: Option<usize>,
     /// Testing aid: shift this node's clock by this many milliseconds
     #[arg(
         long,
@@ -78,6 +82,7 @@ struct FileConfig {
     lease_ttl: Option<String>,
     max_in_flight: Option<usize>,
     claim_ahead: Option<String>,
+    max_claimed_ahead: Option<usize>,
     #[serde(default)]
     connections: BTreeMap<String, ConnectionConfig>,
     #[serde(default)]
@@ -324,6 +329,9 @@ pub struct ServerConfig {
     /// How long before its fire time a worker may claim an execution (docs/guarantees.md,
     /// "Claim ahead"); zero: only due ones.
     pub claim_ahead: sundial_core::Dur,
+    /// Most executions a worker holds after claiming them ahead (docs/configuration.md,
+    /// "max_claimed_ahead"); zero: only due ones are claimed.
+    pub max_claimed_ahead: usize,
     /// Shift of this node's clock (testing aid), in milliseconds.
     pub clock_offset_ms: i64,
     /// `[http_targets] allow`: the hosts HTTP targets may reach; `None`: any host.
@@ -521,6 +529,15 @@ impl ServerConfig {
                 "--claim-ahead (or SUNDIAL_CLAIM_AHEAD, or claim_ahead in the file): {claim_ahead} is longer than the maximum of 10s"
             );
         }
+        let max_claimed_ahead = args
+            .max_claimed_ahead
+            .or(file.max_claimed_ahead)
+            .unwrap_or(sundial_worker::DEFAULT_MAX_CLAIMED_AHEAD);
+        if max_claimed_ahead > 1_000_000 {
+            bail!(
+                "--max-claimed-ahead (or SUNDIAL_MAX_CLAIMED_AHEAD, or max_claimed_ahead in the file): {max_claimed_ahead} is out of range 0-1000000"
+            );
+        }
         let alerts = resolve_alerts(&file.alerts, &file.connections)?;
         let alerts_every = match &file.maintenance.alerts_every {
             Some(t) => t
@@ -553,6 +570,7 @@ impl ServerConfig {
             roles,
             max_in_flight,
             claim_ahead,
+            max_claimed_ahead,
             database_url: args
                 .database_url
                 .or(file.database_url)

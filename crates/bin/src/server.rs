@@ -196,6 +196,7 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
                 rate_limits: config.rate_limits.clone(),
                 max_in_flight: config.max_in_flight,
                 claim_ahead: config.claim_ahead,
+                max_claimed_ahead: config.max_claimed_ahead,
                 ..WorkerConfig::new(&config.node_id)
             },
             worker_wake.clone(),

@@ -107,6 +107,34 @@ fn a_max_connections_per_host_out_of_range_is_refused_by_name() {
 }
 
 #[test]
+fn a_max_claimed_ahead_out_of_range_or_not_a_number_is_refused_by_name() {
+    let (ok, stderr) = server_with("max_claimed_ahead = 1000001\n", "worker");
+    assert!(!ok);
+    assert!(
+        stderr.contains("max_claimed_ahead in the file): 1000001 is out of range 0-1000000"),
+        "{stderr}"
+    );
+    let (ok, stderr) = server_with("max_claimed_ahead = -1\n", "worker");
+    assert!(!ok);
+    assert!(stderr.contains("max_claimed_ahead"), "{stderr}");
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sundial"))
+        .args(["server", "--roles", "worker", "--listen", "127.0.0.1:0"])
+        .args(["--max-claimed-ahead", "lots"])
+        .arg("--database-url")
+        .arg(format!(
+            "sqlite://{}",
+            dir.path().join("db.sqlite").display()
+        ))
+        .env_remove("SUNDIAL_CONFIG")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--max-claimed-ahead"), "{stderr}");
+}
+
+#[test]
 fn a_bad_token_entry_is_refused_by_index_and_field() {
     let sha = "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b";
     let other = "d9298a10d1b0735837dc4bd85dac641b0f3cef27a47e5d53a54f2f3f5b2fcffa";

@@ -163,6 +163,11 @@ fn defers_writing(waiting: usize, room: usize, reserve: usize, deferred: Duratio
     waiting > 0 && room > reserve && deferred < COMPLETION_DEFER_MAX
 }
 
+/// Most executions a worker holds after claiming them ahead by default (10,000): the
+/// `max_claimed_ahead` setting's default (docs/configuration.md, "max_claimed_ahead"), a steady
+/// 10,000 executions/s with the default `claim_ahead` of 1 s.
+pub const DEFAULT_MAX_CLAIMED_AHEAD: usize = 10_000;
+
 /// How often a deferring completion writer looks at the room left for unwritten completions
 /// (2 ms).
 const DEFER_LOOK: Duration = Duration::from_millis(2);
@@ -317,7 +322,8 @@ pub struct WorkerConfig {
     /// timer until it (docs/guarantees.md, "Claim ahead"); zero claims only due executions.
     /// Default [`DEFAULT_CLAIM_AHEAD`].
     pub claim_ahead: Dur,
-    /// Most executions held at once after a claim ahead. Default 10,000.
+    /// Most executions held at once after a claim ahead; zero claims only due executions.
+    /// Default [`DEFAULT_MAX_CLAIMED_AHEAD`].
     pub max_claimed_ahead: usize,
 }
 
@@ -331,7 +337,7 @@ impl WorkerConfig {
             poll: Dur::from_secs(1),
             rate_limits: Default::default(),
             claim_ahead: DEFAULT_CLAIM_AHEAD,
-            max_claimed_ahead: 10_000,
+            max_claimed_ahead: DEFAULT_MAX_CLAIMED_AHEAD,
         }
     }
 }
