@@ -34,9 +34,9 @@
 //!   whose completion cannot be written.
 //! - At most `max_in_flight` deliveries run at once in one worker, and at most
 //!   [`UNWRITTEN_PER_SLOT`] × `max_in_flight` + `max_claimed_ahead` claimed attempts wait for
-//!   their completion to be written. A delivery frees its slot as soon as the target answers, so a store that is slow
-//!   to write outcomes does not hold back the next deliveries (it throttles claims only once
-//!   that bound is reached).
+//!   their completion to be written. A delivery frees its slot as soon as the target answers,
+//!   so a store that is slow to write outcomes does not hold back the next deliveries (it
+//!   throttles claims only once that bound is reached).
 //! - Metrics: `sundial_trigger_lag_seconds` (first attempt start − fire time, histogram) and
 //!   `sundial_attempts_total{outcome}`.
 //! - A round of claims is up to [`CLAIMS_AT_ONCE`] store calls of up to `claim_batch` each,
