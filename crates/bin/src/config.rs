@@ -44,7 +44,7 @@ pub struct ServerArgs {
     pub lease_ttl: Option<String>,
     /// Most deliveries one worker runs at once (1-100000) [default: 1024]
     #[arg(long, env = "SUNDIAL_MAX_IN_FLIGHT")]
-    pub max_in_flight: Option<usize>,
+    pub max_in_flight: Option<String>,
     /// How long before their fire time a worker claims executions and holds them until it,
     /// 0s-10s; 0s claims only due ones [default: 1s]
     #[arg(long, env = "SUNDIAL_CLAIM_AHEAD")]
@@ -52,7 +52,7 @@ pub struct ServerArgs {
     /// Most executions one worker holds after claiming them ahead (0-1000000); 0 claims only
     /// due ones [default: 10000]
     #[arg(long, env = "SUNDIAL_MAX_CLAIMED_AHEAD")]
-    pub max_claimed_ahead: Option<usize>,
+    pub max_claimed_ahead: Option<String>,
     /// Testing aid: shift this node's clock by this many milliseconds
     #[arg(
         long,
@@ -80,9 +80,9 @@ struct FileConfig {
     node_id: Option<String>,
     roles: Option<Vec<String>>,
     lease_ttl: Option<String>,
-    max_in_flight: Option<usize>,
+    max_in_flight: Option<toml::Value>,
     claim_ahead: Option<String>,
-    max_claimed_ahead: Option<usize>,
+    max_claimed_ahead: Option<toml::Value>,
     #[serde(default)]
     connections: BTreeMap<String, ConnectionConfig>,
     #[serde(default)]
@@ -510,12 +510,13 @@ impl ServerConfig {
                  ({lease_ttl}); a node's record would lapse between two heartbeats"
             );
         }
-        let max_in_flight = args.max_in_flight.or(file.max_in_flight).unwrap_or(1024);
-        if !(1..=100_000).contains(&max_in_flight) {
-            bail!(
-                "--max-in-flight (or SUNDIAL_MAX_IN_FLIGHT, or max_in_flight in the file): {max_in_flight} is out of range 1-100000"
-            );
-        }
+        let max_in_flight = whole_number(
+            "--max-in-flight (or SUNDIAL_MAX_IN_FLIGHT, or max_in_flight in the file)",
+            args.max_in_flight.as_deref(),
+            file.max_in_flight.as_ref(),
+            1024,
+            1..=100_000,
+        )?;
         let claim_ahead: sundial_core::Dur = match args.claim_ahead.or(file.claim_ahead) {
             Some(text) => text.parse().map_err(|e| {
                 anyhow::anyhow!(
@@ -529,15 +530,13 @@ impl ServerConfig {
                 "--claim-ahead (or SUNDIAL_CLAIM_AHEAD, or claim_ahead in the file): {claim_ahead} is longer than the maximum of 10s"
             );
         }
-        let max_claimed_ahead = args
-            .max_claimed_ahead
-            .or(file.max_claimed_ahead)
-            .unwrap_or(sundial_worker::DEFAULT_MAX_CLAIMED_AHEAD);
-        if max_claimed_ahead > 1_000_000 {
-            bail!(
-                "--max-claimed-ahead (or SUNDIAL_MAX_CLAIMED_AHEAD, or max_claimed_ahead in the file): {max_claimed_ahead} is out of range 0-1000000"
-            );
-        }
+        let max_claimed_ahead = whole_number(
+            "--max-claimed-ahead (or SUNDIAL_MAX_CLAIMED_AHEAD, or max_claimed_ahead in the file)",
+            args.max_claimed_ahead.as_deref(),
+            file.max_claimed_ahead.as_ref(),
+            sundial_worker::DEFAULT_MAX_CLAIMED_AHEAD,
+            0..=1_000_000,
+        )?;
         let alerts = resolve_alerts(&file.alerts, &file.connections)?;
         let alerts_every = match &file.maintenance.alerts_every {
             Some(t) => t
@@ -713,6 +712,53 @@ fn tls_config(cert: &Path, key: &Path) -> anyhow::Result<tokio_rustls::rustls::S
         .with_no_client_auth()
         .with_single_cert(chain, key_der)
         .map_err(|e| anyhow::anyhow!("tls_key: {}: {e}", key.display()))
+}
+
+/// A whole-number setting: the flag's (or environment variable's) text, else the file's TOML
+/// value, else `default`.
+///
+/// # Errors
+/// One line naming the setting (`names`): text that is not all decimal digits, a file value
+/// that is not an integer, or a number outside `range`.
+fn whole_number(
+    names: &str,
+    text: Option<&str>,
+    file: Option<&toml::Value>,
+    default: usize,
+    range: std::ops::RangeInclusive<usize>,
+) -> anyhow::Result<usize> {
+    let (lo, hi) = (range.start(), range.end());
+    let n = match (text, file) {
+        (Some(t), _) if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) => {
+            bail!("{names}: '{t}' is not a whole number {lo}-{hi}")
+        }
+        // All digits: only too many of them fails to parse.
+        (Some(t), _) => t.parse::<usize>().ok(),
+        (None, Some(toml::Value::Integer(i))) => usize::try_from(*i).ok(),
+        (None, Some(other)) => bail!(
+            "{names}: {} is not a whole number {lo}-{hi}",
+            toml_shown(other)
+        ),
+        (None, None) => Some(default),
+    };
+    match n {
+        Some(n) if range.contains(&n) => Ok(n),
+        Some(n) => bail!("{names}: {n} is out of range {lo}-{hi}"),
+        None => bail!(
+            "{names}: {} is out of range {lo}-{hi}",
+            text.map_or_else(|| file.map(toml_shown).unwrap_or_default(), str::to_owned)
+        ),
+    }
+}
+
+/// A TOML value as a message shows it: a number or a quoted string as written, else its type.
+fn toml_shown(v: &toml::Value) -> String {
+    match v {
+        toml::Value::Integer(i) => i.to_string(),
+        toml::Value::Float(f) => f.to_string(),
+        toml::Value::String(s) => format!("{s:?}"),
+        other => format!("a value of type {}", other.type_str()),
+    }
 }
 
 fn read_file(path: &Path) -> anyhow::Result<FileConfig> {

@@ -114,24 +114,54 @@ fn a_max_claimed_ahead_out_of_range_or_not_a_number_is_refused_by_name() {
         stderr.contains("max_claimed_ahead in the file): 1000001 is out of range 0-1000000"),
         "{stderr}"
     );
-    let (ok, stderr) = server_with("max_claimed_ahead = -1\n", "worker");
-    assert!(!ok);
-    assert!(stderr.contains("max_claimed_ahead"), "{stderr}");
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_sundial"))
-        .args(["server", "--roles", "worker", "--listen", "127.0.0.1:0"])
-        .args(["--max-claimed-ahead", "lots"])
-        .arg("--database-url")
-        .arg(format!(
-            "sqlite://{}",
-            dir.path().join("db.sqlite").display()
-        ))
-        .env_remove("SUNDIAL_CONFIG")
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--max-claimed-ahead"), "{stderr}");
+    for (file, shown) in [
+        ("-1", "-1 is out of range"),
+        ("\"5\"", "\"5\" is not a whole number"),
+        ("1.5", "1.5 is not a whole number"),
+    ] {
+        let (ok, stderr) = server_with(&format!("max_claimed_ahead = {file}\n"), "worker");
+        assert!(!ok);
+        assert!(
+            stderr.contains(&format!(
+                "max_claimed_ahead in the file): {shown} 0-1000000"
+            )),
+            "{stderr}"
+        );
+    }
+    // The flag and the environment variable: one line naming all three, exit status 1.
+    for (flag, env) in [
+        (Some("lots"), None),
+        (None, Some("+5")),
+        (Some("1.5"), None),
+        (None, Some("")),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut server = Command::new(env!("CARGO_BIN_EXE_sundial"));
+        server
+            .args(["server", "--roles", "worker", "--listen", "127.0.0.1:0"])
+            .arg("--database-url")
+            .arg(format!(
+                "sqlite://{}",
+                dir.path().join("db.sqlite").display()
+            ))
+            .env_remove("SUNDIAL_CONFIG");
+        if let Some(v) = flag {
+            server.arg(format!("--max-claimed-ahead={v}"));
+        }
+        if let Some(v) = env {
+            server.env("SUNDIAL_MAX_CLAIMED_AHEAD", v);
+        }
+        let out = server.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        let value = flag.or(env).unwrap_or_default();
+        assert!(
+            stderr.contains(&format!(
+                "--max-claimed-ahead (or SUNDIAL_MAX_CLAIMED_AHEAD, or max_claimed_ahead in the file): '{value}' is not a whole number 0-1000000"
+            )),
+            "{stderr}"
+        );
+    }
 }
 
 #[test]
