@@ -11,13 +11,11 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 use sundial_clock::{Clock, ManualClock};
 use sundial_core::execution::ExecutionState;
-use sundial_store::testkit::{execution, t0};
+use sundial_store::testkit::t0;
 use sundial_store::{ExecutionListQuery, Store};
-use sundial_target::Targets;
-use sundial_worker::{Worker, WorkerConfig};
-use tokio::sync::{Notify, watch};
+use sundial_worker::WorkerConfig;
 
-use common::{embedded_store, eventually, http_job};
+use common::{embedded_store, eventually, http_job_firing_at, run_worker};
 
 /// Each delivery's path with the test clock's reading when it arrived.
 type Received = Arc<Mutex<Vec<(String, Timestamp)>>>;
@@ -64,24 +62,16 @@ async fn an_execution_claimed_ahead_is_delivered_at_its_fire_time_and_not_at_all
     let store = embedded_store(dir.path(), clock.clone()).await;
     let fire = t0() + SignedDuration::from_millis(500);
     for name in ["a", "c"] {
-        let job = http_job(&*store, name, format!("http://{addr}/{name}")).await;
-        store
-            .execution_insert(&execution(&job, fire))
-            .await
-            .expect("insert execution");
+        http_job_firing_at(&*store, name, format!("http://{addr}/{name}"), fire).await;
     }
-    let worker = Worker::new(
+    let (stop, running) = run_worker(
         store.clone(),
-        clock.clone() as Arc<dyn Clock>,
-        Arc::new(Targets::new().expect("targets")),
+        clock.clone(),
         WorkerConfig {
             claim_ahead: sundial_core::Dur::from_secs(1),
             ..WorkerConfig::new("w1")
         },
-        Arc::new(Notify::new()),
     );
-    let (stop, stopped) = watch::channel(false);
-    let running = tokio::spawn(worker.run(stopped));
 
     eventually("both claimed ahead", async || {
         states(&*store).await

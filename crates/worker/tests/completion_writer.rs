@@ -9,15 +9,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::SignedDuration;
-use sundial_clock::{Clock, ManualClock};
+use sundial_clock::ManualClock;
 use sundial_core::execution::ExecutionState;
-use sundial_store::testkit::{execution, t0};
+use sundial_store::testkit::t0;
 use sundial_store::{ExecutionListQuery, Store};
-use sundial_target::Targets;
-use sundial_worker::{Worker, WorkerConfig};
-use tokio::sync::{Notify, watch};
+use sundial_worker::WorkerConfig;
 
-use common::{embedded_store, eventually, http_job};
+use common::{embedded_store, eventually, http_job_firing_at, run_worker};
 
 /// Executions of the burst, all of one fire time.
 const BURST: usize = 8;
@@ -74,25 +72,17 @@ async fn a_burst_waiting_for_delivery_slots_is_delivered_before_its_completions_
 
     let fire = t0() + SignedDuration::from_millis(500);
     for k in 0..BURST {
-        let job = http_job(&*store, &format!("j{k}"), format!("http://{addr}/")).await;
-        store
-            .execution_insert(&execution(&job, fire))
-            .await
-            .expect("insert execution");
+        http_job_firing_at(&*store, &format!("j{k}"), format!("http://{addr}/"), fire).await;
     }
-    let worker = Worker::new(
+    let (stop, running) = run_worker(
         store.clone(),
-        clock.clone() as Arc<dyn Clock>,
-        Arc::new(Targets::new().expect("targets")),
+        clock.clone(),
         WorkerConfig {
             max_in_flight: SLOTS,
             claim_ahead: sundial_core::Dur::from_secs(1),
             ..WorkerConfig::new("w1")
         },
-        Arc::new(Notify::new()),
     );
-    let (stop, stopped) = watch::channel(false);
-    let running = tokio::spawn(worker.run(stopped));
 
     eventually("the burst claimed ahead", async || {
         states(&*store).await == [ExecutionState::Running; BURST]

@@ -9,15 +9,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use jiff::SignedDuration;
-use sundial_clock::{Clock, ManualClock};
+use sundial_clock::ManualClock;
 use sundial_core::execution::ExecutionState;
 use sundial_store::ExecutionListQuery;
 use sundial_store::testkit::{execution, t0};
-use sundial_target::Targets;
-use sundial_worker::{Worker, WorkerConfig};
-use tokio::sync::{Notify, watch};
+use sundial_worker::WorkerConfig;
 
-use common::{embedded_store, http_job};
+use common::{embedded_store, http_job, run_worker};
 
 /// Counts deliveries, the most running at once, and holds each for 100 ms.
 #[derive(Default)]
@@ -76,19 +74,15 @@ async fn held_deliveries(max_in_flight: usize, claim_batch: u32) {
     }
     clock.set(t0() + SignedDuration::from_secs(20));
 
-    let worker = Worker::new(
+    let (stop, running) = run_worker(
         store.clone(),
-        clock.clone() as Arc<dyn Clock>,
-        Arc::new(Targets::new().expect("targets")),
+        clock.clone(),
         WorkerConfig {
             max_in_flight,
             claim_batch,
             ..WorkerConfig::new("w1")
         },
-        Arc::new(Notify::new()),
     );
-    let (stop, stopped) = watch::channel(false);
-    let running = tokio::spawn(worker.run(stopped));
 
     let finished = async {
         loop {

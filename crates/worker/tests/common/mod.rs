@@ -59,3 +59,39 @@ pub async fn embedded_store(
         .expect("open"),
     )
 }
+
+/// Starts a worker on `store` and `clock` with `config` and real targets; returns the sender
+/// that stops it (send `true`) and its task, which ends once it has stopped.
+pub fn run_worker(
+    store: std::sync::Arc<dyn Store>,
+    clock: std::sync::Arc<sundial_clock::ManualClock>,
+    config: sundial_worker::WorkerConfig,
+) -> (
+    tokio::sync::watch::Sender<bool>,
+    tokio::task::JoinHandle<()>,
+) {
+    let worker = sundial_worker::Worker::new(
+        store,
+        clock,
+        std::sync::Arc::new(sundial_target::Targets::new().expect("targets")),
+        config,
+        std::sync::Arc::new(tokio::sync::Notify::new()),
+    );
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    (stop, tokio::spawn(worker.run(stopped)))
+}
+
+/// [`http_job`] with one execution of it at `fire` (its slot and fire time).
+pub async fn http_job_firing_at(
+    store: &dyn Store,
+    name: &str,
+    url: String,
+    fire: jiff::Timestamp,
+) -> JobRecord {
+    let job = http_job(store, name, url).await;
+    store
+        .execution_insert(&sundial_store::testkit::execution(&job, fire))
+        .await
+        .expect("insert execution");
+    job
+}
