@@ -50,9 +50,13 @@ pub struct ServerArgs {
     #[arg(long, env = "SUNDIAL_CLAIM_AHEAD")]
     pub claim_ahead: Option<String>,
     /// Most executions one worker holds after claiming them ahead (0-1000000); 0 claims only
-    /// due ones [default: 10000]
+    /// due ones [default: 100000]
     #[arg(long, env = "SUNDIAL_MAX_CLAIMED_AHEAD")]
     pub max_claimed_ahead: Option<String>,
+    /// How long before their fire time the scheduler writes slots' executions, 2s-60s
+    /// [default: 5s]
+    #[arg(long, env = "SUNDIAL_LOOKAHEAD")]
+    pub lookahead: Option<String>,
     /// Testing aid: shift this node's clock by this many milliseconds
     #[arg(
         long,
@@ -83,6 +87,7 @@ struct FileConfig {
     max_in_flight: Option<toml::Value>,
     claim_ahead: Option<String>,
     max_claimed_ahead: Option<toml::Value>,
+    lookahead: Option<String>,
     #[serde(default)]
     connections: BTreeMap<String, ConnectionConfig>,
     #[serde(default)]
@@ -332,6 +337,9 @@ pub struct ServerConfig {
     /// Most executions a worker holds after claiming them ahead (docs/configuration.md,
     /// "max_claimed_ahead"); zero: only due ones are claimed.
     pub max_claimed_ahead: usize,
+    /// How long before their fire time the scheduler writes slots' executions
+    /// (docs/configuration.md, "lookahead"), 2 s to 60 s.
+    pub lookahead: sundial_core::Dur,
     /// Shift of this node's clock (testing aid), in milliseconds.
     pub clock_offset_ms: i64,
     /// `[http_targets] allow`: the hosts HTTP targets may reach; `None`: any host.
@@ -537,6 +545,7 @@ impl ServerConfig {
             sundial_worker::DEFAULT_MAX_CLAIMED_AHEAD,
             0..=1_000_000,
         )?;
+        let lookahead = parse_lookahead(args.lookahead.or(file.lookahead).as_deref())?;
         let alerts = resolve_alerts(&file.alerts, &file.connections)?;
         let alerts_every = match &file.maintenance.alerts_every {
             Some(t) => t
@@ -570,6 +579,7 @@ impl ServerConfig {
             max_in_flight,
             claim_ahead,
             max_claimed_ahead,
+            lookahead,
             database_url: args
                 .database_url
                 .or(file.database_url)
@@ -749,6 +759,25 @@ fn whole_number(
             text.map_or_else(|| file.map(toml_shown).unwrap_or_default(), str::to_owned)
         ),
     }
+}
+
+/// The scheduler's lookahead (docs/configuration.md, "lookahead"): `text` parsed as a
+/// duration, else [`sundial_scheduler::DEFAULT_LOOKAHEAD`] (5 s).
+///
+/// # Errors
+/// One line naming `--lookahead`, its variable and its file key: text that is not a duration,
+/// or one outside 2 s to 60 s (shorter than two of the scheduler's passes, a second apart at
+/// most, would let a slot be written after its fire time).
+fn parse_lookahead(text: Option<&str>) -> anyhow::Result<sundial_core::Dur> {
+    const NAMES: &str = "--lookahead (or SUNDIAL_LOOKAHEAD, or lookahead in the file)";
+    let Some(text) = text else {
+        return Ok(sundial_scheduler::DEFAULT_LOOKAHEAD);
+    };
+    let lookahead: sundial_core::Dur = text.parse().map_err(|e| anyhow::anyhow!("{NAMES}: {e}"))?;
+    if !(2_000..=60_000).contains(&lookahead.as_millis()) {
+        bail!("{NAMES}: {lookahead} is outside 2s-60s");
+    }
+    Ok(lookahead)
 }
 
 /// A TOML value as a message shows it: a number or a quoted string as written, else its type.

@@ -130,6 +130,7 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
             clock.clone(),
             SchedulerConfig {
                 lease_ttl: config.lease_ttl,
+                lookahead: config.lookahead,
                 ..SchedulerConfig::new(&config.node_id)
             },
             worker_wake.clone(),

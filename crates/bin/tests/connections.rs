@@ -165,6 +165,24 @@ fn a_max_claimed_ahead_out_of_range_or_not_a_number_is_refused_by_name() {
 }
 
 #[test]
+fn a_lookahead_that_is_not_a_duration_or_out_of_range_is_refused_by_name() {
+    for (value, shown) in [
+        ("1s", "1s is outside 2s-60s"),
+        ("61s", "1m1s is outside 2s-60s"),
+        ("soon", ""),
+    ] {
+        let (ok, stderr) = server_with(&format!("lookahead = \"{value}\"\n"), "scheduler");
+        assert!(!ok, "{value}");
+        assert!(
+            stderr.contains(&format!(
+                "--lookahead (or SUNDIAL_LOOKAHEAD, or lookahead in the file): {shown}"
+            )),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
 fn a_bad_token_entry_is_refused_by_index_and_field() {
     let sha = "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b";
     let other = "d9298a10d1b0735837dc4bd85dac641b0f3cef27a47e5d53a54f2f3f5b2fcffa";

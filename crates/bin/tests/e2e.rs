@@ -888,3 +888,33 @@ async fn one_otlp_trace_links_an_execution_s_trigger_to_each_of_its_attempts() {
         HashSet::from(["trigger".to_owned(), "attempt".to_owned()])
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_longer_lookahead_writes_a_slot_s_execution_earlier() {
+    // docs/configuration.md, "lookahead": with 30 s, a slot 20 s away is written within the
+    // scheduler's next passes; with the default 5 s it would wait 15 s more.
+    let temp = tempfile::tempdir().unwrap();
+    let server = Server::start_with(
+        temp.path(),
+        common::ServerOpts {
+            args: vec!["--lookahead".into(), "30s".into()],
+            ..common::ServerOpts::default()
+        },
+    )
+    .await;
+    let at = whole_second_after(Duration::from_secs(20));
+    server
+        .put_job("e2e", "early", json!({"schedule": {"at": at.to_string()}, "target": {"type": "http", "url": "http://127.0.0.1:9/never"}}))
+        .await;
+    let written = server
+        .wait_for(Duration::from_secs(5), async || {
+            server.history("e2e", "early").await.into_iter().next()
+        })
+        .await;
+    assert!(
+        jiff::Timestamp::now() < at - SignedDuration::from_secs(10),
+        "the check ran too late to tell the lookahead from the default"
+    );
+    assert_eq!(written["state"], "scheduled", "{written}");
+    assert_eq!(ts(&written["scheduled_at"]), at);
+}

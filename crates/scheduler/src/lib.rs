@@ -42,12 +42,16 @@ use sundial_store::{
 };
 use tokio::sync::{Notify, watch};
 
+/// How long before their fire time slots are triggered by default (5 s): the `lookahead`
+/// setting's default (docs/configuration.md, "lookahead").
+pub const DEFAULT_LOOKAHEAD: Dur = Dur::from_secs(5);
+
 /// Scheduler settings.
 #[derive(Debug, Clone)]
 pub struct SchedulerConfig {
     /// This node's id (shard lease owner).
     pub node: String,
-    /// How far ahead of their fire time slots are triggered. Default `5s`.
+    /// How far ahead of their fire time slots are triggered. Default [`DEFAULT_LOOKAHEAD`].
     pub lookahead: Dur,
     /// Longest sleep between passes. Default `1s`.
     pub tick: Dur,
@@ -66,7 +70,7 @@ impl SchedulerConfig {
     pub fn new(node: impl Into<String>) -> Self {
         SchedulerConfig {
             node: node.into(),
-            lookahead: Dur::from_secs(5),
+            lookahead: DEFAULT_LOOKAHEAD,
             tick: Dur::from_secs(1),
             lease_ttl: Dur::from_secs(10),
             batch: 2500,
