@@ -27,6 +27,10 @@ Usage:
     --pg        the PostgreSQL server (default postgres://root@127.0.0.1:5432); the sweep
                 creates and drops the database bench_sweep on it
 
+The servers each bench starts inherit the environment, so a sweep of other settings is the
+same command with them set, e.g. the settings docs/configuration.md gives for bursts:
+    SUNDIAL_LOOKAHEAD=10s SUNDIAL_CLAIM_AHEAD=5s scripts/bench_sweep.py BINARY
+
 Every run's closing JSON line also goes to stderr as it comes, prefixed with the round, the
 build and the store, so a sweep cut short still leaves its figures.
 """

@@ -284,3 +284,22 @@ pub(crate) async fn execution_next_due(store: &PgStore) -> Result<Option<Timesta
             .map_err(db_err)?;
     due.map(ts).transpose()
 }
+
+pub(crate) async fn execution_due_count(
+    store: &PgStore,
+    from: Timestamp,
+    until: Timestamp,
+    cap: u32,
+) -> Result<u64> {
+    let n: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT 1 FROM execution_queue WHERE due_at >= $1 AND due_at < $2 \
+         LIMIT $3) AS due",
+    )
+    .bind(ms(from))
+    .bind(ms(until))
+    .bind(i64::from(cap))
+    .fetch_one(&store.pool)
+    .await
+    .map_err(db_err)?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}

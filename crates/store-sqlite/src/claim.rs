@@ -244,3 +244,22 @@ pub(crate) async fn execution_next_due(store: &SqliteStore) -> Result<Option<Tim
     let due: Option<i64> = row.try_get("due").map_err(db_err)?;
     due.map(ts).transpose()
 }
+
+pub(crate) async fn execution_due_count(
+    store: &SqliteStore,
+    from: Timestamp,
+    until: Timestamp,
+    cap: u32,
+) -> Result<u64> {
+    // `due_at >= ?1` implies `due_at IS NOT NULL`: the partial index `executions_due` serves it.
+    let n: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT 1 FROM executions WHERE due_at >= ?1 AND due_at < ?2 LIMIT ?3)",
+    )
+    .bind(ms(from))
+    .bind(ms(until))
+    .bind(i64::from(cap))
+    .fetch_one(&store.reader)
+    .await
+    .map_err(db_err)?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}

@@ -288,6 +288,15 @@ impl Store for SqliteStore {
         claim::execution_next_due(self).await
     }
 
+    async fn execution_due_count(
+        &self,
+        from: Timestamp,
+        until: Timestamp,
+        cap: u32,
+    ) -> Result<u64> {
+        claim::execution_due_count(self, from, until, cap).await
+    }
+
     async fn attempt_heartbeat(&self, a: &AttemptRef) -> Result<Timestamp> {
         complete::attempt_heartbeat(self, a).await
     }

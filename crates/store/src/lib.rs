@@ -304,6 +304,14 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// The earliest due time among executions waiting for a worker, if any.
     async fn execution_next_due(&self) -> Result<Option<Timestamp>>;
 
+    /// How many executions waiting for a worker come due at or after `from` and before
+    /// `until` (their due time, UTC, to the millisecond), counting no more than `cap`: a
+    /// worker's look at how large the burst ahead of it is (docs/guarantees.md, "Claim ahead",
+    /// "Bursts"). It reads only, one range of the due-time index of at most `cap` entries, and
+    /// counts every waiting execution, those a claim ahead would not take too.
+    async fn execution_due_count(&self, from: Timestamp, until: Timestamp, cap: u32)
+    -> Result<u64>;
+
     /// Extends a running attempt's lease to now + its heartbeat timeout.
     ///
     /// # Contract

@@ -64,7 +64,7 @@ pub use alerts::{
 pub use reaper::Reaper;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -170,6 +170,34 @@ fn defers_writing(waiting: usize, room: usize, reserve: usize, deferred: Duratio
 /// comes into the window at once, and a worker that holds it before the fire time has only
 /// its deliveries left to do then (BENCHMARKS.md, "A burst held whole").
 pub const DEFAULT_MAX_CLAIMED_AHEAD: usize = 100_000;
+
+/// The claim rate a worker counts on for a burst by default (20,000 executions/s), below
+/// what one worker's claims took alone on the benchmark machine (about 56,000/s on SQLite and
+/// 35,000/s on PostgreSQL while the scheduler was still writing the burst; BENCHMARKS.md, "A
+/// burst held whole").
+pub const BURST_CLAIM_RATE: u32 = 20_000;
+
+/// The widest claim window a burst gets (10 s), `claim_ahead`'s own maximum.
+pub const BURST_WINDOW_MAX: Dur = Dur::from_secs(10);
+
+/// The claim window for the next claims (docs/guarantees.md, "Claim ahead", "Bursts"):
+/// `near` (the `claim_ahead` setting), widened by the time it takes to claim, at `rate`
+/// executions per second, the part of `mass` that cannot be claimed within `near` at that
+/// rate; `mass` is how many executions come due within `near` of the next one due. At most
+/// [`BURST_WINDOW_MAX`], never narrower than `near`. A steady rate below `rate` keeps `near`;
+/// 100,000 due at one instant with the defaults (1 s, 20,000/s) get 5 s, so a worker starts
+/// claiming them as soon as the scheduler has written them (5 s ahead by default).
+pub fn burst_window(near: Dur, mass: u64, rate: u32) -> Dur {
+    if near.as_millis() == 0 {
+        // Claiming ahead is off, for a burst too.
+        return near;
+    }
+    let rate = u64::from(rate.max(1));
+    let within = rate.saturating_mul(near.as_millis()) / 1000;
+    let lead_ms = mass.saturating_sub(within).saturating_mul(1000) / rate;
+    let widest = BURST_WINDOW_MAX.as_millis().max(near.as_millis());
+    Dur::from_millis(near.as_millis().saturating_add(lead_ms).min(widest))
+}
 
 /// How often a deferring completion writer looks at the room left for unwritten completions
 /// (2 ms).
@@ -328,6 +356,10 @@ pub struct WorkerConfig {
     /// Most executions held at once after a claim ahead; zero claims only due executions.
     /// Default [`DEFAULT_MAX_CLAIMED_AHEAD`].
     pub max_claimed_ahead: usize,
+    /// The claim rate, executions per second, this worker counts on for a burst: the part of
+    /// a burst beyond what it claims at this rate within `claim_ahead` is claimed earlier, by
+    /// the time it takes at this rate ([`burst_window`]). Default [`BURST_CLAIM_RATE`].
+    pub burst_claim_rate: u32,
 }
 
 impl WorkerConfig {
@@ -341,6 +373,7 @@ impl WorkerConfig {
             rate_limits: Default::default(),
             claim_ahead: DEFAULT_CLAIM_AHEAD,
             max_claimed_ahead: DEFAULT_MAX_CLAIMED_AHEAD,
+            burst_claim_rate: BURST_CLAIM_RATE,
         }
     }
 }
@@ -359,6 +392,9 @@ pub struct Worker {
     unwritten: Arc<Semaphore>,
     /// Held by an execution claimed ahead from the claim until it has its `unwritten` permit.
     ahead: Arc<Semaphore>,
+    /// The window of the next claims ahead, in milliseconds: `claim_ahead`, or wider for a
+    /// burst ([`burst_window`]), as the last idle look sized it.
+    window_ms: Arc<AtomicU64>,
     /// Whether this worker's last store call (a claim, a heartbeat or a completion) failed in
     /// a way a retry may fix: the store is presumed unreachable until one succeeds.
     store_down: Arc<watch::Sender<bool>>,
@@ -413,6 +449,7 @@ impl Worker {
         let slots = Arc::new(Semaphore::new(config.max_in_flight));
         let unwritten = Arc::new(Semaphore::new(unwritten_capacity(&config)));
         let ahead = Arc::new(Semaphore::new(config.max_claimed_ahead));
+        let window_ms = Arc::new(AtomicU64::new(config.claim_ahead.as_millis()));
         let (batcher, queue) = tokio::sync::mpsc::unbounded_channel();
         Worker {
             store,
@@ -423,6 +460,7 @@ impl Worker {
             slots,
             unwritten,
             ahead,
+            window_ms,
             store_down: Arc::new(watch::Sender::new(false)),
             running: Arc::default(),
             batcher,
@@ -490,15 +528,48 @@ impl Worker {
     /// clock is skewed neither busy-loops nor oversleeps.
     async fn idle_deadline(&self, started: usize) -> Timestamp {
         let poll = self.config.poll.as_signed();
-        let ahead = self.config.claim_ahead.as_signed();
         let wait = match (
             self.store.execution_next_due().await,
             self.store.now().await,
         ) {
-            (Ok(Some(due)), Ok(now)) => next_look(started, due.duration_since(now), ahead, poll),
+            (Ok(Some(due)), Ok(now)) => {
+                let until_due = due.duration_since(now);
+                let window = self.claim_window(due, until_due).await;
+                let before = self.window_ms.swap(window.as_millis(), Ordering::Relaxed);
+                if window.as_millis() > before && until_due <= window.as_signed() {
+                    // A burst came within the widened window: claim it now, not once it is
+                    // within `claim_ahead`.
+                    jiff::SignedDuration::ZERO
+                } else {
+                    next_look(started, until_due, window.as_signed(), poll)
+                }
+            }
             _ => poll,
         };
         self.clock.now() + wait
+    }
+
+    /// The window for the next claims ahead: `claim_ahead`, widened for a burst by
+    /// [`burst_window`] when the next execution `due` (in `until_due`, by the store's clock)
+    /// is beyond it, from how many executions come due within `claim_ahead` of it (counted
+    /// up to `max_claimed_ahead`). A failed count keeps `claim_ahead`.
+    async fn claim_window(&self, due: Timestamp, until_due: jiff::SignedDuration) -> Dur {
+        let near = self.config.claim_ahead;
+        if near.as_millis() == 0
+            || self.config.max_claimed_ahead == 0
+            || until_due <= near.as_signed()
+        {
+            return near;
+        }
+        let cap = u32::try_from(self.config.max_claimed_ahead).unwrap_or(u32::MAX);
+        match self
+            .store
+            .execution_due_count(due, due + near.as_signed(), cap)
+            .await
+        {
+            Ok(mass) => burst_window(near, mass, self.config.burst_claim_rate),
+            Err(_) => near,
+        }
     }
 
     /// One round of claims: up to [`CLAIMS_AT_ONCE`] claims of up to `claim_batch` each, run
@@ -581,7 +652,7 @@ impl Worker {
             return Ok(Vec::new());
         }
         let ahead_ms = if ahead {
-            u32::try_from(self.config.claim_ahead.as_millis()).unwrap_or(u32::MAX)
+            u32::try_from(self.window_ms.load(Ordering::Relaxed)).unwrap_or(u32::MAX)
         } else {
             0
         };
@@ -1119,6 +1190,23 @@ enum Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_burst_window_widens_only_for_what_the_rate_cannot_claim_within_claim_ahead() {
+        let s = Dur::from_secs;
+        // A steady 10,000/s, and a burst the rate claims within the window: unchanged.
+        assert_eq!(burst_window(s(1), 10_000, 20_000), s(1));
+        assert_eq!(burst_window(s(1), 20_000, 20_000), s(1));
+        // 100,000 at one instant: 80,000 more than a second's claims, 4 s more.
+        assert_eq!(burst_window(s(1), 100_000, 20_000), s(5));
+        assert_eq!(burst_window(s(2), 30_000, 10_000), s(3));
+        // Never wider than BURST_WINDOW_MAX, unless claim_ahead itself is.
+        assert_eq!(burst_window(s(1), 1_000_000, 20_000), BURST_WINDOW_MAX);
+        assert_eq!(burst_window(s(10), 1_000_000, 1), s(10));
+        // Claiming ahead turned off stays off; a zero rate counts as one a second.
+        assert_eq!(burst_window(s(0), 100_000, 20_000), s(0));
+        assert_eq!(burst_window(s(1), 3, 0), s(3));
+    }
 
     fn ms(n: i64) -> jiff::SignedDuration {
         jiff::SignedDuration::from_millis(n)

@@ -121,3 +121,74 @@ async fn an_execution_claimed_ahead_is_delivered_at_its_fire_time_and_not_at_all
         "a at its fire time, c never"
     );
 }
+
+/// A burst larger than the worker claims within `claim_ahead` at its `burst_claim_rate` is
+/// claimed earlier, by the time that rate needs for the rest (docs/guarantees.md, "Claim
+/// ahead", "Bursts"): 40 executions due at one instant at 10 a second with a 1 s window are
+/// claimed 4 s ahead, so all of them are held 3 s before their fire time, while the store's
+/// clock has not moved; none is delivered before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_is_claimed_as_far_ahead_as_its_size_needs() {
+    let received: Arc<Mutex<Vec<Timestamp>>> = Arc::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let clock = Arc::new(ManualClock::new(t0()));
+    let app = {
+        let (received, clock) = (received.clone(), clock.clone());
+        axum::Router::new().route(
+            "/{job}",
+            axum::routing::post(move || async move {
+                received.lock().expect("lock").push(clock.now());
+                "ok"
+            }),
+        )
+    };
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = embedded_store(dir.path(), clock.clone()).await;
+    let fire = t0() + SignedDuration::from_secs(3);
+    for i in 0..40 {
+        let name = format!("j{i}");
+        http_job_firing_at(&*store, &name, format!("http://{addr}/{name}"), fire).await;
+    }
+    let (stop, running) = run_worker(
+        store.clone(),
+        clock.clone(),
+        WorkerConfig {
+            claim_ahead: sundial_core::Dur::from_secs(1),
+            burst_claim_rate: 10,
+            ..WorkerConfig::new("w1")
+        },
+    );
+    eventually("all 40 claimed 3 s ahead", async || {
+        let held = store
+            .execution_list(&ExecutionListQuery {
+                namespace: "ns".into(),
+                limit: 100,
+                ..Default::default()
+            })
+            .await
+            .expect("list");
+        held.len() == 40 && held.iter().all(|e| e.state == ExecutionState::Running)
+    })
+    .await;
+    assert_eq!(clock.now(), t0(), "claimed while the clock still read t0");
+    assert!(
+        received.lock().expect("lock").is_empty(),
+        "nothing delivered before the fire time"
+    );
+    clock.set(fire);
+    eventually("all 40 delivered", async || {
+        received.lock().expect("lock").len() == 40
+    })
+    .await;
+    let _ = stop.send(true);
+    running.await.expect("worker stopped");
+    assert!(
+        received.lock().expect("lock").iter().all(|at| *at >= fire),
+        "none before the fire time"
+    );
+}

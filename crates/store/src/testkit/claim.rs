@@ -724,3 +724,41 @@ pub async fn a_pause_delete_or_cancel_drops_what_was_claimed_ahead(h: Harness) {
         "nothing of the three is handed out again"
     );
 }
+
+/// The count of executions waiting for a worker by due time: the range is half open, already
+/// claimed ones are not counted, and no more than the cap are.
+pub async fn waiting_executions_are_counted_by_due_time_up_to_a_cap(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let at = |s: i64| t0() + SignedDuration::from_secs(s);
+    for name in ["a", "b", "c", "d"] {
+        let mut job = create(&*store, "ns", name).await;
+        job.next_slot_at = Some(t0());
+        let slots: &[Timestamp] = if name == "d" { &[at(7)] } else { &[at(5)] };
+        trigger(&*store, "n1", &job, slots).await.expect("trigger");
+    }
+    let count = |from: i64, until: i64, cap: u32| {
+        let store = store.clone();
+        async move {
+            store
+                .execution_due_count(at(from), at(until), cap)
+                .await
+                .expect("count")
+        }
+    };
+    assert_eq!(count(5, 6, 100).await, 3);
+    assert_eq!(count(5, 7, 100).await, 3, "until is excluded");
+    assert_eq!(count(5, 8, 100).await, 4);
+    assert_eq!(
+        count(6, 8, 100).await,
+        1,
+        "from is included, earlier ones are not"
+    );
+    assert_eq!(count(5, 8, 2).await, 2, "no more than the cap");
+    assert_eq!(count(0, 5, 100).await, 0);
+    // A claim ahead takes the three due at 5 s: they wait no more.
+    let mut ahead = claim("w1", 10);
+    ahead.ahead_ms = 5_000;
+    assert_eq!(store.execution_claim(&ahead).await.expect("claim").len(), 3);
+    assert_eq!(count(0, 10, 100).await, 1);
+}

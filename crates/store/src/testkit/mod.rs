@@ -426,6 +426,7 @@ macro_rules! conformance_tests {
             a_trigger_with_a_stale_epoch_writes_nothing,
             due_jobs_are_listed_by_fire_time,
             executions_are_claimed_once_and_never_early,
+            waiting_executions_are_counted_by_due_time_up_to_a_cap,
             skip_records_a_slot_due_while_the_job_runs,
             replace_cancels_the_running_execution,
             replace_never_runs_what_the_same_claim_cancelled,
