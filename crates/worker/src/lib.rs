@@ -19,8 +19,9 @@
 //!   fencing token); the store refuses stale ones, so a worker that lost its lease can never
 //!   overwrite the outcome of the attempt that replaced it (docs/guarantees.md#g3-fencing).
 //! - An attempt never starts before its execution's fire time (docs/guarantees.md#g5-never-early):
-//!   the store hands out due executions, by its own clock, and, within `claim_ahead`, executions
-//!   claimed ahead with the store's clock at the claim (`claimed_at`) and their start
+//!   the store hands out due executions, by its own clock, and, within the claim window
+//!   (`claim_ahead`, widened for a burst by [`burst_window`] to at most [`BURST_WINDOW_MAX`]),
+//!   executions claimed ahead with the store's clock at the claim (`claimed_at`) and their start
 //!   (`started_at`, the fire time). The worker holds such an execution for `started_at -
 //!   claimed_at` counted on its own clock from when the claim returned, which is no earlier
 //!   than the store's clock reads the fire time, whatever the skew between the two clocks.

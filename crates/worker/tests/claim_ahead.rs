@@ -24,7 +24,7 @@ async fn states(store: &dyn Store) -> Vec<(String, ExecutionState)> {
     let mut page: Vec<(String, ExecutionState)> = store
         .execution_list(&ExecutionListQuery {
             namespace: "ns".into(),
-            limit: 10,
+            limit: 100,
             ..Default::default()
         })
         .await
@@ -36,16 +36,16 @@ async fn states(store: &dyn Store) -> Vec<(String, ExecutionState)> {
     page
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_execution_claimed_ahead_is_delivered_at_its_fire_time_and_not_at_all_once_cancelled() {
+/// A loopback HTTP receiver that records each delivery's path with `clock`'s reading when it
+/// arrived.
+async fn receiver(clock: Arc<ManualClock>) -> (std::net::SocketAddr, Received) {
     let received: Received = Arc::default();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
-    let clock = Arc::new(ManualClock::new(t0()));
     let app = {
-        let (received, clock) = (received.clone(), clock.clone());
+        let received = received.clone();
         axum::Router::new().route(
             "/{job}",
             axum::routing::post(
@@ -57,6 +57,13 @@ async fn an_execution_claimed_ahead_is_delivered_at_its_fire_time_and_not_at_all
         )
     };
     tokio::spawn(async move { axum::serve(listener, app).await });
+    (addr, received)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_execution_claimed_ahead_is_delivered_at_its_fire_time_and_not_at_all_once_cancelled() {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let (addr, received) = receiver(clock.clone()).await;
 
     let dir = tempfile::tempdir().expect("tempdir");
     let store = embedded_store(dir.path(), clock.clone()).await;
@@ -129,23 +136,8 @@ async fn an_execution_claimed_ahead_is_delivered_at_its_fire_time_and_not_at_all
 /// clock has not moved; none is delivered before it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_is_claimed_as_far_ahead_as_its_size_needs() {
-    let received: Arc<Mutex<Vec<Timestamp>>> = Arc::default();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
     let clock = Arc::new(ManualClock::new(t0()));
-    let app = {
-        let (received, clock) = (received.clone(), clock.clone());
-        axum::Router::new().route(
-            "/{job}",
-            axum::routing::post(move || async move {
-                received.lock().expect("lock").push(clock.now());
-                "ok"
-            }),
-        )
-    };
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let (addr, received) = receiver(clock.clone()).await;
 
     let dir = tempfile::tempdir().expect("tempdir");
     let store = embedded_store(dir.path(), clock.clone()).await;
@@ -164,15 +156,8 @@ async fn a_burst_is_claimed_as_far_ahead_as_its_size_needs() {
         },
     );
     eventually("all 40 claimed 3 s ahead", async || {
-        let held = store
-            .execution_list(&ExecutionListQuery {
-                namespace: "ns".into(),
-                limit: 100,
-                ..Default::default()
-            })
-            .await
-            .expect("list");
-        held.len() == 40 && held.iter().all(|e| e.state == ExecutionState::Running)
+        let held = states(&*store).await;
+        held.len() == 40 && held.iter().all(|(_, s)| *s == ExecutionState::Running)
     })
     .await;
     assert_eq!(clock.now(), t0(), "claimed while the clock still read t0");
@@ -188,7 +173,11 @@ async fn a_burst_is_claimed_as_far_ahead_as_its_size_needs() {
     let _ = stop.send(true);
     running.await.expect("worker stopped");
     assert!(
-        received.lock().expect("lock").iter().all(|at| *at >= fire),
+        received
+            .lock()
+            .expect("lock")
+            .iter()
+            .all(|(_, at)| *at >= fire),
         "none before the fire time"
     );
 }
