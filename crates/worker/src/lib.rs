@@ -62,7 +62,7 @@ pub use alerts::{
     ALERTS_EVERY_DEFAULT, AlertDispatcher, AlertRule, backoff as alert_backoff,
     message as alert_message,
 };
-pub use reaper::Reaper;
+pub use reaper::{REAP_BATCH, REAP_PASS_MAX, Reaper};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -1148,27 +1148,43 @@ impl Worker {
     /// # Errors
     /// The store's, when listing fails.
     pub async fn reap_once(&self) -> Result<usize, StoreError> {
-        let lapsed = self.store.attempt_list_lapsed(reaper::REAP_BATCH).await?;
+        let started = std::time::Instant::now();
         let mut reaped = 0;
-        for e in &lapsed {
-            let attempt = AttemptRef {
-                id: e.id.clone(),
-                attempt: e.attempt,
-            };
-            let completion = self.completion(e, attempt, Err(Failure::LeaseLapsed), true);
-            match self.store.attempt_complete(&completion).await {
-                Ok(()) => {
+        loop {
+            let lapsed = self.store.attempt_list_lapsed(reaper::REAP_BATCH).await?;
+            let completions: Vec<AttemptComplete> = lapsed
+                .iter()
+                .map(|e| {
+                    let attempt = AttemptRef {
+                        id: e.id.clone(),
+                        attempt: e.attempt,
+                    };
+                    self.completion(e, attempt, Err(Failure::LeaseLapsed), true)
+                })
+                .collect();
+            // Each is fenced on its own: one its worker renewed meanwhile is left (false).
+            let applied = self.store.attempt_complete_batch(&completions).await?;
+            for ((e, completion), applied) in lapsed.iter().zip(&completions).zip(applied) {
+                if applied {
                     reaped += 1;
-                    tracing::info!(execution = %e.id, attempt = e.attempt, "reaped an attempt whose lease lapsed");
+                    tracing::debug!(execution = %e.id, attempt = e.attempt, "reaped an attempt whose lease lapsed");
                     log_ending(e, completion.next, completion.error.as_deref());
                 }
-                Err(StoreError::StaleFence(_)) => {}
-                Err(err) => return Err(err),
             }
+            // A full batch may have left more behind it (a worker that died holding a burst):
+            // go on, within the pass's budget.
+            if lapsed.len() < reaper::REAP_BATCH as usize
+                || started.elapsed() >= reaper::REAP_PASS_MAX
+            {
+                break;
+            }
+        }
+        if reaped > 0 {
+            tracing::info!(attempts = reaped, "reaped attempts whose lease lapsed");
         }
         // Workflow runs past their `run_timeout` fail, their running tasks stopped
         // (docs/workflows.md#runs), by the store's clock.
-        let expired = self.store.run_expire(reaper::REAP_BATCH).await?;
+        let expired = self.store.run_expire(reaper::RUN_EXPIRE_BATCH).await?;
         if expired > 0 {
             tracing::info!(
                 runs = expired,

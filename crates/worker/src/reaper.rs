@@ -3,8 +3,11 @@
 //! their `run_timeout`.
 //!
 //! Invariants: a reaped attempt is completed only while its lease has lapsed by the store's
-//! clock (`only_if_lapsed`), so a worker that renewed its lease meanwhile keeps it; each pass
-//! handles at most [`REAP_BATCH`] attempts, the oldest lapsed first.
+//! clock (`only_if_lapsed`), so a worker that renewed its lease meanwhile keeps it; a pass
+//! handles lapsed attempts oldest first, [`REAP_BATCH`] at a time in one store transaction,
+//! and goes on while batches come back full, for at most [`REAP_PASS_MAX`]: a worker that died
+//! holding a burst (up to `max_claimed_ahead` executions) has it retried within seconds of
+//! the leases lapsing, not at one batch a second.
 
 use async_trait::async_trait;
 use sundial_core::Dur;
@@ -12,8 +15,14 @@ use sundial_store::maintenance::Service;
 
 use crate::Worker;
 
-/// Most attempts one reaper pass handles.
-pub const REAP_BATCH: u32 = 100;
+/// Most attempts one reaper batch handles, in one store transaction (1,000).
+pub const REAP_BATCH: u32 = 1000;
+
+/// Most workflow runs one pass fails past their `run_timeout` (100).
+pub(crate) const RUN_EXPIRE_BATCH: u32 = 100;
+
+/// How long one reaper pass goes on taking full batches of lapsed attempts (5 s).
+pub const REAP_PASS_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The reaper of one worker process, every `maintenance.reaper_every` (default 1 s,
 /// [`sundial_store::maintenance::REAPER_EVERY_DEFAULT`]).

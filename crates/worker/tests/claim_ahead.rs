@@ -181,3 +181,45 @@ async fn a_burst_is_claimed_as_far_ahead_as_its_size_needs() {
         "none before the fire time"
     );
 }
+
+/// A worker that dies holding a burst leaves its leases to lapse; one reaper pass of another
+/// worker then retries all of them, a batch of `REAP_BATCH` after another, not one batch a
+/// pass (docs/configuration.md, "[maintenance]").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_held_by_a_dead_worker_is_reaped_in_one_pass() {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = embedded_store(dir.path(), clock.clone()).await;
+    let fire = t0() + SignedDuration::from_secs(1);
+    let n = 2 * sundial_worker::REAP_BATCH as usize + 100;
+    for i in 0..n {
+        let name = format!("j{i}");
+        http_job_firing_at(&*store, &name, "http://127.0.0.1:9/never".into(), fire).await;
+    }
+    let claimed = store
+        .execution_claim(&sundial_store::ExecutionClaim {
+            worker: "dead".into(),
+            limit: u32::try_from(2 * n).expect("limit"),
+            rate_limits: Default::default(),
+            ahead_ms: 1_000,
+        })
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), n, "the dead worker held the whole burst");
+    // Its leases run from the fire time for the job's heartbeat_timeout (30 s).
+    clock.set(fire + SignedDuration::from_secs(31));
+    let reaper = sundial_worker::Worker::new(
+        store.clone(),
+        clock.clone(),
+        Arc::new(sundial_target::Targets::new().expect("targets")),
+        WorkerConfig::new("w2"),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    assert_eq!(reaper.reap_once().await.expect("reap"), n);
+    let after = states(&*store).await;
+    assert!(
+        after.iter().all(|(_, s)| *s == ExecutionState::RetryWait),
+        "all retried: {:?}",
+        after.iter().find(|(_, s)| *s != ExecutionState::RetryWait)
+    );
+}
