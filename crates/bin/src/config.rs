@@ -40,22 +40,22 @@ pub struct ServerArgs {
     #[arg(long, env = "SUNDIAL_CONFIG")]
     pub config: Option<PathBuf>,
     /// Shard lease time to live, e.g. 10s [default: 10s]
-    #[arg(long, env = "SUNDIAL_LEASE_TTL")]
+    #[arg(long, env = "SUNDIAL_LEASE_TTL", allow_hyphen_values = true)]
     pub lease_ttl: Option<String>,
     /// Most deliveries one worker runs at once (1-100000) [default: 1024]
-    #[arg(long, env = "SUNDIAL_MAX_IN_FLIGHT")]
+    #[arg(long, env = "SUNDIAL_MAX_IN_FLIGHT", allow_hyphen_values = true)]
     pub max_in_flight: Option<String>,
     /// How long before their fire time a worker claims executions and holds them until it,
     /// 0s-10s; 0s claims only due ones [default: 1s]
-    #[arg(long, env = "SUNDIAL_CLAIM_AHEAD")]
+    #[arg(long, env = "SUNDIAL_CLAIM_AHEAD", allow_hyphen_values = true)]
     pub claim_ahead: Option<String>,
     /// Most executions one worker holds after claiming them ahead (0-1000000); 0 claims only
     /// due ones [default: 100000]
-    #[arg(long, env = "SUNDIAL_MAX_CLAIMED_AHEAD")]
+    #[arg(long, env = "SUNDIAL_MAX_CLAIMED_AHEAD", allow_hyphen_values = true)]
     pub max_claimed_ahead: Option<String>,
     /// How long before their fire time the scheduler writes slots' executions, 2s-60s
     /// [default: 5s]
-    #[arg(long, env = "SUNDIAL_LOOKAHEAD")]
+    #[arg(long, env = "SUNDIAL_LOOKAHEAD", allow_hyphen_values = true)]
     pub lookahead: Option<String>,
     /// Testing aid: shift this node's clock by this many milliseconds
     #[arg(
@@ -85,9 +85,9 @@ struct FileConfig {
     roles: Option<Vec<String>>,
     lease_ttl: Option<String>,
     max_in_flight: Option<toml::Value>,
-    claim_ahead: Option<String>,
+    claim_ahead: Option<toml::Value>,
     max_claimed_ahead: Option<toml::Value>,
-    lookahead: Option<String>,
+    lookahead: Option<toml::Value>,
     #[serde(default)]
     connections: BTreeMap<String, ConnectionConfig>,
     #[serde(default)]
@@ -525,7 +525,12 @@ impl ServerConfig {
             1024,
             1..=100_000,
         )?;
-        let claim_ahead: sundial_core::Dur = match args.claim_ahead.or(file.claim_ahead) {
+        let claim_ahead_text = duration_text(
+            "--claim-ahead (or SUNDIAL_CLAIM_AHEAD, or claim_ahead in the file)",
+            args.claim_ahead,
+            file.claim_ahead.as_ref(),
+        )?;
+        let claim_ahead: sundial_core::Dur = match claim_ahead_text {
             Some(text) => text.parse().map_err(|e| {
                 anyhow::anyhow!(
                     "--claim-ahead (or SUNDIAL_CLAIM_AHEAD, or claim_ahead in the file): {e}"
@@ -545,7 +550,9 @@ impl ServerConfig {
             sundial_worker::DEFAULT_MAX_CLAIMED_AHEAD,
             0..=1_000_000,
         )?;
-        let lookahead = parse_lookahead(args.lookahead.or(file.lookahead).as_deref())?;
+        let lookahead = parse_lookahead(
+            duration_text(LOOKAHEAD_NAMES, args.lookahead, file.lookahead.as_ref())?.as_deref(),
+        )?;
         let alerts = resolve_alerts(&file.alerts, &file.connections)?;
         let alerts_every = match &file.maintenance.alerts_every {
             Some(t) => t
@@ -761,6 +768,30 @@ fn whole_number(
     }
 }
 
+/// How the lookahead setting is named in its messages.
+const LOOKAHEAD_NAMES: &str = "--lookahead (or SUNDIAL_LOOKAHEAD, or lookahead in the file)";
+
+/// A duration setting's text: the flag's (or environment variable's), else the file's, which
+/// must be a TOML string.
+///
+/// # Errors
+/// One line naming the setting (`names`) for a file value that is not a string.
+fn duration_text(
+    names: &str,
+    text: Option<String>,
+    file: Option<&toml::Value>,
+) -> anyhow::Result<Option<String>> {
+    match (text, file) {
+        (Some(t), _) => Ok(Some(t)),
+        (None, Some(toml::Value::String(s))) => Ok(Some(s.clone())),
+        (None, Some(other)) => bail!(
+            "{names}: {} is not a duration; write it as a string such as \"10s\"",
+            toml_shown(other)
+        ),
+        (None, None) => Ok(None),
+    }
+}
+
 /// The scheduler's lookahead (docs/configuration.md, "lookahead"): `text` parsed as a
 /// duration, else [`sundial_scheduler::DEFAULT_LOOKAHEAD`] (5 s).
 ///
@@ -769,7 +800,7 @@ fn whole_number(
 /// or one outside 2 s to 60 s (shorter than two of the scheduler's passes, a second apart at
 /// most, would let a slot be written after its fire time).
 fn parse_lookahead(text: Option<&str>) -> anyhow::Result<sundial_core::Dur> {
-    const NAMES: &str = "--lookahead (or SUNDIAL_LOOKAHEAD, or lookahead in the file)";
+    const NAMES: &str = LOOKAHEAD_NAMES;
     let Some(text) = text else {
         return Ok(sundial_scheduler::DEFAULT_LOOKAHEAD);
     };

@@ -180,6 +180,34 @@ fn a_lookahead_that_is_not_a_duration_or_out_of_range_is_refused_by_name() {
             "{stderr}"
         );
     }
+    // A file value that is not a string, and a negative one through the flag: the same one
+    // line, exit status 1 (not the TOML parser's or the argument parser's message).
+    let (ok, stderr) = server_with("lookahead = 5\nclaim_ahead = \"1s\"\n", "scheduler");
+    assert!(!ok);
+    assert!(
+        stderr.contains(
+            "--lookahead (or SUNDIAL_LOOKAHEAD, or lookahead in the file): 5 is not a duration"
+        ),
+        "{stderr}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sundial"))
+        .args(["server", "--roles", "scheduler", "--listen", "127.0.0.1:0"])
+        .arg("--database-url")
+        .arg(format!(
+            "sqlite://{}",
+            dir.path().join("db.sqlite").display()
+        ))
+        .args(["--lookahead", "-5s"])
+        .env_remove("SUNDIAL_CONFIG")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--lookahead (or SUNDIAL_LOOKAHEAD, or lookahead in the file): "),
+        "{stderr}"
+    );
 }
 
 #[test]
