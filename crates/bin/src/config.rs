@@ -526,22 +526,18 @@ impl ServerConfig {
             1..=100_000,
         )?;
         let claim_ahead_text = duration_text(
-            "--claim-ahead (or SUNDIAL_CLAIM_AHEAD, or claim_ahead in the file)",
+            CLAIM_AHEAD_NAMES,
             args.claim_ahead,
             file.claim_ahead.as_ref(),
         )?;
         let claim_ahead: sundial_core::Dur = match claim_ahead_text {
-            Some(text) => text.parse().map_err(|e| {
-                anyhow::anyhow!(
-                    "--claim-ahead (or SUNDIAL_CLAIM_AHEAD, or claim_ahead in the file): {e}"
-                )
-            })?,
+            Some(text) => text
+                .parse()
+                .map_err(|e| anyhow::anyhow!("{CLAIM_AHEAD_NAMES}: {e}"))?,
             None => sundial_worker::DEFAULT_CLAIM_AHEAD,
         };
         if claim_ahead.as_millis() > 10_000 {
-            bail!(
-                "--claim-ahead (or SUNDIAL_CLAIM_AHEAD, or claim_ahead in the file): {claim_ahead} is longer than the maximum of 10s"
-            );
+            bail!("{CLAIM_AHEAD_NAMES}: {claim_ahead} is longer than the maximum of 10s");
         }
         let max_claimed_ahead = whole_number(
             "--max-claimed-ahead (or SUNDIAL_MAX_CLAIMED_AHEAD, or max_claimed_ahead in the file)",
@@ -771,6 +767,10 @@ fn whole_number(
 /// How the lookahead setting is named in its messages.
 const LOOKAHEAD_NAMES: &str = "--lookahead (or SUNDIAL_LOOKAHEAD, or lookahead in the file)";
 
+/// How the claim_ahead setting is named in its messages.
+const CLAIM_AHEAD_NAMES: &str =
+    "--claim-ahead (or SUNDIAL_CLAIM_AHEAD, or claim_ahead in the file)";
+
 /// A duration setting's text: the flag's (or environment variable's), else the file's, which
 /// must be a TOML string.
 ///
@@ -800,13 +800,14 @@ fn duration_text(
 /// or one outside 2 s to 60 s (shorter than two of the scheduler's passes, a second apart at
 /// most, would let a slot be written after its fire time).
 fn parse_lookahead(text: Option<&str>) -> anyhow::Result<sundial_core::Dur> {
-    const NAMES: &str = LOOKAHEAD_NAMES;
     let Some(text) = text else {
         return Ok(sundial_scheduler::DEFAULT_LOOKAHEAD);
     };
-    let lookahead: sundial_core::Dur = text.parse().map_err(|e| anyhow::anyhow!("{NAMES}: {e}"))?;
+    let lookahead: sundial_core::Dur = text
+        .parse()
+        .map_err(|e| anyhow::anyhow!("{LOOKAHEAD_NAMES}: {e}"))?;
     if !(2_000..=60_000).contains(&lookahead.as_millis()) {
-        bail!("{NAMES}: {lookahead} is outside 2s-60s");
+        bail!("{LOOKAHEAD_NAMES}: {lookahead} is outside 2s-60s");
     }
     Ok(lookahead)
 }

@@ -309,6 +309,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// worker's look at how large the burst ahead of it is (docs/guarantees.md, "Claim ahead",
     /// "Bursts"). It reads only, one range of the due-time index of at most `cap` entries, and
     /// counts every waiting execution, those a claim ahead would not take too.
+    ///
+    /// # Errors
+    /// The store's, when the read fails; nothing is written either way.
     async fn execution_due_count(&self, from: Timestamp, until: Timestamp, cap: u32)
     -> Result<u64>;
 

@@ -21,7 +21,8 @@ pub const REAP_BATCH: u32 = 1000;
 /// Most workflow runs one pass fails past their `run_timeout` (100).
 pub(crate) const RUN_EXPIRE_BATCH: u32 = 100;
 
-/// How long one reaper pass goes on taking full batches of lapsed attempts (5 s).
+/// How long one reaper pass goes on taking full batches of lapsed attempts (5 s, wall time:
+/// a bound on the pass's work, not a schedule, so the process's monotonic clock).
 pub const REAP_PASS_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The reaper of one worker process, every `maintenance.reaper_every` (default 1 s,
