@@ -8,12 +8,20 @@
 //! one fenced commit per workflow (docs/workflows.md#runs). Then sleep until the next pass (at most one second), or until
 //! [`Scheduler::waker`] is notified that a job changed.
 //!
+//! A burst widens the jobs' lookahead: a pass that read fewer due jobs than a batch looks at
+//! the first jobs due beyond its horizon, and when more come due within a second of the
+//! earliest than it writes in a second at [`BURST_TRIGGER_RATE`], the lookahead grows by the
+//! time the rest would take, up to [`BURST_LOOKAHEAD_MAX`] ([`burst_lookahead`]), so a burst is
+//! written before its fire time as a lone slot is (docs/guarantees.md, "Bursts").
+//!
 //! Invariants:
 //! - Nothing is triggered for a shard without a live lease; a commit whose epoch went stale
 //!   writes nothing ([`sundial_store::Error::StaleFence`]) and the leases are re-read.
 //! - A slot's execution is inserted once: the store's unique (job, slot) index makes a repeated
 //!   commit (after a crash between commit and acknowledgement) a no-op.
 //! - Memory holds one batch of due jobs at a time, never the stored jobs.
+//! - The jobs' lookahead is never narrower than the `lookahead` setting; workflows keep the
+//!   setting's.
 //!
 //! Metrics: `sundial_triggers_total` (executions inserted), `sundial_shards_held`,
 //! `sundial_trigger_fenced_total` (commits refused for a stale shard epoch),
@@ -38,13 +46,41 @@ use sundial_core::schedule::Schedule;
 use sundial_core::workflow::RunState;
 use sundial_store::{
     DueJob, Error as StoreError, JobTrigger, NewExecution, NewRun, RunSpec, ShardLease,
-    ShardLeaseRequest, Store, TriggerCommit, TriggerListDue, WorkflowTrigger,
+    ShardLeaseRequest, Store, TriggerCommit, TriggerListDue, TriggerNextDue, WorkflowTrigger,
 };
 use tokio::sync::{Notify, watch};
 
 /// How long before their fire time slots are triggered by default (5 s): the `lookahead`
 /// setting's default (docs/configuration.md, "lookahead").
 pub const DEFAULT_LOOKAHEAD: Dur = Dur::from_secs(5);
+
+/// The trigger rate a scheduler counts on for a burst by default (10,000 executions/s),
+/// below what one scheduler wrote on the benchmark machines (about 20,000/s on PostgreSQL
+/// and more on SQLite; BENCHMARKS.md, "A burst written ahead").
+pub const BURST_TRIGGER_RATE: u32 = 10_000;
+
+/// The widest lookahead a burst gets (30 s), unless the `lookahead` setting is wider.
+pub const BURST_LOOKAHEAD_MAX: Dur = Dur::from_secs(30);
+
+/// How far past the first job due beyond the horizon a pass counts (1 s): a burst is many
+/// slots at one instant, as at the top of an hour.
+pub const BURST_SPAN: Dur = Dur::from_secs(1);
+
+/// The jobs' lookahead for the next passes (docs/guarantees.md, "Bursts"): `lookahead` (the
+/// setting), widened by the time it takes to write, at `rate` executions per second, the
+/// part of `burst` that cannot be written within [`BURST_SPAN`] at that rate; `burst` is how
+/// many jobs come due within [`BURST_SPAN`] of the first one due beyond the horizon. At most
+/// [`BURST_LOOKAHEAD_MAX`] (or `lookahead` if that is wider), never narrower than
+/// `lookahead`. A steady rate below `rate` keeps `lookahead`; 100,000 jobs due at one
+/// instant with the defaults (5 s, 10,000/s) get 14 s, so they are written about as long
+/// before their fire time as a lone slot is.
+pub fn burst_lookahead(lookahead: Dur, burst: u64, rate: u32) -> Dur {
+    let rate = u64::from(rate.max(1));
+    let within = rate.saturating_mul(BURST_SPAN.as_millis()) / 1000;
+    let lead_ms = burst.saturating_sub(within).saturating_mul(1000) / rate;
+    let widest = BURST_LOOKAHEAD_MAX.as_millis().max(lookahead.as_millis());
+    Dur::from_millis(lookahead.as_millis().saturating_add(lead_ms).min(widest))
+}
 
 /// Scheduler settings.
 #[derive(Debug, Clone)]
@@ -63,6 +99,9 @@ pub struct SchedulerConfig {
     /// execution (a steady 10,000/s on SQLite: 7,400–8,400/s achieved at 1000, 9,300–9,900/s
     /// at 2500, no better at 5000 for 50 MB more memory).
     pub batch: u32,
+    /// The trigger rate counted on for a burst, in executions per second
+    /// ([`burst_lookahead`]). Default [`BURST_TRIGGER_RATE`].
+    pub burst_trigger_rate: u32,
 }
 
 impl SchedulerConfig {
@@ -74,6 +113,7 @@ impl SchedulerConfig {
             tick: Dur::from_secs(1),
             lease_ttl: Dur::from_secs(10),
             batch: 2500,
+            burst_trigger_rate: BURST_TRIGGER_RATE,
         }
     }
 }
@@ -100,6 +140,9 @@ pub struct PassReport {
     /// How long until the earliest run held back for its fire time (a workflow under `skip`
     /// or `replace`), by the store's clock: the next pass comes no later.
     pub next_run_in: Option<jiff::SignedDuration>,
+    /// The jobs' lookahead widened for a burst whose first slot it now reaches: the next pass
+    /// comes at once.
+    pub burst_in_reach: bool,
 }
 
 /// The scheduler role.
@@ -116,6 +159,8 @@ pub struct Scheduler {
     missing_calendars: std::collections::HashSet<(String, String)>,
     /// The leases held, for the backfill driver ([`Scheduler::lease_watch`]).
     published: watch::Sender<Vec<ShardLease>>,
+    /// The jobs' lookahead, as the last look beyond the horizon left it ([`burst_lookahead`]).
+    jobs_lookahead: Dur,
 }
 
 /// The calendars one pass needs, by (namespace, name), compiled once for the pass.
@@ -158,6 +203,7 @@ impl Scheduler {
         Scheduler {
             store,
             clock,
+            jobs_lookahead: config.lookahead,
             config,
             leases: Vec::new(),
             leases_renewed_at: None,
@@ -224,7 +270,10 @@ impl Scheduler {
                 break;
             }
             let (more, next_run_in) = match self.pass().await {
-                Ok(report) => (report.jobs >= self.config.batch, report.next_run_in),
+                Ok(report) => (
+                    report.jobs >= self.config.batch || report.burst_in_reach,
+                    report.next_run_in,
+                ),
                 Err(StoreError::InUse(e)) => return Err(Error::InUse(StoreError::InUse(e))),
                 Err(e) => {
                     tracing::warn!(error = %e, "trigger pass failed");
@@ -316,6 +365,7 @@ impl Scheduler {
             Err(e @ StoreError::StaleFence(_)) => return Err(e),
             Err(e) => tracing::warn!(error = %e, "triggering workflows failed; retrying next pass"),
         }
+        let horizon = now + self.jobs_lookahead.as_signed();
         let due = self
             .store
             .trigger_list_due(&TriggerListDue {
@@ -326,6 +376,7 @@ impl Scheduler {
             .await?;
         report.jobs = u32::try_from(due.len()).unwrap_or(u32::MAX);
         if due.is_empty() {
+            report.burst_in_reach = self.look_beyond(now, horizon).await?;
             return Ok(report);
         }
         let calendars = self
@@ -353,6 +404,9 @@ impl Scheduler {
                 if sundial_trace::enabled() {
                     self.trace_triggers(&commit, &done.changed);
                 }
+                if report.jobs < self.config.batch {
+                    report.burst_in_reach = self.look_beyond(now, horizon).await?;
+                }
                 Ok(report)
             }
             Err(e @ StoreError::StaleFence(_)) => {
@@ -363,6 +417,46 @@ impl Scheduler {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// After a pass that triggered every job due within `horizon`, looks at the first jobs due
+    /// beyond it and sets the jobs' lookahead for the next passes ([`burst_lookahead`],
+    /// docs/guarantees.md, "Bursts"). Returns whether it widened to reach a burst's first slot
+    /// from `now`, so the next pass should come at once.
+    ///
+    /// # Errors
+    /// The store's, when the read fails; the lookahead is left as it was.
+    async fn look_beyond(
+        &mut self,
+        now: Timestamp,
+        horizon: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let rate = self.config.burst_trigger_rate.max(1);
+        let widest = BURST_LOOKAHEAD_MAX.max(self.config.lookahead);
+        let cap = u64::from(rate)
+            .saturating_mul(widest.as_millis().saturating_add(BURST_SPAN.as_millis()))
+            / 1000;
+        let next = self
+            .store
+            .trigger_next_due(&TriggerNextDue {
+                shards: self.leases.iter().map(|l| l.shard).collect(),
+                after: horizon,
+                span: BURST_SPAN,
+                cap: u32::try_from(cap).unwrap_or(u32::MAX),
+            })
+            .await?;
+        let before = self.jobs_lookahead;
+        self.jobs_lookahead = match next {
+            Some(n) => burst_lookahead(self.config.lookahead, n.jobs, rate),
+            None => self.config.lookahead,
+        };
+        let Some(n) = next else { return Ok(false) };
+        if self.jobs_lookahead > before {
+            tracing::info!(jobs = n.jobs, fire_at = %n.fire_at,
+                lookahead = %self.jobs_lookahead,
+                "a burst is due: triggering its jobs further ahead");
+        }
+        Ok(self.jobs_lookahead > before && n.fire_at <= now + self.jobs_lookahead.as_signed())
     }
 
     /// Reads and compiles the calendars the `schedules` name (each namespace's calendars in one
@@ -641,5 +735,27 @@ pub fn manual_execution(job: &sundial_store::JobRecord, now: Timestamp) -> NewEx
         fire_at: now,
         state: sundial_core::execution::ExecutionState::Queued,
         run: RunSpec::of(&job.spec),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_widens_the_lookahead_by_the_time_its_excess_takes() {
+        let s = Dur::from_secs;
+        // Within a second's worth at the rate: the setting.
+        assert_eq!(burst_lookahead(s(5), 0, 10_000), s(5));
+        assert_eq!(burst_lookahead(s(5), 10_000, 10_000), s(5));
+        // 100,000 at one instant: 9 s more to write the 90,000 beyond the first second's.
+        assert_eq!(burst_lookahead(s(5), 100_000, 10_000), s(14));
+        assert_eq!(burst_lookahead(s(5), 15_000, 10_000), Dur::from_millis(5_500));
+        // At most BURST_LOOKAHEAD_MAX, unless the setting is wider; never narrower.
+        assert_eq!(burst_lookahead(s(5), 10_000_000, 10_000), BURST_LOOKAHEAD_MAX);
+        assert_eq!(burst_lookahead(s(45), 10_000_000, 10_000), s(45));
+        assert_eq!(burst_lookahead(s(60), 0, 10_000), s(60));
+        // A rate of 0 is taken as 1 a second, not a division by zero.
+        assert_eq!(burst_lookahead(s(5), 3, 0), s(7));
     }
 }

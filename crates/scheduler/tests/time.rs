@@ -27,6 +27,10 @@ struct Rig {
 }
 
 async fn rig(start: &str) -> Rig {
+    rig_with(start, SchedulerConfig::new("sim")).await
+}
+
+async fn rig_with(start: &str, config: SchedulerConfig) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(start.parse().unwrap()));
     let url = format!("sqlite://{}", dir.path().join("s.db").display());
@@ -35,7 +39,7 @@ async fn rig(start: &str) -> Rig {
     let scheduler = Scheduler::new(
         store.clone(),
         dyn_clock,
-        SchedulerConfig::new("sim"),
+        config,
         Arc::new(Notify::new()),
     );
     Rig {
@@ -467,6 +471,109 @@ async fn slots_are_triggered_within_the_lookahead_and_never_twice() {
         sundial_core::ids::slot_execution_id(&uid, es[0].scheduled_at),
         "a slot's execution has the id derived from its job and slot"
     );
+}
+
+/// Creates `n` one-off jobs, each with its one slot at `at`.
+async fn add_once(rig: &Rig, prefix: &str, n: usize, at: &str) {
+    for i in 0..n {
+        let mut spec = job_spec("sim", &format!("{prefix}-{i}"), 60);
+        spec.schedule = ScheduleSpec {
+            kind: ScheduleKind::At { at: at.parse().unwrap() },
+            start_at: None,
+            end_at: None,
+            exclude_calendars: Vec::new(),
+        };
+        let first = Schedule::compile(&spec.schedule)
+            .unwrap()
+            .first_slot(rig.clock.now());
+        let record = JobRecord {
+            shard: shard_of("sim", &spec.name),
+            spec,
+            uid: uuid::Uuid::now_v7().to_string(),
+            version: 0,
+            created_at: rig.clock.now(),
+            updated_at: rig.clock.now(),
+            next_slot_at: first,
+            next_fire_at: first,
+            pending_fire_at: None,
+            last_execution: None,
+        };
+        rig.store
+            .job_write(&JobWrite {
+                record,
+                expected_version: None,
+                pending: PendingExecutions::Keep,
+            })
+            .await
+            .unwrap();
+    }
+}
+
+/// Executions written for jobs whose name starts with `prefix`.
+async fn written(rig: &Rig, prefix: &str) -> usize {
+    rig.store
+        .execution_list(&ExecutionListQuery {
+            namespace: "sim".into(),
+            limit: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .iter()
+        .filter(|e| e.job.starts_with(prefix))
+        .count()
+}
+
+#[tokio::test]
+async fn a_burst_is_triggered_as_far_ahead_as_its_size_needs() {
+    // A rate of 10 jobs a second: a burst of 40 at one instant needs 3 s more than the
+    // 5 s lookahead (the first second's 10 are written within it), so 8 s.
+    let config = SchedulerConfig {
+        burst_trigger_rate: 10,
+        ..SchedulerConfig::new("sim")
+    };
+    let mut rig = rig_with("2026-01-01T00:00:00Z", config).await;
+    add_once(&rig, "burst", 40, "2026-01-01T00:00:30Z").await;
+    add_once(&rig, "lone", 1, "2026-01-01T00:01:30Z").await;
+    // 30 s ahead: beyond the widened lookahead too; the pass only looks.
+    let report = rig.scheduler.pass().await.unwrap();
+    assert_eq!((report.jobs, report.burst_in_reach), (0, false));
+    assert_eq!(written(&rig, "burst").await, 0);
+    // 7.5 s ahead: beyond the 5 s setting, within the burst's 8 s.
+    rig.clock.set("2026-01-01T00:00:22.500Z".parse().unwrap());
+    rig.scheduler.pass().await.unwrap();
+    assert_eq!(
+        written(&rig, "burst").await,
+        40,
+        "the whole burst written 7.5 s before its fire time"
+    );
+    // With the burst written, the lookahead is the setting's again: the lone job is not
+    // written 7.5 s before its slot, and it is at 5 s.
+    rig.clock.set("2026-01-01T00:01:22.500Z".parse().unwrap());
+    rig.scheduler.pass().await.unwrap();
+    rig.scheduler.pass().await.unwrap();
+    assert_eq!(written(&rig, "lone").await, 0);
+    rig.clock.set("2026-01-01T00:01:25Z".parse().unwrap());
+    rig.scheduler.pass().await.unwrap();
+    assert_eq!(written(&rig, "lone").await, 1);
+}
+
+#[tokio::test]
+async fn a_burst_found_within_its_reach_asks_for_the_next_pass_at_once() {
+    let config = SchedulerConfig {
+        burst_trigger_rate: 10,
+        ..SchedulerConfig::new("sim")
+    };
+    let mut rig = rig_with("2026-01-01T00:00:00Z", config).await;
+    add_once(&rig, "burst", 40, "2026-01-01T00:00:07Z").await;
+    // The first pass reads nothing within 5 s and finds the burst 7 s ahead, within its 8 s:
+    // the next pass is due at once, and writes it.
+    let report = rig.scheduler.pass().await.unwrap();
+    assert_eq!((report.jobs, report.burst_in_reach), (0, true));
+    assert_eq!(written(&rig, "burst").await, 0);
+    let report = rig.scheduler.pass().await.unwrap();
+    assert_eq!(report.executions, 40);
+    assert_eq!(written(&rig, "burst").await, 40);
 }
 
 #[tokio::test]

@@ -66,8 +66,9 @@ use sundial_store::concurrency::refill;
 use sundial_store::{
     AttemptComplete, AttemptRef, ClaimedExecution, ClusterStatus, DueJob, Error, ExecutionClaim,
     ExecutionListQuery, ExecutionRecord, FutureSlots, JobListQuery, JobRecord, JobWrite,
-    NewExecution, PendingExecutions, Result, RunSpec, ShardLease, ShardLeaseRequest, Signals,
-    Store, TriggerCommit, TriggerCommitted, TriggerListDue, is_plain_insert,
+    NewExecution, NextDue, PendingExecutions, Result, RunSpec, ShardLease, ShardLeaseRequest,
+    Signals, Store, TriggerCommit, TriggerCommitted, TriggerListDue, TriggerNextDue,
+    is_plain_insert,
 };
 use sundial_store::{
     NewRun, RunListQuery, RunRecord, WorkflowListQuery, WorkflowRecord, WorkflowWrite,
@@ -273,6 +274,10 @@ impl Store for PgStore {
 
     async fn trigger_list_due(&self, q: &TriggerListDue) -> Result<Vec<DueJob>> {
         trigger::trigger_list_due(self, q).await
+    }
+
+    async fn trigger_next_due(&self, query: &TriggerNextDue) -> Result<Option<NextDue>> {
+        trigger::trigger_next_due(self, query).await
     }
 
     async fn trigger_commit(&self, c: &TriggerCommit) -> Result<TriggerCommitted> {

@@ -77,6 +77,43 @@ pub(crate) async fn trigger_list_due(
     rows.iter().map(rows::due_job).collect()
 }
 
+pub(crate) async fn trigger_next_due(
+    store: &SqliteStore,
+    q: &TriggerNextDue,
+) -> Result<Option<NextDue>> {
+    let shard_filter = if q.shards.len() >= usize::from(SHARD_COUNT) {
+        String::new()
+    } else if q.shards.is_empty() {
+        return Ok(None);
+    } else {
+        let list: Vec<String> = q.shards.iter().map(u16::to_string).collect();
+        format!(" AND shard IN ({})", list.join(","))
+    };
+    // Both reads walk `jobs_due` (next_fire_at) from the horizon on.
+    let next: Option<i64> = sqlx::query_scalar(&format!(
+        "SELECT min(next_fire_at) FROM jobs WHERE next_fire_at > ?1{shard_filter}"
+    ))
+    .bind(ms(q.after))
+    .fetch_one(&store.reader)
+    .await
+    .map_err(db_err)?;
+    let Some(next) = next else { return Ok(None) };
+    let n: i64 = sqlx::query_scalar(&format!(
+        "SELECT count(*) FROM (SELECT 1 FROM jobs \
+         WHERE next_fire_at >= ?1 AND next_fire_at < ?2{shard_filter} LIMIT ?3)"
+    ))
+    .bind(next)
+    .bind(next.saturating_add(q.span.as_millis_i64()))
+    .bind(i64::from(q.cap))
+    .fetch_one(&store.reader)
+    .await
+    .map_err(db_err)?;
+    Ok(Some(NextDue {
+        fire_at: ts(next)?,
+        jobs: u64::try_from(n).unwrap_or(0),
+    }))
+}
+
 pub(crate) async fn trigger_commit(
     store: &SqliteStore,
     c: &TriggerCommit,

@@ -273,6 +273,17 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// first, at most `limit`.
     async fn trigger_list_due(&self, query: &TriggerListDue) -> Result<Vec<DueJob>>;
 
+    /// The earliest next fire time after `query.after` among the active jobs of
+    /// `query.shards`, with how many of them come due from it for `query.span` (at most
+    /// `query.cap`); `None` when no job is due after it. The scheduler's look at how large the
+    /// burst beyond its horizon is (docs/guarantees.md, "Bursts"). It reads only: the first
+    /// entry after `after` of the next-fire-time index and one range of it of at most `cap`
+    /// entries.
+    ///
+    /// # Errors
+    /// The store's, when the read fails; nothing is written either way.
+    async fn trigger_next_due(&self, query: &TriggerNextDue) -> Result<Option<NextDue>>;
+
     /// Commits one trigger batch in one transaction: advances each job's next slot and inserts
     /// its executions.
     ///

@@ -149,6 +149,32 @@ pub struct TriggerListDue {
     pub limit: u32,
 }
 
+/// `trigger_next_due` parameters: the scheduler's look beyond its horizon
+/// (docs/guarantees.md, "Bursts").
+#[derive(Debug, Clone)]
+pub struct TriggerNextDue {
+    /// Shards to look in.
+    pub shards: Vec<u16>,
+    /// Jobs whose next fire time is after this instant (UTC, to the millisecond).
+    pub after: Timestamp,
+    /// How far past the earliest of them to count: the count covers next fire times at or
+    /// after it and before it plus `span`.
+    pub span: Dur,
+    /// Count no more than this many.
+    pub cap: u32,
+}
+
+/// What [`crate::Store::trigger_next_due`] found: the earliest next fire time beyond the
+/// horizon, and how many jobs come due within the span from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NextDue {
+    /// The earliest next fire time after the look's `after` (UTC).
+    pub fire_at: Timestamp,
+    /// Jobs whose next fire time is at or after `fire_at` and before `fire_at + span`, that
+    /// one included, at most the look's `cap`.
+    pub jobs: u64,
+}
+
 /// A job whose next slot is due within the horizon.
 #[derive(Debug, Clone)]
 pub struct DueJob {

@@ -48,8 +48,9 @@ use sundial_core::retry::RetryPolicy;
 
 use crate::{
     AttemptComplete, AttemptRef, Error, ExecutionClaim, ExecutionListQuery, ExecutionRecord,
-    JobListQuery, JobRecord, JobTrigger, JobWrite, NewExecution, NextStep, PendingExecutions,
-    RunSpec, ShardLease, ShardLeaseRequest, Store, TriggerCommit, TriggerListDue,
+    JobListQuery, JobRecord, JobTrigger, JobWrite, NewExecution, NextDue, NextStep,
+    PendingExecutions, RunSpec, ShardLease, ShardLeaseRequest, Store, TriggerCommit,
+    TriggerListDue, TriggerNextDue,
 };
 
 /// A future that opens a store.
@@ -425,6 +426,7 @@ macro_rules! conformance_tests {
             large_batches_write_every_row_once,
             a_trigger_with_a_stale_epoch_writes_nothing,
             due_jobs_are_listed_by_fire_time,
+            the_first_jobs_due_beyond_the_horizon_are_found_and_counted,
             executions_are_claimed_once_and_never_early,
             waiting_executions_are_counted_by_due_time_up_to_a_cap,
             skip_records_a_slot_due_while_the_job_runs,

@@ -182,3 +182,90 @@ pub async fn due_jobs_are_listed_by_fire_time(h: Harness) {
         ["now", "soon"]
     );
 }
+
+/// The look beyond the horizon: the earliest next fire time after it, and the jobs due within
+/// the span from it (half open, no more than the cap); shards not named and jobs at or before
+/// the horizon are not seen; nothing after it gives `None`.
+pub async fn the_first_jobs_due_beyond_the_horizon_are_found_and_counted(h: Harness) {
+    let store = h.open(Arc::new(ManualClock::new(t0()))).await;
+    let at = |ms: i64| t0() + SignedDuration::from_millis(ms);
+    let mut shard_of = std::collections::HashMap::new();
+    for (name, offset_ms) in [
+        ("now", 0),
+        ("burst-a", 20_000),
+        ("burst-b", 20_000),
+        ("burst-c", 20_500),
+        ("burst-d", 20_999),
+        ("after", 21_000),
+    ] {
+        let mut record = job_record("ns", name);
+        record.next_slot_at = Some(at(offset_ms));
+        record.next_fire_at = Some(at(offset_ms));
+        shard_of.insert(name, record.shard);
+        store
+            .job_write(&JobWrite {
+                record,
+                expected_version: None,
+                pending: PendingExecutions::Keep,
+            })
+            .await
+            .expect("create");
+    }
+    let look = |after: i64, cap: u32, shards: Vec<u16>| {
+        let store = store.clone();
+        async move {
+            store
+                .trigger_next_due(&TriggerNextDue {
+                    shards,
+                    after: at(after),
+                    span: Dur::from_secs(1),
+                    cap,
+                })
+                .await
+                .expect("look")
+        }
+    };
+    let every = || (0..sundial_core::SHARD_COUNT).collect::<Vec<u16>>();
+    assert_eq!(
+        look(5_000, 100, every()).await,
+        Some(NextDue {
+            fire_at: at(20_000),
+            jobs: 4
+        }),
+        "the four due from 20 s until 21 s, the one at 21 s not"
+    );
+    assert_eq!(
+        look(5_000, 3, every()).await.map(|n| n.jobs),
+        Some(3),
+        "no more than the cap"
+    );
+    assert_eq!(
+        look(20_000, 100, every()).await,
+        Some(NextDue {
+            fire_at: at(20_500),
+            jobs: 3
+        }),
+        "jobs at the horizon itself are not beyond it"
+    );
+    assert_eq!(look(21_000, 100, every()).await, None);
+    // Only the named shards: those of the jobs at 20.5 s and 21 s (and of any other job that
+    // hashes to the same shards).
+    let mut shards = vec![shard_of["burst-c"], shard_of["after"]];
+    shards.sort_unstable();
+    shards.dedup();
+    let seen = look(5_000, 100, shards.clone()).await.expect("seen");
+    let first_named = [
+        ("burst-a", 20_000),
+        ("burst-b", 20_000),
+        ("burst-c", 20_500),
+    ]
+    .iter()
+    .find(|(name, _)| shards.contains(&shard_of[name]))
+    .map(|(_, ms)| at(*ms));
+    assert_eq!(Some(seen.fire_at), first_named);
+    assert_eq!(
+        look(5_000, 100, Vec::new()).await,
+        None,
+        "no shards, nothing seen"
+    );
+}
