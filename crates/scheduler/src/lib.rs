@@ -376,7 +376,7 @@ impl Scheduler {
             .await?;
         report.jobs = u32::try_from(due.len()).unwrap_or(u32::MAX);
         if due.is_empty() {
-            report.burst_in_reach = self.look_beyond(now, horizon).await?;
+            report.burst_in_reach = self.look_beyond(now, horizon).await;
             return Ok(report);
         }
         let calendars = self
@@ -405,7 +405,7 @@ impl Scheduler {
                     self.trace_triggers(&commit, &done.changed);
                 }
                 if report.jobs < self.config.batch {
-                    report.burst_in_reach = self.look_beyond(now, horizon).await?;
+                    report.burst_in_reach = self.look_beyond(now, horizon).await;
                 }
                 Ok(report)
             }
@@ -422,41 +422,48 @@ impl Scheduler {
     /// After a pass that triggered every job due within `horizon`, looks at the first jobs due
     /// beyond it and sets the jobs' lookahead for the next passes ([`burst_lookahead`],
     /// docs/guarantees.md, "Bursts"). Returns whether it widened to reach a burst's first slot
-    /// from `now`, so the next pass should come at once.
-    ///
-    /// # Errors
-    /// The store's, when the read fails; the lookahead is left as it was.
-    async fn look_beyond(
-        &mut self,
-        now: Timestamp,
-        horizon: Timestamp,
-    ) -> Result<bool, StoreError> {
+    /// from `now`, so the next pass should come at once. A failed read is logged and leaves
+    /// the lookahead as it was: the pass that wrote its jobs still succeeded.
+    async fn look_beyond(&mut self, now: Timestamp, horizon: Timestamp) -> bool {
         let rate = self.config.burst_trigger_rate.max(1);
         let widest = BURST_LOOKAHEAD_MAX.max(self.config.lookahead);
-        let cap = u64::from(rate)
-            .saturating_mul(widest.as_millis().saturating_add(BURST_SPAN.as_millis()))
-            / 1000;
+        // A first job due beyond the widest lookahead cannot be reached by widening yet; and
+        // a burst larger than the one that widens it to the widest widens it no further.
+        let cap = u64::from(rate).saturating_mul(
+            (widest
+                .as_millis()
+                .saturating_sub(self.config.lookahead.as_millis()))
+            .saturating_add(BURST_SPAN.as_millis()),
+        ) / 1000;
         let next = self
             .store
             .trigger_next_due(&TriggerNextDue {
                 shards: self.leases.iter().map(|l| l.shard).collect(),
                 after: horizon,
+                until: now + widest.as_signed(),
                 span: BURST_SPAN,
                 cap: u32::try_from(cap).unwrap_or(u32::MAX),
             })
-            .await?;
+            .await;
+        let next = match next {
+            Ok(next) => next,
+            Err(e) => {
+                tracing::warn!(error = %e, "looking beyond the lookahead for a burst failed");
+                return false;
+            }
+        };
         let before = self.jobs_lookahead;
         self.jobs_lookahead = match next {
             Some(n) => burst_lookahead(self.config.lookahead, n.jobs, rate),
             None => self.config.lookahead,
         };
-        let Some(n) = next else { return Ok(false) };
+        let Some(n) = next else { return false };
         if self.jobs_lookahead > before {
             tracing::info!(jobs = n.jobs, fire_at = %n.fire_at,
                 lookahead = %self.jobs_lookahead,
                 "a burst is due: triggering its jobs further ahead");
         }
-        Ok(self.jobs_lookahead > before && n.fire_at <= now + self.jobs_lookahead.as_signed())
+        self.jobs_lookahead > before && n.fire_at <= now + self.jobs_lookahead.as_signed()
     }
 
     /// Reads and compiles the calendars the `schedules` name (each namespace's calendars in one
@@ -750,9 +757,15 @@ mod tests {
         assert_eq!(burst_lookahead(s(5), 10_000, 10_000), s(5));
         // 100,000 at one instant: 9 s more to write the 90,000 beyond the first second's.
         assert_eq!(burst_lookahead(s(5), 100_000, 10_000), s(14));
-        assert_eq!(burst_lookahead(s(5), 15_000, 10_000), Dur::from_millis(5_500));
+        assert_eq!(
+            burst_lookahead(s(5), 15_000, 10_000),
+            Dur::from_millis(5_500)
+        );
         // At most BURST_LOOKAHEAD_MAX, unless the setting is wider; never narrower.
-        assert_eq!(burst_lookahead(s(5), 10_000_000, 10_000), BURST_LOOKAHEAD_MAX);
+        assert_eq!(
+            burst_lookahead(s(5), 10_000_000, 10_000),
+            BURST_LOOKAHEAD_MAX
+        );
         assert_eq!(burst_lookahead(s(45), 10_000_000, 10_000), s(45));
         assert_eq!(burst_lookahead(s(60), 0, 10_000), s(60));
         // A rate of 0 is taken as 1 a second, not a division by zero.

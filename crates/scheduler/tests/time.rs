@@ -36,12 +36,7 @@ async fn rig_with(start: &str, config: SchedulerConfig) -> Rig {
     let url = format!("sqlite://{}", dir.path().join("s.db").display());
     let dyn_clock: Arc<dyn Clock> = clock.clone();
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&url, dyn_clock.clone()).await.unwrap());
-    let scheduler = Scheduler::new(
-        store.clone(),
-        dyn_clock,
-        config,
-        Arc::new(Notify::new()),
-    );
+    let scheduler = Scheduler::new(store.clone(), dyn_clock, config, Arc::new(Notify::new()));
     Rig {
         clock,
         store,
@@ -478,7 +473,9 @@ async fn add_once(rig: &Rig, prefix: &str, n: usize, at: &str) {
     for i in 0..n {
         let mut spec = job_spec("sim", &format!("{prefix}-{i}"), 60);
         spec.schedule = ScheduleSpec {
-            kind: ScheduleKind::At { at: at.parse().unwrap() },
+            kind: ScheduleKind::At {
+                at: at.parse().unwrap(),
+            },
             start_at: None,
             end_at: None,
             exclude_calendars: Vec::new(),

@@ -129,28 +129,29 @@ pub(crate) async fn trigger_next_due(
     }
     let shards: Vec<i64> = q.shards.iter().map(|s| i64::from(*s)).collect();
     // Both reads walk `jobs_due` (next_fire_at) from the horizon on: the first entry of a held
-    // shard, then at most `cap` entries from it.
+    // shard, then, unless it is beyond `until`, at most `cap` entries from it.
     let row: (Option<i64>, i64) = sqlx::query_as(
         "WITH n AS (SELECT min(next_fire_at) AS t FROM jobs \
                     WHERE shard = ANY($1) AND next_fire_at > $2) \
-         SELECT n.t, (SELECT count(*) FROM (SELECT 1 FROM jobs \
+         SELECT n.t, CASE WHEN n.t <= $5 THEN (SELECT count(*) FROM (SELECT 1 FROM jobs \
                     WHERE shard = ANY($1) AND next_fire_at >= n.t AND next_fire_at < n.t + $3 \
-                    LIMIT $4) AS due) \
+                    LIMIT $4) AS due) ELSE 0 END \
          FROM n",
     )
     .bind(&shards)
     .bind(ms(q.after))
     .bind(q.span.as_millis_i64())
     .bind(i64::from(q.cap))
+    .bind(ms(q.until))
     .fetch_one(&store.pool)
     .await
     .map_err(db_err)?;
     match row {
-        (Some(t), n) => Ok(Some(NextDue {
+        (Some(t), n) if t <= ms(q.until) => Ok(Some(NextDue {
             fire_at: ts(t)?,
             jobs: u64::try_from(n).unwrap_or(0),
         })),
-        (None, _) => Ok(None),
+        _ => Ok(None),
     }
 }
 

@@ -97,7 +97,9 @@ pub(crate) async fn trigger_next_due(
     .fetch_one(&store.reader)
     .await
     .map_err(db_err)?;
-    let Some(next) = next else { return Ok(None) };
+    let Some(next) = next.filter(|t| *t <= ms(q.until)) else {
+        return Ok(None);
+    };
     let n: i64 = sqlx::query_scalar(&format!(
         "SELECT count(*) FROM (SELECT 1 FROM jobs \
          WHERE next_fire_at >= ?1 AND next_fire_at < ?2{shard_filter} LIMIT ?3)"

@@ -273,12 +273,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// first, at most `limit`.
     async fn trigger_list_due(&self, query: &TriggerListDue) -> Result<Vec<DueJob>>;
 
-    /// The earliest next fire time after `query.after` among the active jobs of
-    /// `query.shards`, with how many of them come due from it for `query.span` (at most
-    /// `query.cap`); `None` when no job is due after it. The scheduler's look at how large the
-    /// burst beyond its horizon is (docs/guarantees.md, "Bursts"). It reads only: the first
-    /// entry after `after` of the next-fire-time index and one range of it of at most `cap`
-    /// entries.
+    /// The earliest next fire time after `query.after` and at or before `query.until` among
+    /// the active jobs of `query.shards`, with how many of them come due from it for
+    /// `query.span` (at most `query.cap`); `None` when no job is due in that range. The
+    /// scheduler's look at how large the burst beyond its horizon is
+    /// (docs/configuration.md, "lookahead", "Bursts"). It reads only: the first entry after
+    /// `after` of the next-fire-time index and, when it is not beyond `until`, one range of it
+    /// of at most `cap` entries.
     ///
     /// # Errors
     /// The store's, when the read fails; nothing is written either way.

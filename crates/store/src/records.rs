@@ -155,8 +155,10 @@ pub struct TriggerListDue {
 pub struct TriggerNextDue {
     /// Shards to look in.
     pub shards: Vec<u16>,
-    /// Jobs whose next fire time is after this instant (UTC, to the millisecond).
+    /// Jobs whose next fire time is after this instant (UTC, to the millisecond)…
     pub after: Timestamp,
+    /// …and at or before this one: a first job due later is not looked at (nor counted).
+    pub until: Timestamp,
     /// How far past the earliest of them to count: the count covers next fire times at or
     /// after it and before it plus `span`.
     pub span: Dur,
@@ -168,7 +170,7 @@ pub struct TriggerNextDue {
 /// horizon, and how many jobs come due within the span from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NextDue {
-    /// The earliest next fire time after the look's `after` (UTC).
+    /// The earliest next fire time after the look's `after`, at or before its `until` (UTC).
     pub fire_at: Timestamp,
     /// Jobs whose next fire time is at or after `fire_at` and before `fire_at + span`, that
     /// one included, at most the look's `cap`.

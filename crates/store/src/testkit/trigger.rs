@@ -184,8 +184,8 @@ pub async fn due_jobs_are_listed_by_fire_time(h: Harness) {
 }
 
 /// The look beyond the horizon: the earliest next fire time after it, and the jobs due within
-/// the span from it (half open, no more than the cap); shards not named and jobs at or before
-/// the horizon are not seen; nothing after it gives `None`.
+/// the span from it (half open, no more than the cap); shards not named, jobs at or before the
+/// horizon and a first job beyond `until` are not seen; nothing in range gives `None`.
 pub async fn the_first_jobs_due_beyond_the_horizon_are_found_and_counted(h: Harness) {
     let store = h.open(Arc::new(ManualClock::new(t0()))).await;
     let at = |ms: i64| t0() + SignedDuration::from_millis(ms);
@@ -197,6 +197,7 @@ pub async fn the_first_jobs_due_beyond_the_horizon_are_found_and_counted(h: Harn
         ("burst-c", 20_500),
         ("burst-d", 20_999),
         ("after", 21_000),
+        ("far", 90_000),
     ] {
         let mut record = job_record("ns", name);
         record.next_slot_at = Some(at(offset_ms));
@@ -211,13 +212,14 @@ pub async fn the_first_jobs_due_beyond_the_horizon_are_found_and_counted(h: Harn
             .await
             .expect("create");
     }
-    let look = |after: i64, cap: u32, shards: Vec<u16>| {
+    let look_until = |after: i64, until: i64, cap: u32, shards: Vec<u16>| {
         let store = store.clone();
         async move {
             store
                 .trigger_next_due(&TriggerNextDue {
                     shards,
                     after: at(after),
+                    until: at(until),
                     span: Dur::from_secs(1),
                     cap,
                 })
@@ -225,6 +227,7 @@ pub async fn the_first_jobs_due_beyond_the_horizon_are_found_and_counted(h: Harn
                 .expect("look")
         }
     };
+    let look = |after: i64, cap: u32, shards: Vec<u16>| look_until(after, 60_000, cap, shards);
     let every = || (0..sundial_core::SHARD_COUNT).collect::<Vec<u16>>();
     assert_eq!(
         look(5_000, 100, every()).await,
@@ -247,7 +250,20 @@ pub async fn the_first_jobs_due_beyond_the_horizon_are_found_and_counted(h: Harn
         }),
         "jobs at the horizon itself are not beyond it"
     );
-    assert_eq!(look(21_000, 100, every()).await, None);
+    assert_eq!(
+        look(21_000, 100, every()).await,
+        None,
+        "the first job beyond 21 s is due after until"
+    );
+    assert_eq!(
+        look_until(21_000, 90_000, 100, every()).await,
+        Some(NextDue {
+            fire_at: at(90_000),
+            jobs: 1
+        }),
+        "until is included"
+    );
+    assert_eq!(look_until(90_000, 200_000, 100, every()).await, None);
     // Only the named shards: those of the jobs at 20.5 s and 21 s (and of any other job that
     // hashes to the same shards).
     let mut shards = vec![shard_of["burst-c"], shard_of["after"]];
