@@ -11,8 +11,9 @@
 //! A burst widens the jobs' lookahead: a pass that read fewer due jobs than a batch looks at
 //! the first jobs due beyond its horizon, and when more come due within a second of the
 //! earliest than it writes in a second at [`BURST_TRIGGER_RATE`], the lookahead grows by the
-//! time the rest would take, up to [`BURST_LOOKAHEAD_MAX`] ([`burst_lookahead`]), so a burst is
-//! written before its fire time as a lone slot is (docs/guarantees.md, "Bursts").
+//! time the rest would take, up to [`BURST_LOOKAHEAD_MAX`] ([`burst_lookahead`]), so a burst
+//! is written before its fire time as a lone slot is (docs/configuration.md, "lookahead",
+//! "Bursts").
 //!
 //! Invariants:
 //! - Nothing is triggered for a shard without a live lease; a commit whose epoch went stale
@@ -66,12 +67,12 @@ pub const BURST_LOOKAHEAD_MAX: Dur = Dur::from_secs(30);
 /// slots at one instant, as at the top of an hour.
 pub const BURST_SPAN: Dur = Dur::from_secs(1);
 
-/// The jobs' lookahead for the next passes (docs/guarantees.md, "Bursts"): `lookahead` (the
-/// setting), widened by the time it takes to write, at `rate` executions per second, the
-/// part of `burst` that cannot be written within [`BURST_SPAN`] at that rate; `burst` is how
-/// many jobs come due within [`BURST_SPAN`] of the first one due beyond the horizon. At most
-/// [`BURST_LOOKAHEAD_MAX`] (or `lookahead` if that is wider), never narrower than
-/// `lookahead`. A steady rate below `rate` keeps `lookahead`; 100,000 jobs due at one
+/// The jobs' lookahead for the next passes (docs/configuration.md, "lookahead", "Bursts"):
+/// `lookahead` (the setting), widened by the time it takes to write, at `rate` executions per
+/// second, the part of `burst` that cannot be written within [`BURST_SPAN`] at that rate;
+/// `burst` is how many jobs come due within [`BURST_SPAN`] of the first one due beyond the
+/// horizon. At most [`BURST_LOOKAHEAD_MAX`] (or `lookahead` if that is wider), never narrower
+/// than `lookahead`. A steady rate below `rate` keeps `lookahead`; 100,000 jobs due at one
 /// instant with the defaults (5 s, 10,000/s) get 14 s, so they are written about as long
 /// before their fire time as a lone slot is.
 pub fn burst_lookahead(lookahead: Dur, burst: u64, rate: u32) -> Dur {
@@ -87,7 +88,8 @@ pub fn burst_lookahead(lookahead: Dur, burst: u64, rate: u32) -> Dur {
 pub struct SchedulerConfig {
     /// This node's id (shard lease owner).
     pub node: String,
-    /// How far ahead of their fire time slots are triggered. Default [`DEFAULT_LOOKAHEAD`].
+    /// How far ahead of their fire time slots are triggered. Default [`DEFAULT_LOOKAHEAD`]; a
+    /// burst widens it for jobs ([`burst_lookahead`]).
     pub lookahead: Dur,
     /// Longest sleep between passes. Default `1s`.
     pub tick: Dur,
@@ -421,9 +423,9 @@ impl Scheduler {
 
     /// After a pass that triggered every job due within `horizon`, looks at the first jobs due
     /// beyond it and sets the jobs' lookahead for the next passes ([`burst_lookahead`],
-    /// docs/guarantees.md, "Bursts"). Returns whether it widened to reach a burst's first slot
-    /// from `now`, so the next pass should come at once. A failed read is logged and leaves
-    /// the lookahead as it was: the pass that wrote its jobs still succeeded.
+    /// docs/configuration.md, "lookahead", "Bursts"). Returns whether it widened to reach a
+    /// burst's first slot from `now`, so the next pass should come at once. A failed read is
+    /// logged and leaves the lookahead as it was: the pass that wrote its jobs still succeeded.
     async fn look_beyond(&mut self, now: Timestamp, horizon: Timestamp) -> bool {
         let rate = self.config.burst_trigger_rate.max(1);
         let widest = BURST_LOOKAHEAD_MAX.max(self.config.lookahead);

@@ -88,13 +88,18 @@ impl Rig {
             exclude_calendars: calendars.iter().map(|c| (*c).to_owned()).collect(),
         };
         spec.misfire_policy = policy;
+        self.put(spec, &uuid::Uuid::now_v7().to_string()).await;
+    }
+
+    /// Writes a job as the API would create it now: its next slot the schedule's first.
+    async fn put(&self, spec: sundial_core::job::JobSpec, uid: &str) {
         let first = Schedule::compile(&spec.schedule)
             .unwrap()
             .first_slot(self.clock.now());
         let record = JobRecord {
-            shard: shard_of("sim", name),
+            shard: shard_of(&spec.namespace, &spec.name),
             spec,
-            uid: uuid::Uuid::now_v7().to_string(),
+            uid: uid.into(),
             version: 0,
             created_at: self.clock.now(),
             updated_at: self.clock.now(),
@@ -480,29 +485,7 @@ async fn add_once(rig: &Rig, prefix: &str, n: usize, at: &str) {
             end_at: None,
             exclude_calendars: Vec::new(),
         };
-        let first = Schedule::compile(&spec.schedule)
-            .unwrap()
-            .first_slot(rig.clock.now());
-        let record = JobRecord {
-            shard: shard_of("sim", &spec.name),
-            spec,
-            uid: uuid::Uuid::now_v7().to_string(),
-            version: 0,
-            created_at: rig.clock.now(),
-            updated_at: rig.clock.now(),
-            next_slot_at: first,
-            next_fire_at: first,
-            pending_fire_at: None,
-            last_execution: None,
-        };
-        rig.store
-            .job_write(&JobWrite {
-                record,
-                expected_version: None,
-                pending: PendingExecutions::Keep,
-            })
-            .await
-            .unwrap();
+        rig.put(spec, &uuid::Uuid::now_v7().to_string()).await;
     }
 }
 
@@ -580,29 +563,7 @@ async fn a_job_past_its_end_is_completed() {
     spec.schedule.start_at = Some("2026-01-01T00:00:00Z".parse().unwrap());
     spec.schedule.end_at = Some("2026-01-01T00:00:03Z".parse().unwrap());
     spec.jitter = Dur::ZERO;
-    let first = Schedule::compile(&spec.schedule)
-        .unwrap()
-        .first_slot(rig.clock.now());
-    let record = JobRecord {
-        shard: shard_of("sim", "bounded"),
-        spec,
-        uid: "u-bounded".into(),
-        version: 0,
-        created_at: rig.clock.now(),
-        updated_at: rig.clock.now(),
-        next_slot_at: first,
-        next_fire_at: first,
-        pending_fire_at: None,
-        last_execution: None,
-    };
-    rig.store
-        .job_write(&JobWrite {
-            record,
-            expected_version: None,
-            pending: PendingExecutions::Keep,
-        })
-        .await
-        .unwrap();
+    rig.put(spec, "u-bounded").await;
     rig.run_until("2026-01-01T00:00:10Z", SignedDuration::from_secs(1))
         .await;
     assert_eq!(

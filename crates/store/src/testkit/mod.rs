@@ -281,6 +281,20 @@ async fn create(store: &dyn Store, ns: &str, name: &str) -> JobRecord {
     store.job_write(&write).await.expect("create job")
 }
 
+/// Creates job `ns/name` with its next slot (and fire time) at `at`, as a scheduler's trigger
+/// left it.
+async fn create_due(store: &dyn Store, ns: &str, name: &str, at: Timestamp) -> JobRecord {
+    let mut record = job_record(ns, name);
+    record.next_slot_at = Some(at);
+    record.next_fire_at = Some(at);
+    let write = JobWrite {
+        record,
+        expected_version: None,
+        pending: PendingExecutions::Keep,
+    };
+    store.job_write(&write).await.expect("create job")
+}
+
 /// Renews every shard lease for `node` with a 10 s TTL, as its scheduler does before a commit.
 async fn renew_leases(store: &dyn Store, node: &str) -> Result<Vec<ShardLease>, Error> {
     store

@@ -156,18 +156,13 @@ pub async fn a_trigger_with_a_stale_epoch_writes_nothing(h: Harness) {
 pub async fn due_jobs_are_listed_by_fire_time(h: Harness) {
     let store = h.open(Arc::new(ManualClock::new(t0()))).await;
     for (name, offset) in [("late", 30), ("soon", 3), ("now", 0)] {
-        let mut record = job_record("ns", name);
-        let at = t0() + SignedDuration::from_secs(offset);
-        record.next_slot_at = Some(at);
-        record.next_fire_at = Some(at);
-        store
-            .job_write(&JobWrite {
-                record,
-                expected_version: None,
-                pending: PendingExecutions::Keep,
-            })
-            .await
-            .expect("create");
+        create_due(
+            &*store,
+            "ns",
+            name,
+            t0() + SignedDuration::from_secs(offset),
+        )
+        .await;
     }
     let due = store
         .trigger_list_due(&TriggerListDue {
@@ -199,18 +194,8 @@ pub async fn the_first_jobs_due_beyond_the_horizon_are_found_and_counted(h: Harn
         ("after", 21_000),
         ("far", 90_000),
     ] {
-        let mut record = job_record("ns", name);
-        record.next_slot_at = Some(at(offset_ms));
-        record.next_fire_at = Some(at(offset_ms));
-        shard_of.insert(name, record.shard);
-        store
-            .job_write(&JobWrite {
-                record,
-                expected_version: None,
-                pending: PendingExecutions::Keep,
-            })
-            .await
-            .expect("create");
+        let job = create_due(&*store, "ns", name, at(offset_ms)).await;
+        shard_of.insert(name, job.shard);
     }
     let look_until = |after: i64, until: i64, cap: u32, shards: Vec<u16>| {
         let store = store.clone();
