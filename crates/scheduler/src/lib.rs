@@ -47,7 +47,8 @@ use sundial_core::schedule::Schedule;
 use sundial_core::workflow::RunState;
 use sundial_store::{
     DueJob, Error as StoreError, JobTrigger, NewExecution, NewRun, RunSpec, ShardLease,
-    ShardLeaseRequest, Store, TriggerCommit, TriggerListDue, TriggerNextDue, WorkflowTrigger,
+    ShardLeaseRequest, Store, TriggerCommit, TriggerDueSeconds, TriggerListDue, TriggerNextDue,
+    WorkflowTrigger,
 };
 use tokio::sync::{Notify, watch};
 
@@ -163,6 +164,11 @@ pub struct Scheduler {
     published: watch::Sender<Vec<ShardLease>>,
     /// The jobs' lookahead, as the last look beyond the horizon left it ([`burst_lookahead`]).
     jobs_lookahead: Dur,
+    /// The shards the sweep of the seconds ahead counted for, and until when (exclusive).
+    swept: Option<(Vec<u16>, Timestamp)>,
+    /// Bursts the sweep found and the horizon has not reached: jobs by second (Unix seconds,
+    /// UTC).
+    bursts: std::collections::BTreeMap<i64, u64>,
 }
 
 /// The calendars one pass needs, by (namespace, name), compiled once for the pass.
@@ -206,6 +212,8 @@ impl Scheduler {
             store,
             clock,
             jobs_lookahead: config.lookahead,
+            swept: None,
+            bursts: Default::default(),
             config,
             leases: Vec::new(),
             leases_renewed_at: None,
@@ -421,51 +429,130 @@ impl Scheduler {
         }
     }
 
-    /// After a pass that triggered every job due within `horizon`, looks at the first jobs due
-    /// beyond it and sets the jobs' lookahead for the next passes ([`burst_lookahead`],
-    /// docs/configuration.md, "lookahead", "Bursts"). Returns whether it widened to reach a
+    /// After a pass that triggered every job due within `horizon`, looks beyond it for bursts
+    /// and sets the jobs' lookahead for the next passes ([`burst_lookahead`],
+    /// docs/configuration.md, "lookahead", "Bursts"). Two reads: the first jobs due beyond the
+    /// horizon (a burst with nothing before it, however late it was created), and the sweep of
+    /// the seconds that came into reach (within [`BURST_LOOKAHEAD_MAX`]) since the last look,
+    /// each counted once, whose bursts are remembered until the horizon passes them (a burst
+    /// behind a steady stream of slots). A burst widens the lookahead once its fire time is
+    /// within what it needs and a pass. Returns whether the lookahead widened to reach a
     /// burst's first slot from `now`, so the next pass should come at once. A failed read is
-    /// logged and leaves the lookahead as it was: the pass that wrote its jobs still succeeded.
+    /// logged and changes nothing: the pass that wrote its jobs still succeeded.
     async fn look_beyond(&mut self, now: Timestamp, horizon: Timestamp) -> bool {
         let rate = self.config.burst_trigger_rate.max(1);
         let widest = BURST_LOOKAHEAD_MAX.max(self.config.lookahead);
-        // A first job due beyond the widest lookahead cannot be reached by widening yet; and
-        // a burst larger than the one that widens it to the widest widens it no further.
+        let reach = now + widest.as_signed();
+        // A burst larger than the one that widens it to the widest widens it no further.
         let cap = u64::from(rate).saturating_mul(
             (widest
                 .as_millis()
                 .saturating_sub(self.config.lookahead.as_millis()))
             .saturating_add(BURST_SPAN.as_millis()),
         ) / 1000;
-        let next = self
+        let cap = u32::try_from(cap).unwrap_or(u32::MAX);
+        let shards: Vec<u16> = self.leases.iter().map(|l| l.shard).collect();
+        let first = self
             .store
             .trigger_next_due(&TriggerNextDue {
-                shards: self.leases.iter().map(|l| l.shard).collect(),
+                shards: shards.clone(),
                 after: horizon,
-                until: now + widest.as_signed(),
+                until: reach,
                 span: BURST_SPAN,
-                cap: u32::try_from(cap).unwrap_or(u32::MAX),
+                cap,
             })
             .await;
-        let next = match next {
-            Ok(next) => next,
+        let first = match first {
+            Ok(first) => first,
             Err(e) => {
                 tracing::warn!(error = %e, "looking beyond the lookahead for a burst failed");
                 return false;
             }
         };
+        self.sweep(shards, horizon, reach, cap).await;
+        // What the horizon reached was written by this pass: a burst whose second starts
+        // within it is done (the rest of that second, if any, is the first beyond it).
+        let horizon_s = horizon.as_second();
+        self.bursts.retain(|second, _| *second > horizon_s);
+        let within = u64::from(rate).saturating_mul(BURST_SPAN.as_millis()) / 1000;
+        let candidates: Vec<(Timestamp, u64)> = self
+            .bursts
+            .iter()
+            .filter_map(|(second, jobs)| Some((Timestamp::from_second(*second).ok()?, *jobs)))
+            .chain(first.map(|n| (n.fire_at, n.jobs)))
+            .filter(|(_, jobs)| *jobs > within)
+            .collect();
         let before = self.jobs_lookahead;
-        self.jobs_lookahead = match next {
-            Some(n) => burst_lookahead(self.config.lookahead, n.jobs, rate),
-            None => self.config.lookahead,
-        };
-        let Some(n) = next else { return false };
-        if self.jobs_lookahead > before {
-            tracing::info!(jobs = n.jobs, fire_at = %n.fire_at,
-                lookahead = %self.jobs_lookahead,
-                "a burst is due: triggering its jobs further ahead");
+        let pass = self.config.tick.as_signed();
+        self.jobs_lookahead = candidates
+            .iter()
+            .map(|(at, jobs)| (at, burst_lookahead(self.config.lookahead, *jobs, rate)))
+            .filter(|(at, needed)| **at <= now + needed.as_signed() + pass)
+            .map(|(_, needed)| needed)
+            .fold(self.config.lookahead, Dur::max);
+        if self.jobs_lookahead <= before {
+            return false;
         }
-        self.jobs_lookahead > before && n.fire_at <= now + self.jobs_lookahead.as_signed()
+        let mut reached = candidates
+            .iter()
+            .filter(|(at, _)| *at <= now + self.jobs_lookahead.as_signed());
+        match reached.next() {
+            Some((at, jobs)) => {
+                tracing::info!(jobs, fire_at = %at, lookahead = %self.jobs_lookahead,
+                    "a burst is due: triggering its jobs further ahead");
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Counts, per second, the jobs due in the seconds that came into `reach` since the last
+    /// sweep (all of them beyond `horizon` after a change of shards), and remembers the seconds
+    /// with more than one second's worth at the burst rate. A capped read covers a prefix: the
+    /// next sweep starts again at its last second.
+    async fn sweep(&mut self, shards: Vec<u16>, horizon: Timestamp, reach: Timestamp, cap: u32) {
+        let from = match &self.swept {
+            Some((held, until)) if *held == shards => (*until).max(horizon),
+            _ => {
+                self.bursts.clear();
+                horizon
+            }
+        };
+        if from >= reach {
+            return;
+        }
+        let seconds = self
+            .store
+            .trigger_due_seconds(&TriggerDueSeconds {
+                shards: shards.clone(),
+                from,
+                until: reach,
+                cap,
+            })
+            .await;
+        let seconds = match seconds {
+            Ok(seconds) => seconds,
+            Err(e) => {
+                tracing::warn!(error = %e, "sweeping the seconds ahead for bursts failed");
+                return;
+            }
+        };
+        let read: u64 = seconds.iter().map(|(_, n)| n).sum();
+        let within = u64::from(self.config.burst_trigger_rate.max(1))
+            .saturating_mul(BURST_SPAN.as_millis())
+            / 1000;
+        let until = match seconds.last() {
+            Some((last, _)) if read >= u64::from(cap) => {
+                Timestamp::from_second(*last).map_or(reach, |t| t.max(from))
+            }
+            _ => reach,
+        };
+        for (second, jobs) in seconds {
+            if jobs > within {
+                self.bursts.insert(second, jobs);
+            }
+        }
+        self.swept = Some((shards, until));
     }
 
     /// Reads and compiles the calendars the `schedules` name (each namespace's calendars in one

@@ -519,8 +519,11 @@ async fn a_burst_is_triggered_as_far_ahead_as_its_size_needs() {
     let report = rig.scheduler.pass().await.unwrap();
     assert_eq!((report.jobs, report.burst_in_reach), (0, false));
     assert_eq!(written(&rig, "burst").await, 0);
-    // 7.5 s ahead: beyond the 5 s setting, within the burst's 8 s.
+    // 7.5 s ahead: beyond the 5 s setting, within the burst's 8 s. The pass's look widens
+    // the lookahead and asks for the next pass at once, which writes the burst.
     rig.clock.set("2026-01-01T00:00:22.500Z".parse().unwrap());
+    let report = rig.scheduler.pass().await.unwrap();
+    assert!(report.burst_in_reach);
     rig.scheduler.pass().await.unwrap();
     assert_eq!(
         written(&rig, "burst").await,
@@ -536,6 +539,35 @@ async fn a_burst_is_triggered_as_far_ahead_as_its_size_needs() {
     rig.clock.set("2026-01-01T00:01:25Z".parse().unwrap());
     rig.scheduler.pass().await.unwrap();
     assert_eq!(written(&rig, "lone").await, 1);
+}
+
+#[tokio::test]
+async fn a_burst_behind_a_steady_stream_of_slots_is_triggered_as_far_ahead_as_it_needs() {
+    // An every-second job is always the first due beyond the horizon; the burst 40 s ahead
+    // is found by the sweep of the seconds coming into reach, remembered, and written 8 s
+    // ahead (at most a pass later), not at the 5 s lookahead.
+    let config = SchedulerConfig {
+        burst_trigger_rate: 10,
+        ..SchedulerConfig::new("sim")
+    };
+    let mut rig = rig_with("2026-01-01T00:00:00Z", config).await;
+    let mut tick = job_spec("sim", "tick", 1);
+    tick.jitter = Dur::ZERO;
+    tick.schedule.start_at = Some("2026-01-01T00:00:00Z".parse().unwrap());
+    rig.put(tick, "u-tick").await;
+    add_once(&rig, "burst", 40, "2026-01-01T00:00:40Z").await;
+    rig.run_until("2026-01-01T00:00:33Z", SignedDuration::from_secs(1))
+        .await;
+    assert_eq!(
+        written(&rig, "burst").await,
+        40,
+        "the whole burst written 7 s before its fire time"
+    );
+    let ticks = written(&rig, "tick").await;
+    assert!(
+        (30..=42).contains(&ticks),
+        "the steady job's slots are written as before, up to the lookahead: {ticks}"
+    );
 }
 
 #[tokio::test]

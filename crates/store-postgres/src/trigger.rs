@@ -120,6 +120,34 @@ pub(crate) async fn trigger_list_due(store: &PgStore, q: &TriggerListDue) -> Res
     rows.iter().map(rows::due_job).collect()
 }
 
+pub(crate) async fn trigger_due_seconds(
+    store: &PgStore,
+    q: &TriggerDueSeconds,
+) -> Result<Vec<(i64, u64)>> {
+    if q.shards.is_empty() {
+        return Ok(Vec::new());
+    }
+    let shards: Vec<i64> = q.shards.iter().map(|s| i64::from(*s)).collect();
+    // `floor` division: a fire time before 1970 still falls in the second that starts before it.
+    let rows: Vec<(i64, i64)> = sqlx::query_as(
+        "SELECT s, count(*) FROM (SELECT floor(next_fire_at / 1000.0)::bigint AS s FROM jobs \
+           WHERE shard = ANY($1) AND next_fire_at >= $2 AND next_fire_at < $3 \
+           ORDER BY next_fire_at LIMIT $4) AS due \
+         GROUP BY s ORDER BY s",
+    )
+    .bind(&shards)
+    .bind(ms(q.from))
+    .bind(ms(q.until))
+    .bind(i64::from(q.cap))
+    .fetch_all(&store.pool)
+    .await
+    .map_err(db_err)?;
+    Ok(rows
+        .into_iter()
+        .map(|(s, n)| (s, u64::try_from(n).unwrap_or(0)))
+        .collect())
+}
+
 pub(crate) async fn trigger_next_due(
     store: &PgStore,
     q: &TriggerNextDue,

@@ -50,8 +50,8 @@ use sundial_store::{
     AttemptComplete, AttemptRef, ClaimedExecution, ClusterStatus, DueJob, Error, ExecutionClaim,
     ExecutionListQuery, ExecutionRecord, FutureSlots, JobListQuery, JobRecord, JobWrite,
     NewExecution, NextDue, PendingExecutions, Result, RunSpec, ShardLease, ShardLeaseRequest,
-    Signals, Store, TriggerCommit, TriggerCommitted, TriggerListDue, TriggerNextDue,
-    is_plain_insert,
+    Signals, Store, TriggerCommit, TriggerCommitted, TriggerDueSeconds, TriggerListDue,
+    TriggerNextDue, is_plain_insert,
 };
 use sundial_store::{
     NewRun, RunListQuery, RunRecord, WorkflowListQuery, WorkflowRecord, WorkflowWrite,
@@ -271,6 +271,10 @@ impl Store for SqliteStore {
 
     async fn trigger_list_due(&self, q: &TriggerListDue) -> Result<Vec<DueJob>> {
         trigger::trigger_list_due(self, q).await
+    }
+
+    async fn trigger_due_seconds(&self, query: &TriggerDueSeconds) -> Result<Vec<(i64, u64)>> {
+        trigger::trigger_due_seconds(self, query).await
     }
 
     async fn trigger_next_due(&self, query: &TriggerNextDue) -> Result<Option<NextDue>> {

@@ -77,6 +77,38 @@ pub(crate) async fn trigger_list_due(
     rows.iter().map(rows::due_job).collect()
 }
 
+pub(crate) async fn trigger_due_seconds(
+    store: &SqliteStore,
+    q: &TriggerDueSeconds,
+) -> Result<Vec<(i64, u64)>> {
+    let shard_filter = if q.shards.len() >= usize::from(SHARD_COUNT) {
+        String::new()
+    } else if q.shards.is_empty() {
+        return Ok(Vec::new());
+    } else {
+        let list: Vec<String> = q.shards.iter().map(u16::to_string).collect();
+        format!(" AND shard IN ({})", list.join(","))
+    };
+    // Integer division truncates toward zero: a fire time before 1970 is moved to the second
+    // that starts before it.
+    let rows: Vec<(i64, i64)> = sqlx::query_as(&format!(
+        "SELECT s, count(*) FROM (SELECT CASE WHEN next_fire_at >= 0 THEN next_fire_at / 1000 \
+           ELSE (next_fire_at - 999) / 1000 END AS s FROM jobs \
+           WHERE next_fire_at >= ?1 AND next_fire_at < ?2{shard_filter} \
+           ORDER BY next_fire_at LIMIT ?3) GROUP BY s ORDER BY s"
+    ))
+    .bind(ms(q.from))
+    .bind(ms(q.until))
+    .bind(i64::from(q.cap))
+    .fetch_all(&store.reader)
+    .await
+    .map_err(db_err)?;
+    Ok(rows
+        .into_iter()
+        .map(|(s, n)| (s, u64::try_from(n).unwrap_or(0)))
+        .collect())
+}
+
 pub(crate) async fn trigger_next_due(
     store: &SqliteStore,
     q: &TriggerNextDue,

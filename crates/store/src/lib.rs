@@ -285,6 +285,18 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// The store's, when the read fails; nothing is written either way.
     async fn trigger_next_due(&self, query: &TriggerNextDue) -> Result<Option<NextDue>>;
 
+    /// How many active jobs of `query.shards` come due in each whole second (UTC, the second's
+    /// start, as Unix seconds) of `[query.from, query.until)`, reading at most `query.cap` jobs,
+    /// earliest first (so a capped answer covers a prefix of the range: its last second may be
+    /// short). Seconds with no job are left out; ascending. The scheduler's sweep of the
+    /// seconds coming into its reach, for bursts behind a steady stream of slots
+    /// (docs/configuration.md, "lookahead", "Bursts"). It reads only, one range of the
+    /// next-fire-time index.
+    ///
+    /// # Errors
+    /// The store's, when the read fails; nothing is written either way.
+    async fn trigger_due_seconds(&self, query: &TriggerDueSeconds) -> Result<Vec<(i64, u64)>>;
+
     /// Commits one trigger batch in one transaction: advances each job's next slot and inserts
     /// its executions.
     ///

@@ -177,6 +177,20 @@ pub struct NextDue {
     pub jobs: u64,
 }
 
+/// `trigger_due_seconds` parameters: the scheduler's sweep of the seconds coming into reach
+/// (docs/configuration.md, "lookahead", "Bursts").
+#[derive(Debug, Clone)]
+pub struct TriggerDueSeconds {
+    /// Shards to look in.
+    pub shards: Vec<u16>,
+    /// Jobs whose next fire time is at or after this instant (UTC, to the millisecond)…
+    pub from: Timestamp,
+    /// …and before this one.
+    pub until: Timestamp,
+    /// Read no more than this many jobs, earliest first.
+    pub cap: u32,
+}
+
 /// A job whose next slot is due within the horizon.
 #[derive(Debug, Clone)]
 pub struct DueJob {

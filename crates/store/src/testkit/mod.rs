@@ -50,7 +50,7 @@ use crate::{
     AttemptComplete, AttemptRef, Error, ExecutionClaim, ExecutionListQuery, ExecutionRecord,
     JobListQuery, JobRecord, JobTrigger, JobWrite, NewExecution, NextDue, NextStep,
     PendingExecutions, RunSpec, ShardLease, ShardLeaseRequest, Store, TriggerCommit,
-    TriggerListDue, TriggerNextDue,
+    TriggerDueSeconds, TriggerListDue, TriggerNextDue,
 };
 
 /// A future that opens a store.
@@ -441,6 +441,7 @@ macro_rules! conformance_tests {
             a_trigger_with_a_stale_epoch_writes_nothing,
             due_jobs_are_listed_by_fire_time,
             the_first_jobs_due_beyond_the_horizon_are_found_and_counted,
+            jobs_due_are_counted_per_second,
             executions_are_claimed_once_and_never_early,
             waiting_executions_are_counted_by_due_time_up_to_a_cap,
             skip_records_a_slot_due_while_the_job_runs,

@@ -270,3 +270,60 @@ pub async fn the_first_jobs_due_beyond_the_horizon_are_found_and_counted(h: Harn
         "no shards, nothing seen"
     );
 }
+
+/// The sweep's counts: jobs due per whole second of a half-open range, seconds with none left
+/// out, ascending; a capped read covers the earliest jobs; no shards, nothing.
+pub async fn jobs_due_are_counted_per_second(h: Harness) {
+    let store = h.open(Arc::new(ManualClock::new(t0()))).await;
+    let at = |ms: i64| t0() + SignedDuration::from_millis(ms);
+    for (name, offset_ms) in [
+        ("a", 10_000),
+        ("b", 10_000),
+        ("c", 10_999),
+        ("d", 12_500),
+        ("e", 13_000),
+        ("f", 14_000),
+    ] {
+        create_due(&*store, "ns", name, at(offset_ms)).await;
+    }
+    let second = |ms: i64| at(ms).as_second();
+    let seconds = |from: i64, until: i64, cap: u32, shards: Vec<u16>| {
+        let store = store.clone();
+        async move {
+            store
+                .trigger_due_seconds(&TriggerDueSeconds {
+                    shards,
+                    from: at(from),
+                    until: at(until),
+                    cap,
+                })
+                .await
+                .expect("seconds")
+        }
+    };
+    let every = || (0..sundial_core::SHARD_COUNT).collect::<Vec<u16>>();
+    assert_eq!(
+        seconds(10_000, 14_000, 100, every()).await,
+        [
+            (second(10_000), 3),
+            (second(12_000), 1),
+            (second(13_000), 1)
+        ],
+        "from included, until not, the empty second left out"
+    );
+    assert_eq!(
+        seconds(10_500, 20_000, 100, every()).await,
+        [
+            (second(10_000), 1),
+            (second(12_000), 1),
+            (second(13_000), 1),
+            (second(14_000), 1)
+        ]
+    );
+    assert_eq!(
+        seconds(0, 20_000, 2, every()).await,
+        [(second(10_000), 2)],
+        "no more than the cap, earliest first"
+    );
+    assert!(seconds(0, 20_000, 100, Vec::new()).await.is_empty());
+}
