@@ -493,17 +493,21 @@ impl Scheduler {
         if self.jobs_lookahead <= before {
             return false;
         }
-        let mut reached = candidates
+        let lookahead = self.jobs_lookahead;
+        let widening = candidates
             .iter()
-            .filter(|(at, _)| *at <= now + self.jobs_lookahead.as_signed());
-        match reached.next() {
-            Some((at, jobs)) => {
-                tracing::info!(jobs, fire_at = %at, lookahead = %self.jobs_lookahead,
-                    "a burst is due: triggering its jobs further ahead");
-                true
-            }
-            None => false,
+            .filter(|(at, jobs)| {
+                burst_lookahead(self.config.lookahead, *jobs, rate) == lookahead
+                    && *at <= now + lookahead.as_signed() + pass
+            })
+            .min_by_key(|(at, _)| *at);
+        if let Some((at, jobs)) = widening {
+            tracing::info!(jobs, fire_at = %at, lookahead = %lookahead,
+                "a burst is due: triggering its jobs further ahead");
         }
+        candidates
+            .iter()
+            .any(|(at, _)| *at <= now + lookahead.as_signed())
     }
 
     /// Counts, per second, the jobs due in the seconds that came into `reach` since the last
