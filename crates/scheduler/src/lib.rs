@@ -8,11 +8,12 @@
 //! one fenced commit per workflow (docs/workflows.md#runs). Then sleep until the next pass (at most one second), or until
 //! [`Scheduler::waker`] is notified that a job changed.
 //!
-//! A burst widens the jobs' lookahead: a pass that read fewer due jobs than a batch looks at
-//! the first jobs due beyond its horizon, and when more come due within a second of the
-//! earliest than it writes in a second at [`BURST_TRIGGER_RATE`], the lookahead grows by the
-//! time the rest would take, up to [`BURST_LOOKAHEAD_MAX`] ([`burst_lookahead`]), so a burst
-//! is written before its fire time as a lone slot is (docs/configuration.md, "lookahead",
+//! A burst widens the jobs' lookahead: a pass that read fewer due jobs than a batch looks for
+//! bursts within [`BURST_LOOKAHEAD_MAX`] (the first jobs due beyond its horizon, and a sweep
+//! of the seconds that came into reach since the last look, each counted once), and when more
+//! come due within a second than it writes in a second at [`BURST_TRIGGER_RATE`], the
+//! lookahead grows by the time the rest would take ([`burst_lookahead`]), so a burst is
+//! written before its fire time as a lone slot is (docs/configuration.md, "lookahead",
 //! "Bursts").
 //!
 //! Invariants:
@@ -64,8 +65,8 @@ pub const BURST_TRIGGER_RATE: u32 = 10_000;
 /// The widest lookahead a burst gets (30 s), unless the `lookahead` setting is wider.
 pub const BURST_LOOKAHEAD_MAX: Dur = Dur::from_secs(30);
 
-/// How far past the first job due beyond the horizon a pass counts (1 s): a burst is many
-/// slots at one instant, as at the top of an hour.
+/// How far past the first job due beyond the horizon a pass counts (1 s), and the sweep's
+/// unit: a burst is many slots at one instant, as at the top of an hour.
 pub const BURST_SPAN: Dur = Dur::from_secs(1);
 
 /// The jobs' lookahead for the next passes (docs/configuration.md, "lookahead", "Bursts"):
