@@ -78,11 +78,16 @@ pub const BURST_SPAN: Dur = Dur::from_secs(1);
 /// instant with the defaults (5 s, 10,000/s) get 14 s, so they are written about as long
 /// before their fire time as a lone slot is.
 pub fn burst_lookahead(lookahead: Dur, burst: u64, rate: u32) -> Dur {
-    let rate = u64::from(rate.max(1));
-    let within = rate.saturating_mul(BURST_SPAN.as_millis()) / 1000;
-    let lead_ms = burst.saturating_sub(within).saturating_mul(1000) / rate;
+    let lead_ms =
+        burst.saturating_sub(span_worth(rate)).saturating_mul(1000) / u64::from(rate.max(1));
     let widest = BURST_LOOKAHEAD_MAX.as_millis().max(lookahead.as_millis());
     Dur::from_millis(lookahead.as_millis().saturating_add(lead_ms).min(widest))
+}
+
+/// How many jobs a scheduler writes in [`BURST_SPAN`] at `rate` executions per second (a
+/// rate of 0 taken as 1): a second holding more is a burst.
+fn span_worth(rate: u32) -> u64 {
+    u64::from(rate.max(1)).saturating_mul(BURST_SPAN.as_millis()) / 1000
 }
 
 /// Scheduler settings.
@@ -475,7 +480,7 @@ impl Scheduler {
         // within it is done (the rest of that second, if any, is the first beyond it).
         let horizon_s = horizon.as_second();
         self.bursts.retain(|second, _| *second > horizon_s);
-        let within = u64::from(rate).saturating_mul(BURST_SPAN.as_millis()) / 1000;
+        let within = span_worth(rate);
         let candidates: Vec<(Timestamp, u64)> = self
             .bursts
             .iter()
@@ -543,9 +548,7 @@ impl Scheduler {
             }
         };
         let read: u64 = seconds.iter().map(|(_, n)| n).sum();
-        let within = u64::from(self.config.burst_trigger_rate.max(1))
-            .saturating_mul(BURST_SPAN.as_millis())
-            / 1000;
+        let within = span_worth(self.config.burst_trigger_rate);
         let until = match seconds.last() {
             Some((last, _)) if read >= u64::from(cap) => {
                 Timestamp::from_second(*last).map_or(reach, |t| t.max(from))

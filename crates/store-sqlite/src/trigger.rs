@@ -52,17 +52,25 @@ pub(crate) async fn insert_executions(
     Ok(u32::try_from(inserted).unwrap_or(u32::MAX))
 }
 
+/// The SQL condition that limits a read of `jobs` to `shards`: empty when they are every shard
+/// (the embedded store's one node holds them all), `None` when there are none (nothing to read).
+fn shard_filter(shards: &[u16]) -> Option<String> {
+    if shards.len() >= usize::from(SHARD_COUNT) {
+        Some(String::new())
+    } else if shards.is_empty() {
+        None
+    } else {
+        let list: Vec<String> = shards.iter().map(u16::to_string).collect();
+        Some(format!(" AND shard IN ({})", list.join(",")))
+    }
+}
+
 pub(crate) async fn trigger_list_due(
     store: &SqliteStore,
     q: &TriggerListDue,
 ) -> Result<Vec<DueJob>> {
-    let shard_filter = if q.shards.len() >= usize::from(SHARD_COUNT) {
-        String::new()
-    } else if q.shards.is_empty() {
+    let Some(shard_filter) = shard_filter(&q.shards) else {
         return Ok(Vec::new());
-    } else {
-        let list: Vec<String> = q.shards.iter().map(u16::to_string).collect();
-        format!(" AND shard IN ({})", list.join(","))
     };
     let sql = format!(
         "SELECT uid, shard, version, spec, next_slot_at FROM jobs \
@@ -81,13 +89,8 @@ pub(crate) async fn trigger_due_seconds(
     store: &SqliteStore,
     q: &TriggerDueSeconds,
 ) -> Result<Vec<(i64, u64)>> {
-    let shard_filter = if q.shards.len() >= usize::from(SHARD_COUNT) {
-        String::new()
-    } else if q.shards.is_empty() {
+    let Some(shard_filter) = shard_filter(&q.shards) else {
         return Ok(Vec::new());
-    } else {
-        let list: Vec<String> = q.shards.iter().map(u16::to_string).collect();
-        format!(" AND shard IN ({})", list.join(","))
     };
     // Integer division truncates toward zero: a fire time before 1970 is moved to the second
     // that starts before it.
@@ -113,13 +116,8 @@ pub(crate) async fn trigger_next_due(
     store: &SqliteStore,
     q: &TriggerNextDue,
 ) -> Result<Option<NextDue>> {
-    let shard_filter = if q.shards.len() >= usize::from(SHARD_COUNT) {
-        String::new()
-    } else if q.shards.is_empty() {
+    let Some(shard_filter) = shard_filter(&q.shards) else {
         return Ok(None);
-    } else {
-        let list: Vec<String> = q.shards.iter().map(u16::to_string).collect();
-        format!(" AND shard IN ({})", list.join(","))
     };
     // Both reads walk `jobs_due` (next_fire_at) from the horizon on.
     let next: Option<i64> = sqlx::query_scalar(&format!(
