@@ -480,40 +480,36 @@ impl Scheduler {
         // within it is done (the rest of that second, if any, is the first beyond it).
         let horizon_s = horizon.as_second();
         self.bursts.retain(|second, _| *second > horizon_s);
-        let within = span_worth(rate);
-        let candidates: Vec<(Timestamp, u64)> = self
+        // Each burst in sight, with the lookahead it needs (the setting for one that is not a
+        // burst at all).
+        let candidates: Vec<(Timestamp, u64, Dur)> = self
             .bursts
             .iter()
             .filter_map(|(second, jobs)| Some((Timestamp::from_second(*second).ok()?, *jobs)))
             .chain(first.map(|n| (n.fire_at, n.jobs)))
-            .filter(|(_, jobs)| *jobs > within)
+            .map(|(at, jobs)| (at, jobs, burst_lookahead(self.config.lookahead, jobs, rate)))
             .collect();
         let before = self.jobs_lookahead;
         let pass = self.config.tick.as_signed();
-        self.jobs_lookahead = candidates
-            .iter()
-            .map(|(at, jobs)| (at, burst_lookahead(self.config.lookahead, *jobs, rate)))
-            .filter(|(at, needed)| **at <= now + needed.as_signed() + pass)
-            .map(|(_, needed)| needed)
-            .fold(self.config.lookahead, Dur::max);
-        if self.jobs_lookahead <= before {
-            return false;
-        }
-        let lookahead = self.jobs_lookahead;
+        // The widest lookahead a burst needs once it is within it and a pass.
         let widening = candidates
             .iter()
-            .filter(|(at, jobs)| {
-                burst_lookahead(self.config.lookahead, *jobs, rate) == lookahead
-                    && *at <= now + lookahead.as_signed() + pass
-            })
-            .min_by_key(|(at, _)| *at);
-        if let Some((at, jobs)) = widening {
+            .filter(|(at, _, needed)| *at <= now + needed.as_signed() + pass)
+            .max_by_key(|(at, _, needed)| (*needed, std::cmp::Reverse(*at)));
+        self.jobs_lookahead = widening.map_or(self.config.lookahead, |(_, _, needed)| {
+            (*needed).max(self.config.lookahead)
+        });
+        let lookahead = self.jobs_lookahead;
+        if lookahead <= before {
+            return false;
+        }
+        if let Some((at, jobs, _)) = widening {
             tracing::info!(jobs, fire_at = %at, lookahead = %lookahead,
                 "a burst is due: triggering its jobs further ahead");
         }
         candidates
             .iter()
-            .any(|(at, _)| *at <= now + lookahead.as_signed())
+            .any(|(at, _, _)| *at <= now + lookahead.as_signed())
     }
 
     /// Counts, per second, the jobs due in the seconds that came into `reach` since the last
