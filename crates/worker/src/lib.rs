@@ -46,9 +46,10 @@
 //! - Completions of concurrent attempts are written together, up to [`COMPLETION_BATCH`] in
 //!   one store transaction (group commit), after at most [`COMPLETION_GATHER`] for a batch to
 //!   fill; each is still fenced on its own. While attempts past their start wait for a
-//!   delivery slot, the writer defers, for at most [`COMPLETION_DEFER_MAX`] since it last
-//!   caught up and never once the room for unwritten completions is down to `max_in_flight`:
-//!   deliveries before bookkeeping.
+//!   delivery slot, the writer defers, since it last caught up, for as long as the most
+//!   attempts it saw waiting take to deliver at [`BURST_DELIVERY_RATE`] ([`defer_budget`],
+//!   500 ms–5 s), and never once the room for unwritten completions is down to
+//!   `max_in_flight`: deliveries before bookkeeping.
 //! - A cancelled execution's attempt is stopped as soon as the store's cancel signal arrives
 //!   (dropping the delivery), and writes nothing.
 
@@ -121,7 +122,7 @@ pub const UNWRITTEN_PER_SLOT: usize = 4;
 /// Attempts a worker holds from claim to written completion: [`UNWRITTEN_PER_SLOT`] per
 /// delivery slot, and one for each execution it may hold after a claim ahead, so that a burst
 /// it claimed ahead is delivered whole while its completions wait
-/// ([`COMPLETION_DEFER_MAX`]): such an execution is in the worker's memory already.
+/// ([`defer_budget`]): such an execution is in the worker's memory already.
 fn unwritten_capacity(config: &WorkerConfig) -> usize {
     config
         .max_in_flight
@@ -141,27 +142,57 @@ pub const COMPLETION_BATCH: usize = 256;
 /// injected clock: it paces store calls and has nothing to do with when anything is due.
 pub const COMPLETION_GATHER: Duration = Duration::from_millis(10);
 
-/// Longest the completion writer defers its writes while attempts wait to start (500 ms),
-/// counted from when it last caught up with its queue: deliveries before bookkeeping.
+/// How long the completion writer defers its writes while attempts wait to start, for a
+/// few waiting (500 ms): the floor of [`defer_budget`], counted from when the writer last
+/// caught up with its queue. Deliveries before bookkeeping.
 ///
 /// A 10,000 burst claimed ahead starts all its attempts at once; writing their completions
 /// meanwhile kept a store backend busy on one of the two cores for most of the burst and
 /// delivered it at half the rate HTTP alone reaches (BENCHMARKS.md, "Deliveries before
-/// bookkeeping"). Deferred, the outcome is recorded up to this much later; the attempt's lease
+/// bookkeeping"). Deferred, the outcome is recorded that much later; the attempt's lease
 /// is renewed all the while, and each completion is still fenced on its own. The writer
 /// defers only while some attempt past its start waits for a delivery slot or room for its
 /// completion, never once the room for unwritten completions is down to `max_in_flight`, and,
-/// past this budget, writes back to back until it has caught up, so under a lasting backlog
+/// past its budget, writes back to back until it has caught up, so under a lasting backlog
 /// it writes as fast as it did without deferring. Wall time (tokio's timer), as
 /// [`COMPLETION_GATHER`].
-pub const COMPLETION_DEFER_MAX: Duration = Duration::from_millis(500);
+pub const COMPLETION_DEFER_MIN: Duration = Duration::from_millis(500);
+
+/// The longest the completion writer defers (5 s): [`defer_budget`] for a burst of
+/// 100,000 waiting attempts or more.
+pub const COMPLETION_DEFER_MAX: Duration = Duration::from_secs(5);
+
+/// The delivery rate the completion writer counts on while a burst's attempts wait
+/// (20,000 a second), below what HTTP delivery alone reached on the benchmark machines
+/// (38,000–72,000 a second; BENCHMARKS.md, "The delivery ceiling").
+pub const BURST_DELIVERY_RATE: u32 = 20_000;
+
+/// How long the completion writer may defer since it last caught up, given the most attempts
+/// seen waiting to start meanwhile (`peak_waiting`): the time their deliveries take at
+/// [`BURST_DELIVERY_RATE`], within [`COMPLETION_DEFER_MIN`]–[`COMPLETION_DEFER_MAX`]. A
+/// burst's completions then wait until its deliveries are done, whatever its size: writing
+/// those of a 100,000 burst held whole during its deliveries kept a PostgreSQL backend busy
+/// on one of the two cores and drained it at 36,000 a second instead of 53,000
+/// (BENCHMARKS.md, "Bookkeeping after the whole burst"). A few waiting (a slow target, a
+/// small burst) get the floor, as before.
+pub fn defer_budget(peak_waiting: usize) -> Duration {
+    let rate = u64::from(BURST_DELIVERY_RATE);
+    let ms = (peak_waiting as u64).saturating_mul(1000) / rate;
+    Duration::from_millis(ms).clamp(COMPLETION_DEFER_MIN, COMPLETION_DEFER_MAX)
+}
 
 /// Whether the completion writer defers its next batch: some attempt past its start is
 /// `waiting` for a delivery slot or room for its completion, more than `reserve` unwritten
-/// completions can still be held (`room`), and the writer has deferred for less than
-/// [`COMPLETION_DEFER_MAX`] since it last caught up with its queue (`deferred`).
-fn defers_writing(waiting: usize, room: usize, reserve: usize, deferred: Duration) -> bool {
-    waiting > 0 && room > reserve && deferred < COMPLETION_DEFER_MAX
+/// completions can still be held (`room`), and the writer has deferred (`deferred`) for less
+/// than its `budget` ([`defer_budget`]) since it last caught up with its queue.
+fn defers_writing(
+    waiting: usize,
+    room: usize,
+    reserve: usize,
+    deferred: Duration,
+    budget: Duration,
+) -> bool {
+    waiting > 0 && room > reserve && deferred < budget
 }
 
 /// Most executions a worker holds after claiming them ahead by default (100,000): the
@@ -425,6 +456,22 @@ impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         if self.0.waiting.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.0.none_waiting.notify_waiters();
+        }
+    }
+}
+
+/// The completion writer's deferral since it last caught up with its queue: when that was,
+/// and the most attempts it has seen waiting to start since.
+struct Behind {
+    since: tokio::time::Instant,
+    peak_waiting: usize,
+}
+
+impl Behind {
+    fn now() -> Self {
+        Behind {
+            since: tokio::time::Instant::now(),
+            peak_waiting: 0,
         }
     }
 }
@@ -1082,15 +1129,17 @@ impl Worker {
         false
     }
 
-    /// Waits while [`defers_writing`] says to, `behind_since` being when the writer last
-    /// caught up with its queue; looks again as soon as no attempt waits, and every
-    /// [`DEFER_LOOK`] for the room left.
-    async fn defer_writing(&self, behind_since: tokio::time::Instant) {
+    /// Waits while [`defers_writing`] says to, `behind` being since when the writer is behind
+    /// its queue and the most attempts it saw waiting meanwhile; looks again as soon as no
+    /// attempt waits, and every [`DEFER_LOOK`] for the room left.
+    async fn defer_writing(&self, behind: &mut Behind) {
         let reserve = self.config.max_in_flight;
         loop {
             let waiting = self.waiting.load(Ordering::SeqCst);
+            behind.peak_waiting = behind.peak_waiting.max(waiting);
             let room = self.unwritten.available_permits();
-            if !defers_writing(waiting, room, reserve, behind_since.elapsed()) {
+            let budget = defer_budget(behind.peak_waiting);
+            if !defers_writing(waiting, room, reserve, behind.since.elapsed(), budget) {
                 return;
             }
             tokio::select! {
@@ -1102,14 +1151,14 @@ impl Worker {
 
     /// Writes the completions waiting in the queue, up to [`COMPLETION_BATCH`] per store call,
     /// and answers each with whether it applied; defers while attempts wait to start
-    /// ([`COMPLETION_DEFER_MAX`]).
+    /// ([`defer_budget`]).
     async fn completion_batcher(self, mut queue: tokio::sync::mpsc::UnboundedReceiver<Completion>) {
         let mut batch = Vec::with_capacity(COMPLETION_BATCH);
-        // When the writer last had nothing queued beyond the batch it wrote: its deferrals
-        // since then count against COMPLETION_DEFER_MAX.
-        let mut behind_since: Option<tokio::time::Instant> = None;
+        // Since when the writer has had more queued than the batch it wrote: its deferrals
+        // since then count against the budget.
+        let mut behind: Option<Behind> = None;
         while gather(&mut queue, &mut batch, COMPLETION_BATCH, COMPLETION_GATHER).await > 0 {
-            self.defer_writing(*behind_since.get_or_insert_with(tokio::time::Instant::now))
+            self.defer_writing(behind.get_or_insert_with(Behind::now))
                 .await;
             let completions: Vec<AttemptComplete> = batch.iter().map(|(c, _)| c.clone()).collect();
             let asked = std::time::Instant::now();
@@ -1136,7 +1185,7 @@ impl Worker {
                 }
             }
             if queue.is_empty() {
-                behind_since = None;
+                behind = None;
             }
         }
     }
@@ -1277,22 +1326,33 @@ mod tests {
     #[test]
     fn the_writer_defers_only_for_waiting_attempts_with_room_left_and_time_in_budget() {
         let (reserve, early) = (1024, Duration::from_millis(100));
+        let budget = COMPLETION_DEFER_MIN;
         // A burst's attempts wait for delivery slots, most of the room is free: defer.
-        assert!(defers_writing(3000, 10_000, reserve, early));
+        assert!(defers_writing(3000, 10_000, reserve, early, budget));
         // No attempt waits (a steady rate, or the burst delivered): write at once.
-        assert!(!defers_writing(0, 10_000, reserve, early));
+        assert!(!defers_writing(0, 10_000, reserve, early, budget));
         // The room for unwritten completions is down to the reserve: write, so that the
         // attempts still to start do not wait for room.
-        assert!(!defers_writing(3000, reserve, reserve, early));
-        assert!(defers_writing(3000, reserve + 1, reserve, early));
+        assert!(!defers_writing(3000, reserve, reserve, early, budget));
+        assert!(defers_writing(3000, reserve + 1, reserve, early, budget));
         // The budget since the writer last caught up is spent: write until it catches up.
-        assert!(defers_writing(
-            3000,
-            10_000,
-            reserve,
-            COMPLETION_DEFER_MAX - Duration::from_millis(1)
-        ));
-        assert!(!defers_writing(3000, 10_000, reserve, COMPLETION_DEFER_MAX));
+        let just_in = budget - Duration::from_millis(1);
+        assert!(defers_writing(3000, 10_000, reserve, just_in, budget));
+        assert!(!defers_writing(3000, 10_000, reserve, budget, budget));
+    }
+
+    #[test]
+    fn the_deferral_budget_is_the_time_the_waiting_take_to_deliver_within_its_bounds() {
+        // A few waiting, or a 10,000 burst: the floor.
+        assert_eq!(defer_budget(0), COMPLETION_DEFER_MIN);
+        assert_eq!(defer_budget(3000), COMPLETION_DEFER_MIN);
+        assert_eq!(defer_budget(10_000), COMPLETION_DEFER_MIN);
+        // 20,000 a second: 50,000 waiting take 2.5 s.
+        assert_eq!(defer_budget(50_000), Duration::from_millis(2500));
+        // A burst of 100,000 or more: the ceiling.
+        assert_eq!(defer_budget(100_000), COMPLETION_DEFER_MAX);
+        assert_eq!(defer_budget(1_000_000), COMPLETION_DEFER_MAX);
+        assert_eq!(defer_budget(usize::MAX), COMPLETION_DEFER_MAX);
     }
 
     #[tokio::test(start_paused = true)]
@@ -1345,5 +1405,60 @@ mod tests {
             gather(&mut rx, &mut batch, 3, Duration::from_millis(10)).await,
             0
         );
+    }
+
+    /// A worker on an embedded store in `dir`, never started: its completion writer's
+    /// deferral is driven by hand.
+    async fn idle_worker(dir: &std::path::Path) -> Worker {
+        let clock = Arc::new(sundial_clock::ManualClock::new(sundial_store::testkit::t0()));
+        let url = format!("sqlite://{}", dir.join("w.db").display());
+        let store = sundial_store_sqlite::SqliteStore::open(&url, clock.clone())
+            .await
+            .expect("open");
+        Worker::new(
+            Arc::new(store),
+            clock,
+            Arc::new(sundial_target::Targets::new().expect("targets")),
+            WorkerConfig::new("w"),
+            Arc::new(Notify::new()),
+        )
+    }
+
+    /// How long the writer defers while `waiting` attempts wait, the count falling to
+    /// `later` one second in (tokio's time paused).
+    async fn deferral(worker: &Worker, waiting: usize, later: usize) -> Duration {
+        worker.waiting.store(waiting, Ordering::SeqCst);
+        let started = tokio::time::Instant::now();
+        let mut behind = Behind::now();
+        let deferring = worker.clone();
+        let writer = tokio::spawn(async move {
+            deferring.defer_writing(&mut behind).await;
+            started.elapsed()
+        });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        worker.waiting.store(later, Ordering::SeqCst);
+        if later == 0 {
+            worker.none_waiting.notify_waiters();
+        }
+        writer.await.expect("writer")
+    }
+
+    #[tokio::test]
+    async fn the_writer_defers_as_long_as_the_most_attempts_seen_waiting_take_to_deliver() {
+        let dir = tempfile::tempdir().expect("dir");
+        let worker = idle_worker(dir.path()).await;
+        tokio::time::pause();
+        let within_a_look = |d: Duration, expected: Duration| {
+            assert!(
+                d >= expected && d <= expected + DEFER_LOOK,
+                "deferred {d:?}, expected {expected:?}"
+            );
+        };
+        // 60,000 waiting take 3 s at 20,000/s; the budget stays 3 s once most have started.
+        within_a_look(deferral(&worker, 60_000, 10).await, Duration::from_secs(3));
+        // A few waiting: the floor.
+        within_a_look(deferral(&worker, 3000, 3000).await, COMPLETION_DEFER_MIN);
+        // None left waiting: the writer writes at once.
+        within_a_look(deferral(&worker, 60_000, 0).await, Duration::from_secs(1));
     }
 }

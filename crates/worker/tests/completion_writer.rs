@@ -1,4 +1,4 @@
-//! The completion writer defers to deliveries (`sundial_worker::COMPLETION_DEFER_MAX`),
+//! The completion writer defers to deliveries (`sundial_worker::defer_budget`),
 //! against the embedded store, a real HTTP target and a manual clock: while a burst claimed
 //! ahead waits for delivery slots, no completion is written, and once every attempt has
 //! started, all of them are.
