@@ -1,8 +1,8 @@
-//! Attempts and completion: the heartbeat that extends a running attempt's lease, and the
-//! batch of completions written in one statement (and, for workflow tasks, a second one in the
-//! transaction of their release), each fenced by its attempt number and its lease (live for a
-//! worker's completion, lapsed for the reaper's: docs/guarantees.md, "G3 Fencing"), with its
-//! attempt row and its queue row.
+//! Attempts and completion: the heartbeats that extend running attempts' leases, a batch in
+//! one statement, and the batch of completions written in one statement (and, for workflow
+//! tasks, a second one in the transaction of their release), each fenced by its attempt number
+//! and its lease (live for a heartbeat and a worker's completion, lapsed for the reaper's:
+//! docs/guarantees.md, "G3 Fencing"), with its attempt row and its queue row.
 
 use super::*;
 
@@ -13,33 +13,47 @@ type EndedRow = (String, i64, Option<String>, Option<i64>, i64);
 pub(crate) const CLAIMED_COLUMNS: &str = "id, namespace, job, attempt, max_attempts, scheduled_at, fire_at, \
     started_at, lease_expires_at, run";
 
-pub(crate) fn stale_attempt(a: &AttemptRef) -> Error {
-    Error::StaleFence(format!(
-        "attempt {} of execution {} is not the current running attempt or its lease lapsed",
-        a.attempt, a.id
-    ))
-}
-
-pub(crate) async fn attempt_heartbeat(store: &PgStore, a: &AttemptRef) -> Result<Timestamp> {
+pub(crate) async fn attempt_heartbeat_batch(
+    store: &PgStore,
+    attempts: &[AttemptRef],
+) -> Result<Vec<Option<Timestamp>>> {
+    if attempts.is_empty() {
+        return Ok(Vec::new());
+    }
     let now = store.now_ms(&store.pool).await?;
-    let expiry: Option<i64> = sqlx::query_scalar(
-        "WITH e AS (UPDATE executions SET lease_expires_at = $3 + lease_ms \
-           WHERE id = $1 AND attempt = $2 AND state = 'running' AND lease_expires_at >= $3 \
-           RETURNING id, lease_expires_at), \
+    let ids: Vec<&str> = attempts.iter().map(|a| a.id.as_str()).collect();
+    let numbers: Vec<i64> = attempts.iter().map(|a| i64::from(a.attempt)).collect();
+    // The queue rows are found by primary key from an array of the renewed ids, never by
+    // joining the CTE (see the claim).
+    let renewed: Vec<(String, i64, i64)> = sqlx::query_as(
+        "WITH a AS (SELECT * FROM UNNEST($1::text[], $2::bigint[]) AS a(id, attempt)), \
+         e AS (UPDATE executions x SET lease_expires_at = $3 + x.lease_ms FROM a \
+           WHERE x.id = a.id AND x.attempt = a.attempt AND x.state = 'running' \
+             AND x.lease_expires_at >= $3 \
+           RETURNING x.id, x.attempt, x.lease_expires_at), \
          q AS (UPDATE execution_queue q SET lease_expires_at = e.lease_expires_at FROM e \
-           WHERE q.id = $1 AND q.id = e.id) \
-         SELECT lease_expires_at FROM e",
+           WHERE q.id = ANY(ARRAY(SELECT id FROM e)) AND q.id = e.id) \
+         SELECT id, attempt, lease_expires_at FROM e",
     )
-    .bind(&a.id)
-    .bind(i64::from(a.attempt))
+    .bind(&ids)
+    .bind(&numbers)
     .bind(now)
-    .fetch_optional(&store.pool)
+    .fetch_all(&store.pool)
     .await
     .map_err(db_err)?;
-    match expiry {
-        Some(e) => ts(e),
-        None => Err(stale_attempt(a)),
-    }
+    let renewed: std::collections::HashMap<(String, i64), i64> = renewed
+        .into_iter()
+        .map(|(id, attempt, expiry)| ((id, attempt), expiry))
+        .collect();
+    attempts
+        .iter()
+        .map(|a| {
+            renewed
+                .get(&(a.id.clone(), i64::from(a.attempt)))
+                .map(|&expiry| ts(expiry))
+                .transpose()
+        })
+        .collect()
 }
 
 pub(crate) async fn attempt_complete_batch(

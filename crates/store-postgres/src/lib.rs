@@ -309,8 +309,11 @@ impl Store for PgStore {
         claim::execution_due_count(self, from, until, cap).await
     }
 
-    async fn attempt_heartbeat(&self, a: &AttemptRef) -> Result<Timestamp> {
-        complete::attempt_heartbeat(self, a).await
+    async fn attempt_heartbeat_batch(
+        &self,
+        attempts: &[AttemptRef],
+    ) -> Result<Vec<Option<Timestamp>>> {
+        complete::attempt_heartbeat_batch(self, attempts).await
     }
 
     async fn attempt_complete_batch(&self, completions: &[AttemptComplete]) -> Result<Vec<bool>> {

@@ -1,5 +1,5 @@
-//! Attempts and completion: the heartbeat that extends a running attempt's lease, and the
-//! batch of completions written in multi-row `VALUES` statements, each fenced by its attempt
+//! Attempts and completion: the heartbeats that extend running attempts' leases, a batch in
+//! one transaction, and the batch of completions written in multi-row `VALUES` statements, each fenced by its attempt
 //! number and its lease (live for a worker's completion, lapsed for the reaper's), with its
 //! attempt row.
 
@@ -128,30 +128,32 @@ pub(crate) struct Completed {
     pub(crate) queued: usize,
 }
 
-pub(crate) fn stale_attempt(a: &AttemptRef) -> Error {
-    Error::StaleFence(format!(
-        "attempt {} of execution {} is not the current running attempt or its lease lapsed",
-        a.attempt, a.id
-    ))
-}
-
-pub(crate) async fn attempt_heartbeat(store: &SqliteStore, a: &AttemptRef) -> Result<Timestamp> {
-    let now = ms(store.clock.now());
-    let row = sqlx::query(
-        "UPDATE executions SET lease_expires_at = ?3 + lease_ms \
-         WHERE id = ?1 AND attempt = ?2 AND state = 'running' AND lease_expires_at >= ?3 \
-         RETURNING lease_expires_at",
-    )
-    .bind(&a.id)
-    .bind(i64::from(a.attempt))
-    .bind(now)
-    .fetch_optional(&store.writer)
-    .await
-    .map_err(db_err)?;
-    match row {
-        Some(r) => ts(r.try_get("lease_expires_at").map_err(db_err)?),
-        None => Err(stale_attempt(a)),
+pub(crate) async fn attempt_heartbeat_batch(
+    store: &SqliteStore,
+    attempts: &[AttemptRef],
+) -> Result<Vec<Option<Timestamp>>> {
+    if attempts.is_empty() {
+        return Ok(Vec::new());
     }
+    let now = ms(store.clock.now());
+    let mut tx = store.begin().await?;
+    let mut renewed = Vec::with_capacity(attempts.len());
+    for a in attempts {
+        let expiry: Option<i64> = sqlx::query_scalar(
+            "UPDATE executions SET lease_expires_at = ?3 + lease_ms \
+             WHERE id = ?1 AND attempt = ?2 AND state = 'running' AND lease_expires_at >= ?3 \
+             RETURNING lease_expires_at",
+        )
+        .bind(&a.id)
+        .bind(i64::from(a.attempt))
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        renewed.push(expiry.map(ts).transpose()?);
+    }
+    commit(tx).await?;
+    Ok(renewed)
 }
 
 pub(crate) async fn attempt_complete_batch(

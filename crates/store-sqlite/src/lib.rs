@@ -306,8 +306,11 @@ impl Store for SqliteStore {
         claim::execution_due_count(self, from, until, cap).await
     }
 
-    async fn attempt_heartbeat(&self, a: &AttemptRef) -> Result<Timestamp> {
-        complete::attempt_heartbeat(self, a).await
+    async fn attempt_heartbeat_batch(
+        &self,
+        attempts: &[AttemptRef],
+    ) -> Result<Vec<Option<Timestamp>>> {
+        complete::attempt_heartbeat_batch(self, attempts).await
     }
 
     async fn attempt_complete_batch(&self, completions: &[AttemptComplete]) -> Result<Vec<bool>> {

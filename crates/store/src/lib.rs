@@ -165,6 +165,15 @@ impl Default for Signals {
 /// Result alias for store calls.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The refusal of a completion or heartbeat whose attempt is not the execution's running one
+/// or whose lease lapsed ([`Error::StaleFence`]).
+fn stale_attempt(attempt: &AttemptRef) -> Error {
+    Error::StaleFence(format!(
+        "attempt {} of execution {} is not the current running attempt or its lease lapsed",
+        attempt.attempt, attempt.id
+    ))
+}
+
 /// The persistence and coordination surface of Sundial. See the module invariants; each
 /// method's `# Contract` states ordering, idempotency and conflict behaviour.
 #[async_trait]
@@ -344,7 +353,32 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// # Contract
     /// [`Error::StaleFence`] (and no change) unless the execution is `running` with this
     /// attempt number and an unexpired lease. Returns the new lease expiry.
-    async fn attempt_heartbeat(&self, attempt: &AttemptRef) -> Result<Timestamp>;
+    async fn attempt_heartbeat(&self, attempt: &AttemptRef) -> Result<Timestamp> {
+        let renewed = self
+            .attempt_heartbeat_batch(std::slice::from_ref(attempt))
+            .await?;
+        renewed
+            .into_iter()
+            .next()
+            .flatten()
+            .ok_or_else(|| stale_attempt(attempt))
+    }
+
+    /// Extends the leases of many running attempts (a worker's heartbeats, batched) to now
+    /// + each execution's heartbeat timeout, by the store's clock, in one store call: one
+    /// statement on PostgreSQL, one transaction on SQLite.
+    ///
+    /// # Contract
+    /// Per attempt, in order: its new lease expiry (UTC), or `None`, and no change for it,
+    /// unless its execution is `running` with this attempt number and a lease that has not
+    /// expired ([`Store::attempt_heartbeat`]'s test, each on its own).
+    ///
+    /// # Errors
+    /// The store's, when the write fails; then no lease was extended.
+    async fn attempt_heartbeat_batch(
+        &self,
+        attempts: &[AttemptRef],
+    ) -> Result<Vec<Option<Timestamp>>>;
 
     /// Records how an attempt ended and moves the execution on.
     ///
@@ -361,10 +395,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         if applied.first().copied().unwrap_or(false) {
             Ok(())
         } else {
-            Err(Error::StaleFence(format!(
-                "attempt {} of execution {} is not the current running attempt or its lease lapsed",
-                completion.attempt.attempt, completion.attempt.id
-            )))
+            Err(stale_attempt(&completion.attempt))
         }
     }
 

@@ -50,6 +50,9 @@
 //!   attempts it saw waiting take to deliver at [`BURST_DELIVERY_RATE`] ([`defer_budget`],
 //!   500 ms–5 s), and never once the room for unwritten completions is down to
 //!   `max_in_flight`: deliveries before bookkeeping.
+//! - Lease renewals of concurrent attempts are written together too, up to
+//!   [`RENEWAL_BATCH`] in one store call after at most [`RENEWAL_GATHER`]; each is judged on
+//!   its own, and one refused abandons its attempt only.
 //! - A cancelled execution's attempt is stopped as soon as the store's cancel signal arrives
 //!   (dropping the delivery), and writes nothing.
 
@@ -86,6 +89,41 @@ type Completion = (
     AttemptComplete,
     tokio::sync::oneshot::Sender<Result<bool, CompletionError>>,
 );
+
+/// A lease renewal waiting to be written, with where to send the store's answer.
+type Renewal = (AttemptRef, tokio::sync::oneshot::Sender<Renewed>);
+
+/// The store's answer to one lease renewal of a batch ([`Worker::renewal_writer`]).
+#[derive(Debug, Clone)]
+enum Renewed {
+    /// The lease was extended.
+    Extended,
+    /// The store refused it: the lease lapsed, or the execution was cancelled or given to
+    /// another attempt.
+    Refused,
+    /// The store failed the batch; `retry` is true when renewing again may succeed.
+    Failed { retry: bool, message: String },
+}
+
+impl Renewed {
+    fn failed(e: &StoreError) -> Self {
+        Renewed::Failed {
+            retry: e.is_retryable_when_idempotent(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// Why an attempt's lease renewals stopped: the attempt is abandoned.
+#[derive(Debug, Clone, thiserror::Error)]
+enum LeaseLost {
+    /// The store refused a renewal.
+    #[error("the lease lapsed, or the execution was cancelled or given to another attempt")]
+    Refused,
+    /// The store failed a renewal in a way retrying cannot fix, or the renewal writer stopped.
+    #[error("{0}")]
+    Failed(String),
+}
 
 /// Why a completion was not written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -132,6 +170,18 @@ fn unwritten_capacity(config: &WorkerConfig) -> usize {
 
 /// Most completions written in one store call.
 pub const COMPLETION_BATCH: usize = 256;
+
+/// Most lease renewals written in one store call (512).
+pub const RENEWAL_BATCH: usize = 512;
+
+/// How long the renewal writer lets renewals gather when fewer than a full
+/// [`RENEWAL_BATCH`] are waiting (10 ms), a small part of the shortest renewal interval
+/// (`heartbeat_timeout` / 3). The attempts held for a burst all renew their leases at the
+/// same instant, a third of `heartbeat_timeout` after their fire time if still waiting for a
+/// delivery slot: written one by one, 100,000 of them took the embedded store's writer for
+/// seconds (BENCHMARKS.md, "Bookkeeping after the whole burst"). Wall time (tokio's timer),
+/// as [`COMPLETION_GATHER`].
+pub const RENEWAL_GATHER: Duration = Duration::from_millis(10);
 
 /// How long the completion writer lets completions gather when fewer than a full
 /// [`COMPLETION_BATCH`] are waiting (10 ms): group commit. Without it, a worker keeping up
@@ -435,6 +485,9 @@ pub struct Worker {
     /// Completions to write, in batches ([`Worker::completion_batcher`]).
     batcher: tokio::sync::mpsc::UnboundedSender<Completion>,
     batcher_queue: Arc<std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Completion>>>>,
+    /// Lease renewals to write, in batches ([`Worker::renewal_writer`]).
+    renewals: tokio::sync::mpsc::UnboundedSender<Renewal>,
+    renewal_queue: Arc<std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Renewal>>>>,
     /// Attempts past their start waiting for a delivery slot or room for their completion
     /// ([`Waiting`]); the completion writer defers while there are some.
     waiting: Arc<AtomicUsize>,
@@ -499,6 +552,7 @@ impl Worker {
         let ahead = Arc::new(Semaphore::new(config.max_claimed_ahead));
         let window_ms = Arc::new(AtomicU64::new(config.claim_ahead.as_millis()));
         let (batcher, queue) = tokio::sync::mpsc::unbounded_channel();
+        let (renewals, renewal_queue) = tokio::sync::mpsc::unbounded_channel();
         Worker {
             store,
             clock,
@@ -513,6 +567,8 @@ impl Worker {
             running: Arc::default(),
             batcher,
             batcher_queue: Arc::new(std::sync::Mutex::new(Some(queue))),
+            renewals,
+            renewal_queue: Arc::new(std::sync::Mutex::new(Some(renewal_queue))),
             waiting: Arc::default(),
             none_waiting: Arc::default(),
         }
@@ -530,6 +586,12 @@ impl Worker {
             .unwrap_or_else(|p| p.into_inner())
             .take();
         let batcher = queue.map(|q| tokio::spawn(self.clone().completion_batcher(q)));
+        let renewal_queue = self
+            .renewal_queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let renewer = renewal_queue.map(|q| tokio::spawn(self.clone().renewal_writer(q)));
         while !*shutdown.borrow() {
             let round = self.claim_round().await;
             // One reading decides both whether to claim again and what to wait for, so a slot
@@ -566,6 +628,9 @@ impl Worker {
         let _ = self.unwritten.acquire_many(all).await;
         if let Some(b) = batcher {
             b.abort();
+        }
+        if let Some(r) = renewer {
+            r.abort();
         }
     }
 
@@ -980,27 +1045,85 @@ impl Worker {
         }
     }
 
-    /// Renews the attempt's lease every third of the heartbeat timeout; returns only when the
-    /// store refuses a renewal (the lease lapsed, the execution was cancelled or re-claimed:
-    /// [`StoreError::StaleFence`]) or fails in a way retrying cannot fix (a defect); retryable
-    /// failures are retried at the next renewal.
-    async fn heartbeat(&self, attempt: &AttemptRef, heartbeat_timeout: Dur) -> StoreError {
+    /// Renews the attempt's lease every third of the heartbeat timeout, through the renewal
+    /// writer; returns only when the store refuses a renewal (the lease lapsed, the execution
+    /// was cancelled or re-claimed) or fails in a way retrying cannot fix (a defect);
+    /// retryable failures are retried at the next renewal.
+    async fn heartbeat(&self, attempt: &AttemptRef, heartbeat_timeout: Dur) -> LeaseLost {
         let every = (heartbeat_timeout.as_signed() / 3).max(jiff::SignedDuration::from_millis(100));
         loop {
             self.clock.sleep_until(self.clock.now() + every).await;
-            match self.store.attempt_heartbeat(attempt).await {
-                Ok(_) => self.store_reached(true),
-                Err(e @ StoreError::StaleFence(_)) => return e,
-                // A heartbeat changes nothing but the lease's expiry: one of unknown outcome
+            match self.renew(attempt).await {
+                Renewed::Extended => self.store_reached(true),
+                Renewed::Refused => return LeaseLost::Refused,
+                // A renewal changes nothing but the lease's expiry: one of unknown outcome
                 // is retried like a retryable failure.
-                Err(e) if e.is_retryable_when_idempotent() => {
+                Renewed::Failed {
+                    retry: true,
+                    message,
+                } => {
                     self.store_reached(false);
-                    tracing::warn!(error = %e, execution = %attempt.id, "heartbeat failed; retrying")
+                    tracing::warn!(error = %message, execution = %attempt.id, "heartbeat failed; retrying")
+                }
+                Renewed::Failed {
+                    retry: false,
+                    message,
+                } => {
+                    tracing::error!(error = %message, execution = %attempt.id,
+                        "heartbeat refused for a reason retrying cannot fix; abandoning the attempt");
+                    return LeaseLost::Failed(message);
+                }
+            }
+        }
+    }
+
+    /// One lease renewal, written with the others waiting ([`Worker::renewal_writer`]), or
+    /// alone when no writer runs (the worker is driven by hand).
+    async fn renew(&self, attempt: &AttemptRef) -> Renewed {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        if self.renewals.send((attempt.clone(), reply)).is_ok() {
+            return answer.await.unwrap_or_else(|_| Renewed::Failed {
+                retry: false,
+                message: "the lease renewal writer has stopped".into(),
+            });
+        }
+        match self
+            .store
+            .attempt_heartbeat_batch(std::slice::from_ref(attempt))
+            .await
+        {
+            Ok(renewed) if renewed.first().is_some_and(Option::is_some) => Renewed::Extended,
+            Ok(_) => Renewed::Refused,
+            Err(e) => Renewed::failed(&e),
+        }
+    }
+
+    /// Writes the lease renewals waiting in the queue, up to [`RENEWAL_BATCH`] per store call
+    /// after at most [`RENEWAL_GATHER`] for a batch to fill, and answers each: each is judged
+    /// on its own ([`Store::attempt_heartbeat_batch`]).
+    async fn renewal_writer(self, mut queue: tokio::sync::mpsc::UnboundedReceiver<Renewal>) {
+        let mut batch = Vec::with_capacity(RENEWAL_BATCH);
+        while gather(&mut queue, &mut batch, RENEWAL_BATCH, RENEWAL_GATHER).await > 0 {
+            let attempts: Vec<AttemptRef> = batch.iter().map(|(a, _)| a.clone()).collect();
+            match self.store.attempt_heartbeat_batch(&attempts).await {
+                Ok(renewed) => {
+                    for ((_, reply), expiry) in batch
+                        .drain(..)
+                        .zip(renewed.into_iter().chain(std::iter::repeat(None)))
+                    {
+                        let answer = if expiry.is_some() {
+                            Renewed::Extended
+                        } else {
+                            Renewed::Refused
+                        };
+                        let _ = reply.send(answer);
+                    }
                 }
                 Err(e) => {
-                    tracing::error!(error = %e, execution = %attempt.id,
-                        "heartbeat refused for a reason retrying cannot fix; abandoning the attempt");
-                    return e;
+                    let failed = Renewed::failed(&e);
+                    for (_, reply) in batch.drain(..) {
+                        let _ = reply.send(failed.clone());
+                    }
                 }
             }
         }

@@ -187,6 +187,78 @@ pub async fn a_retry_is_due_its_delay_after_the_completion_is_written(h: Harness
     );
 }
 
+/// A batch of heartbeats extends each live lease and refuses, each on its own, an attempt
+/// that is not the running one, one that ended, and one whose lease lapsed (docs/guarantees.md#g3-fencing).
+pub async fn heartbeats_in_a_batch_are_judged_each_on_its_own(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    for name in ["a", "b", "c"] {
+        let job = create(&*store, "ns", name).await;
+        trigger(&*store, "n1", &job, &[t0()])
+            .await
+            .expect("trigger");
+    }
+    let mut claimed = store.execution_claim(&claim("w1", 3)).await.expect("claim");
+    claimed.sort_by(|x, y| x.job.cmp(&y.job));
+    let [a, b, c] = [0, 1, 2].map(|i| AttemptRef {
+        id: claimed[i].id.clone(),
+        attempt: claimed[i].attempt,
+    });
+    let ended = AttemptComplete {
+        attempt: c.clone(),
+        outcome: AttemptOutcome::Succeeded,
+        status_code: Some(200),
+        error: None,
+        detail: None,
+        next: NextStep::Succeeded,
+        only_if_lapsed: false,
+        output: None,
+    };
+    store.attempt_complete(&ended).await.expect("complete c");
+    assert!(
+        store
+            .attempt_heartbeat_batch(&[])
+            .await
+            .expect("empty")
+            .is_empty()
+    );
+    clock.advance(SignedDuration::from_secs(20));
+    let not_running = AttemptRef {
+        id: b.id.clone(),
+        attempt: b.attempt + 1,
+    };
+    let renewed = store
+        .attempt_heartbeat_batch(&[a.clone(), not_running, c.clone()])
+        .await
+        .expect("heartbeats");
+    assert_eq!(
+        renewed,
+        [
+            Some(clock.now() + SignedDuration::from_secs(30)),
+            None,
+            None
+        ]
+    );
+    // b's lease (from the claim) lapses at 30 s; a's, renewed at 20 s, runs to 50 s.
+    clock.advance(SignedDuration::from_secs(20));
+    let renewed = store
+        .attempt_heartbeat_batch(&[b.clone(), a.clone()])
+        .await
+        .expect("heartbeats");
+    assert_eq!(
+        renewed,
+        [None, Some(clock.now() + SignedDuration::from_secs(30))]
+    );
+    let lapsed: Vec<String> = store
+        .attempt_list_lapsed(10)
+        .await
+        .expect("lapsed")
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(lapsed, [b.id]);
+}
+
 /// A heartbeat extends the lease; the reaper cannot complete an attempt whose lease is live.
 pub async fn heartbeats_keep_the_lease(h: Harness) {
     let (clock, store, e) = one_claimed(h).await;

@@ -462,6 +462,7 @@ macro_rules! conformance_tests {
             a_completion_at_its_lease_expiry_applies,
             a_retry_is_due_its_delay_after_the_completion_is_written,
             heartbeats_keep_the_lease,
+            heartbeats_in_a_batch_are_judged_each_on_its_own,
             cancel_and_redrive_follow_the_state_machine,
             execution_history_pages_newest_first,
             history_pages_through_executions_sharing_a_slot_time,
