@@ -12,41 +12,14 @@ use jiff::SignedDuration;
 use sundial_clock::ManualClock;
 use sundial_core::Dur;
 use sundial_core::execution::ExecutionState;
-use sundial_core::job::{HttpTarget, TargetSpec};
 use sundial_store::testkit::t0;
-use sundial_store::{ExecutionListQuery, JobWrite, PendingExecutions, Store};
+use sundial_store::{ExecutionListQuery, Store};
 use sundial_worker::WorkerConfig;
 
-use common::{embedded_store, eventually, run_worker};
+use common::{embedded_store, eventually, http_job_record, run_worker, write_firing_at};
 
 /// Executions of the burst: more than one batch of renewals.
 const BURST: usize = sundial_worker::RENEWAL_BATCH + 88;
-
-/// A job whose one execution fires at `fire`, POSTing to `url` with a 60 s attempt timeout
-/// (the test's clock moves 31 s while one delivery is held).
-async fn job_firing_at(store: &dyn Store, name: &str, url: String, fire: jiff::Timestamp) {
-    let mut job = sundial_store::testkit::job_record("ns", name);
-    job.spec.target = TargetSpec::Http(HttpTarget {
-        method: "POST".into(),
-        url,
-        headers: Default::default(),
-        body: None,
-        success_codes: Vec::new(),
-    });
-    job.spec.timeout = Dur::from_secs(60);
-    let job = store
-        .job_write(&JobWrite {
-            record: job,
-            expected_version: None,
-            pending: PendingExecutions::Keep,
-        })
-        .await
-        .expect("create job");
-    store
-        .execution_insert(&sundial_store::testkit::execution(&job, fire))
-        .await
-        .expect("insert execution");
-}
 
 async fn count_in(store: &dyn Store, state: ExecutionState) -> usize {
     store
@@ -90,7 +63,10 @@ async fn a_burst_waiting_for_a_delivery_slot_keeps_its_leases_and_is_delivered_o
 
     let fire = t0() + SignedDuration::from_millis(500);
     for k in 0..BURST {
-        job_firing_at(&*store, &format!("j{k}"), format!("http://{addr}/"), fire).await;
+        // The test's clock moves 31 s while one delivery is held: a 60 s attempt timeout.
+        let mut job = http_job_record(&format!("j{k}"), format!("http://{addr}/"));
+        job.spec.timeout = Dur::from_secs(60);
+        write_firing_at(&*store, job, fire).await;
     }
     let (stop, running) = run_worker(
         store.clone(),

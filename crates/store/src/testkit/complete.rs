@@ -204,17 +204,10 @@ pub async fn heartbeats_in_a_batch_are_judged_each_on_its_own(h: Harness) {
         id: claimed[i].id.clone(),
         attempt: claimed[i].attempt,
     });
-    let ended = AttemptComplete {
-        attempt: c.clone(),
-        outcome: AttemptOutcome::Succeeded,
-        status_code: Some(200),
-        error: None,
-        detail: None,
-        next: NextStep::Succeeded,
-        only_if_lapsed: false,
-        output: None,
-    };
-    store.attempt_complete(&ended).await.expect("complete c");
+    store
+        .attempt_complete(&complete_ok(&c.id, c.attempt))
+        .await
+        .expect("complete c");
     assert!(
         store
             .attempt_heartbeat_batch(&[])

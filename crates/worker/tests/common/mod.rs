@@ -12,9 +12,8 @@ use sundial_core::job::{HttpTarget, TargetSpec};
 use sundial_store::testkit::job_record;
 use sundial_store::{JobRecord, JobWrite, PendingExecutions, Store};
 
-/// Creates job `name` in namespace `ns` whose target POSTs to `url`; panics if the store
-/// refuses it.
-pub async fn http_job(store: &dyn Store, name: &str, url: String) -> JobRecord {
+/// Job `name` in namespace `ns` whose target POSTs to `url`, not yet written.
+pub fn http_job_record(name: &str, url: String) -> JobRecord {
     let mut job = job_record("ns", name);
     job.spec.target = TargetSpec::Http(HttpTarget {
         method: "POST".into(),
@@ -23,6 +22,11 @@ pub async fn http_job(store: &dyn Store, name: &str, url: String) -> JobRecord {
         body: None,
         success_codes: Vec::new(),
     });
+    job
+}
+
+/// Creates `job`; panics if the store refuses it.
+pub async fn write_job(store: &dyn Store, job: JobRecord) -> JobRecord {
     store
         .job_write(&JobWrite {
             record: job,
@@ -31,6 +35,12 @@ pub async fn http_job(store: &dyn Store, name: &str, url: String) -> JobRecord {
         })
         .await
         .expect("create job")
+}
+
+/// Creates job `name` in namespace `ns` whose target POSTs to `url`; panics if the store
+/// refuses it.
+pub async fn http_job(store: &dyn Store, name: &str, url: String) -> JobRecord {
+    write_job(store, http_job_record(name, url)).await
 }
 
 /// Polls `check` every 20 ms of wall time (a test clock may stand still) for up to 10 s;
@@ -88,7 +98,17 @@ pub async fn http_job_firing_at(
     url: String,
     fire: jiff::Timestamp,
 ) -> JobRecord {
-    let job = http_job(store, name, url).await;
+    write_firing_at(store, http_job_record(name, url), fire).await
+}
+
+/// Creates `job` and one execution of it firing at `fire`; panics if the store refuses
+/// either.
+pub async fn write_firing_at(
+    store: &dyn Store,
+    job: JobRecord,
+    fire: jiff::Timestamp,
+) -> JobRecord {
+    let job = write_job(store, job).await;
     store
         .execution_insert(&sundial_store::testkit::execution(&job, fire))
         .await
