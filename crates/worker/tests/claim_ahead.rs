@@ -15,20 +15,14 @@ use sundial_store::testkit::t0;
 use sundial_store::{ExecutionListQuery, Store};
 use sundial_worker::WorkerConfig;
 
-use common::{embedded_store, eventually, http_job_firing_at, run_worker};
+use common::{embedded_store, eventually, executions, http_job_firing_at, run_worker};
 
 /// Each delivery's path with the test clock's reading when it arrived.
 type Received = Arc<Mutex<Vec<(String, Timestamp)>>>;
 
 async fn states(store: &dyn Store) -> Vec<(String, ExecutionState)> {
-    let mut page: Vec<(String, ExecutionState)> = store
-        .execution_list(&ExecutionListQuery {
-            namespace: "ns".into(),
-            limit: 100,
-            ..Default::default()
-        })
+    let mut page: Vec<(String, ExecutionState)> = executions(store)
         .await
-        .expect("list")
         .into_iter()
         .map(|e| (e.job, e.state))
         .collect();

@@ -11,11 +11,11 @@ use std::time::Duration;
 use jiff::SignedDuration;
 use sundial_clock::ManualClock;
 use sundial_core::execution::ExecutionState;
+use sundial_store::Store;
 use sundial_store::testkit::t0;
-use sundial_store::{ExecutionListQuery, Store};
 use sundial_worker::WorkerConfig;
 
-use common::{embedded_store, eventually, http_job_firing_at, run_worker};
+use common::{embedded_store, eventually, executions, http_job_firing_at, run_worker};
 
 /// Executions of the burst, all of one fire time.
 const BURST: usize = 8;
@@ -23,14 +23,8 @@ const BURST: usize = 8;
 const SLOTS: usize = 2;
 
 async fn states(store: &dyn Store) -> Vec<ExecutionState> {
-    store
-        .execution_list(&ExecutionListQuery {
-            namespace: "ns".into(),
-            limit: 100,
-            ..Default::default()
-        })
+    executions(store)
         .await
-        .expect("list")
         .into_iter()
         .map(|e| e.state)
         .collect()

@@ -12,24 +12,20 @@ use jiff::SignedDuration;
 use sundial_clock::ManualClock;
 use sundial_core::Dur;
 use sundial_core::execution::ExecutionState;
+use sundial_store::Store;
 use sundial_store::testkit::t0;
-use sundial_store::{ExecutionListQuery, Store};
 use sundial_worker::WorkerConfig;
 
-use common::{embedded_store, eventually, http_job_record, run_worker, write_firing_at};
+use common::{
+    embedded_store, eventually, executions, http_job_record, run_worker, write_firing_at,
+};
 
 /// Executions of the burst: more than one batch of renewals.
 const BURST: usize = sundial_worker::RENEWAL_BATCH + 88;
 
 async fn count_in(store: &dyn Store, state: ExecutionState) -> usize {
-    store
-        .execution_list(&ExecutionListQuery {
-            namespace: "ns".into(),
-            limit: 1000,
-            ..Default::default()
-        })
+    executions(store)
         .await
-        .expect("list")
         .into_iter()
         .filter(|e| e.state == state)
         .count()

@@ -43,6 +43,18 @@ pub async fn http_job(store: &dyn Store, name: &str, url: String) -> JobRecord {
     write_job(store, http_job_record(name, url)).await
 }
 
+/// The executions of namespace `ns`, newest first, up to 1,000; panics if the store fails.
+pub async fn executions(store: &dyn Store) -> Vec<sundial_store::ExecutionRecord> {
+    store
+        .execution_list(&sundial_store::ExecutionListQuery {
+            namespace: "ns".into(),
+            limit: 1000,
+            ..Default::default()
+        })
+        .await
+        .expect("list")
+}
+
 /// Polls `check` every 20 ms of wall time (a test clock may stand still) for up to 10 s;
 /// panics naming `what` if it never holds.
 pub async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
