@@ -84,9 +84,11 @@ use sundial_target::{Delivery, Error as TargetError, Target};
 use tokio::sync::{Notify, Semaphore, watch};
 use tracing::Instrument as _;
 
-/// A completion waiting to be written, with where to send whether it applied.
+/// A completion waiting to be written, its attempt's `heartbeat_timeout` (which bounds how
+/// long the writer may defer it, [`lease_cap`]) and where to send whether it applied.
 type Completion = (
     AttemptComplete,
+    Duration,
     tokio::sync::oneshot::Sender<Result<bool, CompletionError>>,
 );
 
@@ -229,6 +231,16 @@ pub fn defer_budget(peak_waiting: usize) -> Duration {
     let rate = u64::from(BURST_DELIVERY_RATE);
     let ms = (peak_waiting as u64).saturating_mul(1000) / rate;
     Duration::from_millis(ms).clamp(COMPLETION_DEFER_MIN, COMPLETION_DEFER_MAX)
+}
+
+/// The longest the completion writer may defer a completion whose attempt's lease is
+/// `heartbeat_timeout` long: a sixth of it (5 s for the default 30 s), so that a renewal late
+/// by its whole interval (a third) still finds the lease live. A burst of attempts with a
+/// short `heartbeat_timeout` renews many leases while its outcomes wait; a trial with a 3 s
+/// `heartbeat_timeout` saw renewals fall behind and leases lapse while completions were
+/// deferred.
+pub fn lease_cap(heartbeat_timeout: Duration) -> Duration {
+    heartbeat_timeout / 6
 }
 
 /// Whether the completion writer defers its next batch: some attempt past its start is
@@ -880,7 +892,7 @@ impl Worker {
                         drop(unwritten);
                     }
                 }
-                lost = self.heartbeat(&attempt, e.run.heartbeat_timeout) => {
+                lost = self.heartbeat(&attempt, e.run.heartbeat_timeout, start_at) => {
                     tracing::warn!(execution = %e.id, attempt = e.attempt, reason = %lost,
                         "attempt lease lost while waiting for a delivery slot; abandoning it");
                 }
@@ -984,7 +996,7 @@ impl Worker {
         let deadline = started + e.run.timeout.as_signed();
         // One lease renewal loop from the claim until the completion is written, so a store
         // slow to write outcomes does not let the reaper retry an attempt that already ran.
-        let heartbeat = self.heartbeat(&attempt, e.run.heartbeat_timeout);
+        let heartbeat = self.heartbeat(&attempt, e.run.heartbeat_timeout, started);
         tokio::pin!(heartbeat);
         let result = tokio::select! {
             r = self.target.dispatch(&delivery).instrument(span.clone()) => {
@@ -1013,7 +1025,7 @@ impl Worker {
         sundial_trace::attempt_ended(&span, next.outcome(), error.as_deref());
         drop(span);
         tokio::select! {
-            written = self.complete(completion) => if written {
+            written = self.complete(completion, e.run.heartbeat_timeout.as_std()) => if written {
                 log_ending(e, next, error.as_deref());
             },
             lost = &mut heartbeat => {
@@ -1049,10 +1061,22 @@ impl Worker {
     /// writer; returns only when the store refuses a renewal (the lease lapsed, the execution
     /// was cancelled or re-claimed) or fails in a way retrying cannot fix (a defect);
     /// retryable failures are retried at the next renewal.
-    async fn heartbeat(&self, attempt: &AttemptRef, heartbeat_timeout: Dur) -> LeaseLost {
+    ///
+    /// The first renewal is due a third of the timeout after `from`, when the lease was last
+    /// set (the fire time of an execution held after a claim ahead, the attempt's start
+    /// otherwise), however late this is first polled: a task polled late in a burst renews
+    /// at once rather than a third of the timeout after it was polled, past its lease.
+    async fn heartbeat(
+        &self,
+        attempt: &AttemptRef,
+        heartbeat_timeout: Dur,
+        from: Timestamp,
+    ) -> LeaseLost {
         let every = (heartbeat_timeout.as_signed() / 3).max(jiff::SignedDuration::from_millis(100));
+        let mut next = from + every;
         loop {
-            self.clock.sleep_until(self.clock.now() + every).await;
+            self.clock.sleep_until(next).await;
+            next = self.clock.now() + every;
             match self.renew(attempt).await {
                 Renewed::Extended => self.store_reached(true),
                 Renewed::Refused => return LeaseLost::Refused,
@@ -1206,11 +1230,14 @@ impl Worker {
     /// lease lapses and the reaper re-runs the attempt: at least once, docs/guarantees.md#g2-at-least-once). Completions
     /// of concurrent attempts are written together, one transaction per batch (group commit,
     /// see [`Worker::completion_batcher`]).
-    async fn complete(&self, completion: AttemptComplete) -> bool {
+    async fn complete(&self, completion: AttemptComplete, heartbeat_timeout: Duration) -> bool {
         let mut backoff = Duration::from_millis(50);
         for _ in 0..8 {
             let (reply, answer) = tokio::sync::oneshot::channel();
-            let result = match self.batcher.send((completion.clone(), reply)) {
+            let result = match self
+                .batcher
+                .send((completion.clone(), heartbeat_timeout, reply))
+            {
                 Ok(()) => answer.await.unwrap_or(Err(CompletionError::WriterStopped)),
                 // No batcher running (the worker is driven by hand): write it alone.
                 Err(_) => self
@@ -1253,15 +1280,16 @@ impl Worker {
     }
 
     /// Waits while [`defers_writing`] says to, `behind` being since when the writer is behind
-    /// its queue and the most attempts it saw waiting meanwhile; looks again as soon as no
+    /// its queue and the most attempts it saw waiting meanwhile, for no longer than
+    /// [`lease_cap`] of the batch's `shortest_lease` (`heartbeat_timeout`); looks again as soon as no
     /// attempt waits, and every [`DEFER_LOOK`] for the room left.
-    async fn defer_writing(&self, behind: &mut Behind) {
+    async fn defer_writing(&self, behind: &mut Behind, shortest_lease: Duration) {
         let reserve = self.config.max_in_flight;
         loop {
             let waiting = self.waiting.load(Ordering::SeqCst);
             behind.peak_waiting = behind.peak_waiting.max(waiting);
             let room = self.unwritten.available_permits();
-            let budget = defer_budget(behind.peak_waiting);
+            let budget = defer_budget(behind.peak_waiting).min(lease_cap(shortest_lease));
             if !defers_writing(waiting, room, reserve, behind.since.elapsed(), budget) {
                 return;
             }
@@ -1281,9 +1309,14 @@ impl Worker {
         // since then count against the budget.
         let mut behind: Option<Behind> = None;
         while gather(&mut queue, &mut batch, COMPLETION_BATCH, COMPLETION_GATHER).await > 0 {
-            self.defer_writing(behind.get_or_insert_with(Behind::now))
-                .await;
-            let completions: Vec<AttemptComplete> = batch.iter().map(|(c, _)| c.clone()).collect();
+            let shortest_lease = batch.iter().map(|(_, lease, _)| *lease).min();
+            self.defer_writing(
+                behind.get_or_insert_with(Behind::now),
+                shortest_lease.unwrap_or(Duration::ZERO),
+            )
+            .await;
+            let completions: Vec<AttemptComplete> =
+                batch.iter().map(|(c, _, _)| c.clone()).collect();
             let asked = std::time::Instant::now();
             let written = self.store.attempt_complete_batch(&completions).await;
             tracing::debug!(
@@ -1293,7 +1326,7 @@ impl Worker {
             );
             match written {
                 Ok(applied) => {
-                    for ((_, reply), ok) in batch
+                    for ((_, _, reply), ok) in batch
                         .drain(..)
                         .zip(applied.into_iter().chain(std::iter::repeat(false)))
                     {
@@ -1302,7 +1335,7 @@ impl Worker {
                 }
                 Err(e) => {
                     let error = CompletionError::from(&e);
-                    for (_, reply) in batch.drain(..) {
+                    for (_, _, reply) in batch.drain(..) {
                         let _ = reply.send(Err(error.clone()));
                     }
                 }
@@ -1555,7 +1588,9 @@ mod tests {
         let mut behind = Behind::now();
         let deferring = worker.clone();
         let writer = tokio::spawn(async move {
-            deferring.defer_writing(&mut behind).await;
+            deferring
+                .defer_writing(&mut behind, Duration::from_secs(30))
+                .await;
             started.elapsed()
         });
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -1583,5 +1618,8 @@ mod tests {
         within_a_look(deferral(&worker, 3000, 3000).await, COMPLETION_DEFER_MIN);
         // None left waiting: the writer writes at once.
         within_a_look(deferral(&worker, 60_000, 0).await, Duration::from_secs(1));
+        // A short heartbeat_timeout caps the deferral at a sixth of it.
+        assert_eq!(lease_cap(Duration::from_secs(3)), COMPLETION_DEFER_MIN);
+        assert_eq!(lease_cap(Duration::from_secs(30)), COMPLETION_DEFER_MAX);
     }
 }
