@@ -108,12 +108,29 @@ enum Renewed {
 }
 
 impl Renewed {
+    /// A renewal the store judged: extended to `expiry`, or refused (`None`).
+    fn judged(expiry: Option<Timestamp>) -> Self {
+        if expiry.is_some() {
+            Renewed::Extended
+        } else {
+            Renewed::Refused
+        }
+    }
+
     fn failed(e: &StoreError) -> Self {
         Renewed::Failed {
             retry: e.is_retryable_when_idempotent(),
             message: e.to_string(),
         }
     }
+}
+
+/// Takes a writer's queue out of the worker, once: the first [`Worker::run`] spawns the
+/// writer; without it (a worker driven by hand) callers write alone.
+fn take<T>(
+    queue: &std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<T>>>,
+) -> Option<tokio::sync::mpsc::UnboundedReceiver<T>> {
+    queue.lock().unwrap_or_else(|p| p.into_inner()).take()
 }
 
 /// Why an attempt's lease renewals stopped: the attempt is abandoned.
@@ -592,18 +609,10 @@ impl Worker {
         let signals = self.store.signals();
         let due_signal = signals.due.clone();
         let canceller = tokio::spawn(self.clone().cancel_loop(signals.cancelled.subscribe()));
-        let queue = self
-            .batcher_queue
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        let batcher = queue.map(|q| tokio::spawn(self.clone().completion_batcher(q)));
-        let renewal_queue = self
-            .renewal_queue
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        let renewer = renewal_queue.map(|q| tokio::spawn(self.clone().renewal_writer(q)));
+        let batcher =
+            take(&self.batcher_queue).map(|q| tokio::spawn(self.clone().completion_batcher(q)));
+        let renewer =
+            take(&self.renewal_queue).map(|q| tokio::spawn(self.clone().renewal_writer(q)));
         while !*shutdown.borrow() {
             let round = self.claim_round().await;
             // One reading decides both whether to claim again and what to wait for, so a slot
@@ -1116,8 +1125,7 @@ impl Worker {
             .attempt_heartbeat_batch(std::slice::from_ref(attempt))
             .await
         {
-            Ok(renewed) if renewed.first().is_some_and(Option::is_some) => Renewed::Extended,
-            Ok(_) => Renewed::Refused,
+            Ok(renewed) => Renewed::judged(renewed.into_iter().next().flatten()),
             Err(e) => Renewed::failed(&e),
         }
     }
@@ -1135,12 +1143,7 @@ impl Worker {
                         .drain(..)
                         .zip(renewed.into_iter().chain(std::iter::repeat(None)))
                     {
-                        let answer = if expiry.is_some() {
-                            Renewed::Extended
-                        } else {
-                            Renewed::Refused
-                        };
-                        let _ = reply.send(answer);
+                        let _ = reply.send(Renewed::judged(expiry));
                     }
                 }
                 Err(e) => {
