@@ -170,6 +170,7 @@ impl Ui {
                 limit: 10,
                 rate_limits: Default::default(),
                 ahead_ms: 0,
+                epoch: None,
             })
             .await
             .unwrap();

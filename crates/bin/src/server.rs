@@ -198,6 +198,7 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
                 max_in_flight: config.max_in_flight,
                 claim_ahead: config.claim_ahead,
                 max_claimed_ahead: config.max_claimed_ahead,
+                lease_ttl: config.lease_ttl,
                 ..WorkerConfig::new(&config.node_id)
             },
             worker_wake.clone(),

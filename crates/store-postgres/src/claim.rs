@@ -6,7 +6,7 @@ use super::*;
 
 /// [`CLAIMED_COLUMNS`] but the run definition, which the claim already read.
 pub(crate) const CLAIM_RETURNING: &str = "id, namespace, job, attempt, max_attempts, scheduled_at, fire_at, \
-    started_at, lease_expires_at";
+    started_at, lease_expires_at, worker_epoch";
 
 /// Reads, under a per-job advisory lock, the [`JobFacts`] of the jobs of `due` that need them
 /// ([`DueExecution::needs_facts`]), in two statements whatever their number. The locks are
@@ -143,6 +143,9 @@ pub(crate) async fn execution_claim(
     claim: &ExecutionClaim,
 ) -> Result<Vec<ClaimedExecution>> {
     let mut tx = store.begin().await?;
+    if let Some(epoch) = claim.epoch {
+        liveness::lock_for_claim(&mut tx, epoch).await?;
+    }
     let now = store.now_ms(&mut *tx).await?;
     // Token buckets of the rate-limited namespaces, locked and refilled to now: one claimer
     // at a time spends a namespace's tokens, whichever process it is in.
@@ -217,11 +220,13 @@ pub(crate) async fn execution_claim(
     let sql = format!(
         "WITH claimed AS (UPDATE executions e SET state = 'running', attempt = e.attempt + 1, worker = $1, \
              started_at = coalesce(e.started_at, GREATEST($2, e.fire_at)), \
-             attempt_started_at = GREATEST($2, e.fire_at), \
-             lease_expires_at = GREATEST($2, e.fire_at) + e.lease_ms, due_at = NULL \
+             attempt_started_at = GREATEST($2, e.fire_at), worker_epoch = $4, \
+             lease_expires_at = CASE WHEN $4::bigint IS NULL THEN GREATEST($2, e.fire_at) + e.lease_ms END, \
+             due_at = NULL \
              WHERE e.id = ANY($3) AND e.state IN ('scheduled', 'queued', 'retry_wait') \
              RETURNING {CLAIM_RETURNING}), \
-         queue AS (UPDATE execution_queue q SET due_at = NULL, lease_expires_at = GREATEST($2, x.fire_at) + x.lease_ms \
+         queue AS (UPDATE execution_queue q SET due_at = NULL, worker_epoch = $4, \
+             lease_expires_at = CASE WHEN $4::bigint IS NULL THEN GREATEST($2, x.fire_at) + x.lease_ms END \
              FROM executions x WHERE q.id = ANY(ARRAY(SELECT id FROM claimed)) AND x.id = q.id) \
          SELECT * FROM claimed ORDER BY fire_at"
     );
@@ -229,6 +234,7 @@ pub(crate) async fn execution_claim(
         .bind(&claim.worker)
         .bind(now)
         .bind(&plan.run)
+        .bind(claim.epoch)
         .fetch_all(&mut *tx)
         .await
         .map_err(db_err)?;

@@ -5,13 +5,14 @@
 //! docs/guarantees.md, "G3 Fencing"), with its attempt row and its queue row.
 
 use super::*;
+use crate::liveness::WORKER_LEASE_STANDS;
 
 /// A row the completion statement returns: id, attempt, run id, `finished_at` (set when the
 /// execution ended), and the statement's now (UTC ms).
 type EndedRow = (String, i64, Option<String>, Option<i64>, i64);
 
 pub(crate) const CLAIMED_COLUMNS: &str = "id, namespace, job, attempt, max_attempts, scheduled_at, fire_at, \
-    started_at, lease_expires_at, run";
+    started_at, lease_expires_at, worker_epoch, run";
 
 pub(crate) async fn attempt_heartbeat_batch(
     store: &PgStore,
@@ -25,22 +26,23 @@ pub(crate) async fn attempt_heartbeat_batch(
     let numbers: Vec<i64> = attempts.iter().map(|a| i64::from(a.attempt)).collect();
     // The queue rows are found by primary key from an array of the renewed ids, never by
     // joining the CTE (see the claim).
-    let renewed: Vec<(String, i64, i64)> = sqlx::query_as(
+    let sql = format!(
         "WITH a AS (SELECT * FROM UNNEST($1::text[], $2::bigint[]) AS a(id, attempt)), \
          e AS (UPDATE executions x SET lease_expires_at = $3 + x.lease_ms FROM a \
            WHERE x.id = a.id AND x.attempt = a.attempt AND x.state = 'running' \
-             AND x.lease_expires_at >= $3 \
+             AND (x.lease_expires_at IS NULL OR x.lease_expires_at >= $3) AND {WORKER_LEASE_STANDS} \
            RETURNING x.id, x.attempt, x.lease_expires_at), \
          q AS (UPDATE execution_queue q SET lease_expires_at = e.lease_expires_at FROM e \
            WHERE q.id = ANY(ARRAY(SELECT id FROM e)) AND q.id = e.id) \
-         SELECT id, attempt, lease_expires_at FROM e",
-    )
-    .bind(&ids)
-    .bind(&numbers)
-    .bind(now)
-    .fetch_all(&store.pool)
-    .await
-    .map_err(db_err)?;
+         SELECT id, attempt, lease_expires_at FROM e"
+    );
+    let renewed: Vec<(String, i64, i64)> = sqlx::query_as(&sql)
+        .bind(&ids)
+        .bind(&numbers)
+        .bind(now)
+        .fetch_all(&store.pool)
+        .await
+        .map_err(db_err)?;
     let renewed: std::collections::HashMap<(String, i64), i64> = renewed
         .into_iter()
         .map(|(id, attempt, expiry)| ((id, attempt), expiry))
@@ -169,22 +171,27 @@ async fn complete_statement<'e, E: sqlx::PgExecutor<'e>>(
          c AS (SELECT * FROM UNNEST($2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::bool[], \
                  $7::text[], $8::bigint[], $9::text[], $10::text[], $11::text[]) \
                AS c(id, attempt, state, retry_in, lapsed_only, outcome, status_code, error, detail, output)), \
-         e AS (UPDATE executions x SET state = c.state, due_at = (SELECT t FROM now) + c.retry_in, \
+         e AS (UPDATE executions x SET state = c.state, \
+                 due_at = CASE WHEN c.retry_in IS NOT NULL \
+                   THEN GREATEST((SELECT t FROM now) + c.retry_in, x.fire_at) END, \
                  finished_at = CASE WHEN c.retry_in IS NULL THEN (SELECT t FROM now) END, \
                  lease_expires_at = NULL, output = c.output \
                FROM c WHERE x.id = c.id AND x.attempt = c.attempt AND x.state = 'running' \
                  AND (x.run_id IS NOT NULL) = (SELECT $12::bool) \
-                 AND CASE WHEN c.lapsed_only THEN x.lease_expires_at < (SELECT t FROM now) \
-                   ELSE x.lease_expires_at >= (SELECT t FROM now) END \
+                 AND CASE WHEN c.lapsed_only \
+                   THEN x.lease_expires_at < (SELECT t FROM now) OR NOT {WORKER_LEASE_STANDS} \
+                   ELSE (x.lease_expires_at IS NULL OR x.lease_expires_at >= (SELECT t FROM now)) \
+                     AND {WORKER_LEASE_STANDS} END \
                RETURNING x.id, x.attempt, x.worker, x.attempt_started_at, x.due_at, x.run_id, x.finished_at), \
          done AS (DELETE FROM execution_queue q \
                WHERE q.id = ANY(ARRAY(SELECT id FROM e WHERE due_at IS NULL))), \
-         retry AS (UPDATE execution_queue q SET due_at = e.due_at, lease_expires_at = NULL \
+         retry AS (UPDATE execution_queue q SET due_at = e.due_at, lease_expires_at = NULL, worker_epoch = NULL \
                FROM e WHERE q.id = ANY(ARRAY(SELECT id FROM e WHERE due_at IS NOT NULL)) AND q.id = e.id), \
          a AS (INSERT INTO attempts (execution_id, attempt, worker, started_at, finished_at, outcome, \
                  status_code, error, detail) \
                SELECT e.id, e.attempt, coalesce(e.worker, ''), \
-                 coalesce(e.attempt_started_at, (SELECT t FROM now)), (SELECT t FROM now), c.outcome, \
+                 LEAST(coalesce(e.attempt_started_at, (SELECT t FROM now)), (SELECT t FROM now)), \
+                 (SELECT t FROM now), c.outcome, \
                  c.status_code, c.error, c.detail \
                FROM e JOIN c ON c.id = e.id AND c.attempt = e.attempt \
                ON CONFLICT (execution_id, attempt) DO UPDATE SET finished_at = excluded.finished_at, \

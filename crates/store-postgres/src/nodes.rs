@@ -37,8 +37,12 @@ pub(crate) async fn cluster_status(store: &PgStore) -> Result<ClusterStatus> {
     let now = store.now_ms(&store.pool).await?;
     let nodes = sqlx::query(
         "SELECT n.id, n.roles, n.started_at, n.heartbeat_at, n.expires_at, \
-           (SELECT count(*) FROM shard_leases s WHERE s.owner = n.id AND s.expires_at > $1) AS shards \
-         FROM nodes n WHERE n.expires_at > $1 - 60000 ORDER BY n.id",
+           (SELECT count(*) FROM shard_leases s WHERE s.owner = n.id AND s.expires_at > $1) AS shards, \
+           w.epoch AS wl_epoch, w.renewed_at AS wl_renewed_at, w.expires_at AS wl_expires_at, \
+           (SELECT count(*) FROM execution_queue q WHERE q.worker_epoch = w.epoch) AS wl_held \
+         FROM nodes n LEFT JOIN worker_leases w \
+           ON w.epoch = (SELECT max(epoch) FROM worker_leases l WHERE l.worker = n.id) \
+         WHERE n.expires_at > $1 - 60000 ORDER BY n.id",
     )
     .bind(now)
     .fetch_all(&store.pool)
@@ -50,7 +54,7 @@ pub(crate) async fn cluster_status(store: &PgStore) -> Result<ClusterStatus> {
         .collect::<Result<_>>()?;
     let (queued, scheduled, running): (i64, i64, i64) = sqlx::query_as(
         "SELECT count(*) FILTER (WHERE due_at <= $1), count(*) FILTER (WHERE due_at > $1), \
-           count(*) FILTER (WHERE lease_expires_at IS NOT NULL) \
+           count(*) FILTER (WHERE lease_expires_at IS NOT NULL OR worker_epoch IS NOT NULL) \
          FROM execution_queue",
     )
     .bind(now)

@@ -118,6 +118,7 @@ impl Queue {
                 limit: self.n,
                 rate_limits: Default::default(),
                 ahead_ms: 0,
+                epoch: None,
             })
             .await
             .expect("claim");

@@ -6,7 +6,7 @@ use super::*;
 
 /// [`CLAIMED_COLUMNS`] but the run definition, which the claim already read.
 pub(crate) const CLAIM_RETURNING: &str = "id, namespace, job, attempt, max_attempts, scheduled_at, fire_at, \
-    started_at, lease_expires_at";
+    started_at, lease_expires_at, worker_epoch";
 
 /// Reads the [`JobFacts`] of the jobs of `due` that need them ([`DueExecution::needs_facts`]),
 /// in three statements whatever their number. The embedded store's single writer is the
@@ -139,6 +139,9 @@ pub(crate) async fn execution_claim(
 ) -> Result<Vec<ClaimedExecution>> {
     let now = ms(store.clock.now());
     let mut tx = store.begin().await?;
+    if let Some(epoch) = claim.epoch {
+        liveness::check_for_claim(&mut tx, epoch).await?;
+    }
     // Token buckets of the rate-limited namespaces, refilled to now.
     let mut buckets = Vec::with_capacity(claim.rate_limits.len());
     for (ns, rate) in &claim.rate_limits {
@@ -198,8 +201,9 @@ pub(crate) async fn execution_claim(
     let sql = format!(
         "UPDATE executions SET state = 'running', attempt = attempt + 1, worker = ?1, \
            started_at = coalesce(started_at, max(?2, fire_at)), \
-           attempt_started_at = max(?2, fire_at), \
-           lease_expires_at = max(?2, fire_at) + lease_ms, due_at = NULL \
+           attempt_started_at = max(?2, fire_at), worker_epoch = ?4, \
+           lease_expires_at = CASE WHEN ?4 IS NULL THEN max(?2, fire_at) + lease_ms END, \
+           due_at = NULL \
          WHERE id IN (SELECT value FROM json_each(?3)) \
            AND state IN ('scheduled', 'queued', 'retry_wait') \
          RETURNING {CLAIM_RETURNING}"
@@ -208,6 +212,7 @@ pub(crate) async fn execution_claim(
         .bind(&claim.worker)
         .bind(now)
         .bind(ids)
+        .bind(claim.epoch)
         .fetch_all(&mut *tx)
         .await
         .map_err(db_err)?;

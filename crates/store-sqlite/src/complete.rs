@@ -4,6 +4,7 @@
 //! attempt row.
 
 use super::*;
+use crate::liveness::WORKER_LEASE_STANDS;
 
 /// A row a completion's update returns: id, attempt, worker, attempt start, run id,
 /// `finished_at` (set when the execution ended).
@@ -17,7 +18,7 @@ type EndedRow = (
 );
 
 pub(crate) const CLAIMED_COLUMNS: &str = "id, namespace, job, attempt, max_attempts, scheduled_at, fire_at, \
-    started_at, lease_expires_at, run";
+    started_at, lease_expires_at, worker_epoch, run";
 
 /// Applies fenced completions inside `tx`, two statements whatever their number (and, for
 /// workflow tasks that ended, their runs' release); per completion, false when stale
@@ -38,13 +39,16 @@ pub(crate) async fn complete_all_in_tx(
     let writes = sundial_store::completion::plan(completions);
     for part in values::chunks(&writes) {
         let sql = format!(
-            "UPDATE executions SET state = c.column3, due_at = c.column4, \
+            "UPDATE executions SET state = c.column3, \
+               due_at = CASE WHEN c.column4 IS NOT NULL THEN max(c.column4, executions.fire_at) END, \
                finished_at = c.column5, lease_expires_at = NULL, output = c.column8 \
              FROM (VALUES {}) AS c \
              WHERE executions.id = c.column1 AND executions.attempt = c.column2 \
                AND executions.state = 'running' \
-               AND CASE WHEN c.column6 = 0 THEN executions.lease_expires_at >= c.column7 \
-                 ELSE executions.lease_expires_at < c.column7 END \
+               AND CASE WHEN c.column6 = 0 \
+                 THEN (executions.lease_expires_at IS NULL OR executions.lease_expires_at >= c.column7) \
+                   AND {WORKER_LEASE_STANDS} \
+                 ELSE executions.lease_expires_at < c.column7 OR NOT {WORKER_LEASE_STANDS} END \
              RETURNING executions.id, executions.attempt, executions.worker, \
                executions.attempt_started_at, executions.run_id, executions.finished_at",
             values::values_list(part.len(), 8)
@@ -89,7 +93,9 @@ pub(crate) async fn complete_all_in_tx(
         let ended = updated.get(&key);
         applied.push(ended.is_some());
         if let Some((worker, started)) = ended {
-            attempts.push((c, worker.as_deref().unwrap_or(""), started.unwrap_or(now)));
+            // An attempt held after a claim ahead and reaped before its fire time ends now.
+            let started = started.unwrap_or(now).min(now);
+            attempts.push((c, worker.as_deref().unwrap_or(""), started));
         }
     }
     for part in values::chunks(&attempts) {
@@ -140,9 +146,12 @@ pub(crate) async fn attempt_heartbeat_batch(
     let mut renewed = Vec::with_capacity(attempts.len());
     for a in attempts {
         let expiry: Option<i64> = sqlx::query_scalar(
-            "UPDATE executions SET lease_expires_at = ?3 + lease_ms \
-             WHERE id = ?1 AND attempt = ?2 AND state = 'running' AND lease_expires_at >= ?3 \
-             RETURNING lease_expires_at",
+            &format!(
+                "UPDATE executions SET lease_expires_at = ?3 + lease_ms \
+                 WHERE id = ?1 AND attempt = ?2 AND state = 'running' \
+                   AND (lease_expires_at IS NULL OR lease_expires_at >= ?3) AND {WORKER_LEASE_STANDS} \
+                 RETURNING lease_expires_at"
+            ),
         )
         .bind(&a.id)
         .bind(i64::from(a.attempt))

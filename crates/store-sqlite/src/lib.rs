@@ -24,6 +24,7 @@ mod complete;
 mod executions;
 mod jobs;
 mod leases;
+mod liveness;
 mod maintenance;
 mod nodes;
 mod retention;
@@ -51,7 +52,7 @@ use sundial_store::{
     ExecutionListQuery, ExecutionRecord, FutureSlots, JobListQuery, JobRecord, JobWrite,
     NewExecution, NextDue, PendingExecutions, Result, RunSpec, ShardLease, ShardLeaseRequest,
     Signals, Store, TriggerCommit, TriggerCommitted, TriggerDueSeconds, TriggerListDue,
-    TriggerNextDue, is_plain_insert,
+    TriggerNextDue, WorkerLease, is_plain_insert,
 };
 use sundial_store::{
     NewRun, RunListQuery, RunRecord, WorkflowListQuery, WorkflowRecord, WorkflowWrite,
@@ -230,6 +231,30 @@ impl Store for SqliteStore {
         ttl: sundial_core::Dur,
     ) -> Result<()> {
         nodes::node_heartbeat(self, node, roles, ttl).await
+    }
+
+    async fn worker_lease_acquire(
+        &self,
+        worker: &str,
+        ttl: sundial_core::Dur,
+    ) -> Result<WorkerLease> {
+        liveness::worker_lease_acquire(self, worker, ttl).await
+    }
+
+    async fn worker_lease_renew(
+        &self,
+        epoch: i64,
+        ttl: sundial_core::Dur,
+    ) -> Result<Option<Timestamp>> {
+        liveness::worker_lease_renew(self, epoch, ttl).await
+    }
+
+    async fn worker_lease_release(&self, epoch: i64) -> Result<()> {
+        liveness::worker_lease_release(self, epoch).await
+    }
+
+    async fn worker_lease_reap(&self, limit: u32) -> Result<Vec<i64>> {
+        liveness::worker_lease_reap(self, limit).await
     }
 
     async fn cluster_status(&self) -> Result<ClusterStatus> {

@@ -37,8 +37,12 @@ pub(crate) async fn cluster_status(store: &SqliteStore) -> Result<ClusterStatus>
     let now = ms(store.clock.now());
     let nodes = sqlx::query(
         "SELECT n.id, n.roles, n.started_at, n.heartbeat_at, n.expires_at, \
-           (SELECT count(*) FROM shard_leases s WHERE s.owner = n.id || '/' || n.instance AND s.expires_at > ?1) AS shards \
-         FROM nodes n WHERE n.expires_at > ?1 - 60000 ORDER BY n.id",
+           (SELECT count(*) FROM shard_leases s WHERE s.owner = n.id || '/' || n.instance AND s.expires_at > ?1) AS shards, \
+           w.epoch AS wl_epoch, w.renewed_at AS wl_renewed_at, w.expires_at AS wl_expires_at, \
+           (SELECT count(*) FROM executions e WHERE e.state = 'running' AND e.worker_epoch = w.epoch) AS wl_held \
+         FROM nodes n LEFT JOIN worker_leases w \
+           ON w.epoch = (SELECT max(epoch) FROM worker_leases l WHERE l.worker = n.id) \
+         WHERE n.expires_at > ?1 - 60000 ORDER BY n.id",
     )
     .bind(now)
     .fetch_all(&store.reader)

@@ -211,6 +211,60 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         ttl: sundial_core::Dur,
     ) -> Result<()>;
 
+    /// Takes a new worker liveness lease for `worker` (the node id), live until now + `ttl` by
+    /// the store's clock (SPEC §12, docs/guarantees.md, "Workers").
+    ///
+    /// # Contract
+    /// Every call takes a new lease with an epoch higher than every lease taken before in
+    /// this store, whatever the worker; leases of the same worker held by other processes
+    /// are left alone (each lapses on its own).
+    ///
+    /// # Errors
+    /// The store's, when the write fails; then no lease was taken.
+    async fn worker_lease_acquire(
+        &self,
+        worker: &str,
+        ttl: sundial_core::Dur,
+    ) -> Result<WorkerLease>;
+
+    /// Renews the worker lease `epoch` to now + `ttl` by the store's clock, in one statement
+    /// whatever the number of attempts held under it.
+    ///
+    /// # Contract
+    /// `Some(new expiry)` while no reaper has taken the lease over
+    /// ([`Store::worker_lease_reap`]), even past its expiry: nothing it held was given to
+    /// anyone else. `None`, and no change, once it was: the worker must drop everything it
+    /// holds under `epoch` and take a new lease.
+    ///
+    /// # Errors
+    /// The store's, when the write fails; the lease is then as it was.
+    async fn worker_lease_renew(
+        &self,
+        epoch: i64,
+        ttl: sundial_core::Dur,
+    ) -> Result<Option<Timestamp>>;
+
+    /// Gives the worker lease `epoch` up (a worker stopping): it lapses now, and the next
+    /// reaper pass retries whatever is still held under it.
+    ///
+    /// # Errors
+    /// The store's, when the write fails.
+    async fn worker_lease_release(&self, epoch: i64) -> Result<()>;
+
+    /// Takes over the worker leases that lapsed by the store's clock (their expiry before
+    /// now), at most `limit`: deletes them and, in the same transaction, marks every running
+    /// attempt recorded under their epochs (delivering, or held after a claim ahead) lapsed,
+    /// so that [`Store::attempt_list_lapsed`] lists them and the worker's heartbeats and
+    /// completions under those epochs are refused (G3). Returns the epochs taken over.
+    ///
+    /// # Contract
+    /// A claim under an epoch waits for, or is refused after, its take-over: no attempt is
+    /// recorded under an epoch once it was taken over. Idempotent: a lease is taken over once.
+    ///
+    /// # Errors
+    /// The store's, when the write fails; then nothing was taken over.
+    async fn worker_lease_reap(&self, limit: u32) -> Result<Vec<i64>>;
+
     /// One job by namespace and name, with its last execution.
     async fn job_get(&self, namespace: &str, name: &str) -> Result<Option<JobRecord>>;
 
@@ -352,7 +406,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     ///
     /// # Contract
     /// [`Error::StaleFence`] (and no change) unless the execution is `running` with this
-    /// attempt number and an unexpired lease. Returns the new lease expiry.
+    /// attempt number, its own lease (if it has one) unexpired and its worker lease (if it
+    /// runs under one) not taken over. Returns the new lease expiry: an attempt under a worker
+    /// lease gets a lease of its own at its first heartbeat.
     async fn attempt_heartbeat(&self, attempt: &AttemptRef) -> Result<Timestamp> {
         let renewed = self
             .attempt_heartbeat_batch(std::slice::from_ref(attempt))
@@ -385,7 +441,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// # Contract
     /// [`Error::StaleFence`] (and no change) unless the execution is `running` with this
     /// attempt number and a lease that has not expired by the store's clock (a worker's
-    /// completion), or, for `only_if_lapsed` (the reaper's), one that has. A workflow task
+    /// completion), or, for `only_if_lapsed` (the reaper's), one that has. An attempt under a
+    /// worker lease ([`ExecutionClaim::epoch`]) has lapsed once that lease was taken over
+    /// ([`Store::worker_lease_reap`]), or its own lease, once it has one, expired. A workflow task
     /// that ends releases its downstream and, with its run's last task, ends the run, in the
     /// same transaction ([`workflow::release`]); a stale completion releases nothing (W3).
     async fn attempt_complete(&self, completion: &AttemptComplete) -> Result<()> {

@@ -373,6 +373,23 @@ pub struct ExecutionClaim {
     /// a job whose `concurrency_policy` is `allow`, a namespace without a rate limit
     /// (docs/guarantees.md, "Claim ahead").
     pub ahead_ms: u32,
+    /// The epoch of the worker's liveness lease ([`WorkerLease`]) the attempts are claimed
+    /// under, or `None` for a claim outside any worker lease (each attempt then has a lease of
+    /// its own of `heartbeat_timeout` from its start, as it is renewed). With an epoch, each
+    /// attempt records it and has no lease of its own until its first heartbeat: it lapses
+    /// when the worker's lease does (SPEC §12, docs/guarantees.md, "Workers").
+    pub epoch: Option<i64>,
+}
+
+/// A worker process's liveness lease (SPEC §12): one row per lease in the store, renewed by
+/// one write however many attempts the worker holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerLease {
+    /// The lease's epoch: grows with every lease taken in the store, so a worker that lost its
+    /// lease and takes a new one holds a higher epoch than any attempt it ran before.
+    pub epoch: i64,
+    /// When it lapses unless renewed, by the store's clock (UTC).
+    pub expires_at: Timestamp,
 }
 
 /// An execution handed to a worker (or found with a lapsed lease).
@@ -399,8 +416,12 @@ pub struct ClaimedExecution {
     /// the worker holds an execution claimed ahead, on its own clock, from when the claim
     /// returned (so never early, whatever the skew between the clocks).
     pub claimed_at: Timestamp,
-    /// Lease expiry.
-    pub lease_expires_at: Timestamp,
+    /// The attempt's own lease expiry (UTC), or `None` while it has none: an attempt claimed
+    /// under a worker lease has one only once it has been renewed, after running a third of its
+    /// `heartbeat_timeout`; until then its worker's lease is its lease.
+    pub lease_expires_at: Option<Timestamp>,
+    /// The epoch of the worker lease the attempt runs under, if any.
+    pub worker_epoch: Option<i64>,
     /// What to run.
     pub run: RunSpec,
 }
@@ -598,6 +619,24 @@ pub struct NodeStatus {
     pub live: bool,
     /// Shards it holds.
     pub shards: u32,
+    /// Its worker liveness lease, when it runs the worker role and holds one (SPEC §12).
+    pub worker_lease: Option<NodeWorkerLease>,
+}
+
+/// A node's worker liveness lease, as `GET /v1/cluster` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct NodeWorkerLease {
+    /// The lease's epoch (grows with every lease taken).
+    pub epoch: i64,
+    /// Its last renewal, by the store's clock (UTC).
+    pub renewed_at: Timestamp,
+    /// When it lapses unless renewed (UTC).
+    pub expires_at: Timestamp,
+    /// True while it has not lapsed by the store's clock.
+    pub live: bool,
+    /// Executions with an attempt running under it: delivering, or held after a claim ahead
+    /// until their fire time.
+    pub held: u64,
 }
 
 /// What one [`HistoryPrune`] looks at: the executions of jobs, or workflow runs (each with its

@@ -17,7 +17,7 @@ macro_rules! row_decoders {
         use sqlx::Row;
         use $crate::{
             AttemptRecord, ClaimedExecution, DueJob, Error, ExecutionRecord, ExecutionSummary,
-            JobRecord, NodeStatus, Result, RunSpec, ShardLease,
+            JobRecord, NodeStatus, NodeWorkerLease, Result, RunSpec, ShardLease,
         };
 
         /// Milliseconds since the Unix epoch.
@@ -256,7 +256,8 @@ macro_rules! row_decoders {
                 fire_at: instant(row, "fire_at")?,
                 started_at,
                 claimed_at: started_at,
-                lease_expires_at: instant(row, "lease_expires_at")?,
+                lease_expires_at: opt_instant(row, "lease_expires_at")?,
+                worker_epoch: get::<Option<i64>>(row, "worker_epoch")?,
                 run,
             })
         }
@@ -319,6 +320,19 @@ macro_rules! row_decoders {
                 heartbeat_at: instant(row, "heartbeat_at")?,
                 live: expires_at > now,
                 shards: count(row, "shards")?,
+                worker_lease: match get::<Option<i64>>(row, "wl_epoch")? {
+                    Some(epoch) => {
+                        let lease_expiry: i64 = get(row, "wl_expires_at")?;
+                        Some(NodeWorkerLease {
+                            epoch,
+                            renewed_at: instant(row, "wl_renewed_at")?,
+                            expires_at: ts(lease_expiry)?,
+                            live: lease_expiry >= now,
+                            held: u64::try_from(get::<i64>(row, "wl_held")?).unwrap_or(0),
+                        })
+                    }
+                    None => None,
+                },
             })
         }
 

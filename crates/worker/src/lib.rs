@@ -59,6 +59,7 @@
 #![warn(missing_docs)]
 
 mod alerts;
+mod liveness;
 mod reaper;
 
 pub use alerts::{
@@ -66,7 +67,8 @@ pub use alerts::{
     ALERTS_EVERY_DEFAULT, AlertDispatcher, AlertRule, backoff as alert_backoff,
     message as alert_message,
 };
-pub use reaper::{REAP_BATCH, REAP_PASS_MAX, Reaper};
+pub use liveness::{LeaseState, Liveness, RENEW_RETRY, start_margin};
+pub use reaper::{REAP_BATCH, REAP_PASS_MAX, Reaper, reap_grace};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -471,7 +473,14 @@ pub struct WorkerConfig {
     /// a burst beyond what it claims at this rate within `claim_ahead` is claimed earlier, by
     /// the time it takes at this rate ([`burst_window`]). Default [`BURST_CLAIM_RATE`].
     pub burst_claim_rate: u32,
+    /// How long this worker's liveness lease lasts unless renewed (renewed every third of
+    /// it): a worker that dies, or is paused or cut off from the store this long, loses every
+    /// execution it holds (SPEC §12). The server's `lease_ttl`. Default [`DEFAULT_LEASE_TTL`].
+    pub lease_ttl: Dur,
 }
+
+/// The default `lease_ttl` of a worker's liveness lease (10 s), the shard leases' default too.
+pub const DEFAULT_LEASE_TTL: Dur = Dur::from_secs(10);
 
 impl WorkerConfig {
     /// The defaults for a node id.
@@ -485,6 +494,7 @@ impl WorkerConfig {
             claim_ahead: DEFAULT_CLAIM_AHEAD,
             max_claimed_ahead: DEFAULT_MAX_CLAIMED_AHEAD,
             burst_claim_rate: BURST_CLAIM_RATE,
+            lease_ttl: DEFAULT_LEASE_TTL,
         }
     }
 }
@@ -522,6 +532,11 @@ pub struct Worker {
     waiting: Arc<AtomicUsize>,
     /// Notified when `waiting` falls to zero.
     none_waiting: Arc<Notify>,
+    /// This process's liveness lease (SPEC §12), taken and renewed while [`Worker::run`] runs.
+    liveness: Arc<Liveness>,
+    /// Whether claims go under the liveness lease: set by [`Worker::run`]. A worker driven by
+    /// hand claims outside any, each attempt with a lease of its own.
+    leased: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Counts an attempt past its start among the worker's `waiting` ones while it lives.
@@ -582,6 +597,11 @@ impl Worker {
         let window_ms = Arc::new(AtomicU64::new(config.claim_ahead.as_millis()));
         let (batcher, queue) = tokio::sync::mpsc::unbounded_channel();
         let (renewals, renewal_queue) = tokio::sync::mpsc::unbounded_channel();
+        let liveness = Arc::new(Liveness::new(
+            store.clone(),
+            config.node.clone(),
+            config.lease_ttl,
+        ));
         Worker {
             store,
             clock,
@@ -600,7 +620,14 @@ impl Worker {
             renewal_queue: Arc::new(std::sync::Mutex::new(Some(renewal_queue))),
             waiting: Arc::default(),
             none_waiting: Arc::default(),
+            liveness,
+            leased: Arc::default(),
         }
+    }
+
+    /// This worker's liveness lease.
+    pub fn liveness(&self) -> &Arc<Liveness> {
+        &self.liveness
     }
 
     /// Claims and runs executions until `shutdown` turns true; then waits for the attempts in
@@ -613,6 +640,18 @@ impl Worker {
             take(&self.batcher_queue).map(|q| tokio::spawn(self.clone().completion_batcher(q)));
         let renewer =
             take(&self.renewal_queue).map(|q| tokio::spawn(self.clone().renewal_writer(q)));
+        // The liveness lease: claims wait for it, and it is given up once every attempt has
+        // ended.
+        self.leased.store(true, Ordering::Relaxed);
+        let (stop_lease, lease_stop) = watch::channel(false);
+        let lease = tokio::spawn(self.liveness.clone().run(lease_stop));
+        {
+            let mut state = self.liveness_watch();
+            tokio::select! {
+                _ = state.wait_for(|s| s.epoch.is_some()) => {}
+                _ = shutdown.wait_for(|s| *s) => {}
+            }
+        }
         while !*shutdown.borrow() {
             let round = self.claim_round().await;
             // One reading decides both whether to claim again and what to wait for, so a slot
@@ -653,6 +692,13 @@ impl Worker {
         if let Some(r) = renewer {
             r.abort();
         }
+        let _ = stop_lease.send(true);
+        let _ = lease.await;
+    }
+
+    /// A receiver of this worker's liveness lease's state.
+    fn liveness_watch(&self) -> watch::Receiver<LeaseState> {
+        self.liveness.subscribe()
     }
 
     /// When to look again, on this node's clock, after a round that started `started`
@@ -757,6 +803,11 @@ impl Worker {
                     round.handed += claimed.len();
                     round.started += self.start(claimed, returned_at);
                 }
+                Ok((Err(StoreError::StaleFence(reason)), _)) => {
+                    // The worker lease was taken over: the liveness loop learns it at once.
+                    tracing::warn!(reason = %reason, "claim refused under this worker's lease; renewing it");
+                    self.liveness.check();
+                }
                 Ok((Err(e), _)) if e.is_retryable_when_idempotent() => {
                     self.store_reached(false);
                     tracing::warn!(error = %e, "claiming executions failed; trying again");
@@ -790,12 +841,18 @@ impl Worker {
         } else {
             0
         };
+        let epoch = self.liveness.epoch();
+        if epoch.is_none() && self.leased.load(Ordering::Relaxed) {
+            // Between a lost lease and the next: nothing is claimed.
+            return Ok(Vec::new());
+        }
         self.store
             .execution_claim(&ExecutionClaim {
                 worker: self.config.node.clone(),
                 limit: u32::try_from(limit).unwrap_or(u32::MAX),
                 rate_limits: self.config.rate_limits.clone(),
                 ahead_ms,
+                epoch,
             })
             .await
     }
@@ -869,20 +926,23 @@ impl Worker {
         held: Option<tokio::sync::OwnedSemaphorePermit>,
     ) {
         let cancelled = self.register(&e.id);
+        let lost = self.lost(e.worker_epoch);
+        tokio::pin!(lost);
         let due = tokio::select! {
             _ = self.clock.sleep_until(start_at) => true,
             _ = cancelled.notified() => false,
+            _ = &mut lost => false,
         };
         let attempt = AttemptRef {
             id: e.id.clone(),
             attempt: e.attempt,
         };
-        // With the store unreachable, an attempt started now might not write its completion
-        // before its lease lapses, and the reaper would deliver it again: it waits for the
-        // store and a renewed lease, as a claim would wait for the store.
+        // An attempt starts only while its worker's lease is known good (SPEC §12); while the
+        // store is presumed unreachable, only after it confirmed a renewal asked for now, so
+        // that an outage does not turn it into a delivery whose completion cannot be written.
         let due = due
             && tokio::select! {
-                reached = self.store_reachable(&attempt) => reached,
+                reached = self.may_start(&attempt, e.worker_epoch) => reached,
                 _ = cancelled.notified() => false,
             };
         if due {
@@ -893,24 +953,68 @@ impl Worker {
                 drop(waiting);
                 (unwritten, slot)
             };
+            // Under a worker lease, waiting for the permits writes nothing: the lease covers
+            // the attempt. Outside one, the attempt's own lease is renewed meanwhile.
+            let renewed = async {
+                match e.worker_epoch {
+                    Some(_) => std::future::pending::<LeaseLost>().await,
+                    None => {
+                        self.heartbeat(&attempt, e.run.heartbeat_timeout, start_at)
+                            .await
+                    }
+                }
+            };
             tokio::select! {
                 (unwritten, slot) = permits => {
                     if let (Ok(unwritten), Ok(slot)) = (unwritten, slot) {
                         drop(held);
-                        self.attempt_inner(&e, &cancelled, slot).await;
+                        // A lease lost while it waited drops it now.
+                        if e.worker_epoch.is_some() && self.liveness.epoch() != e.worker_epoch {
+                            log_dropped_before_start(&e);
+                        } else {
+                            self.attempt_inner(&e, &cancelled, slot).await;
+                        }
                         drop(unwritten);
                     }
                 }
-                lost = self.heartbeat(&attempt, e.run.heartbeat_timeout, start_at) => {
+                lost = renewed => {
                     tracing::warn!(execution = %e.id, attempt = e.attempt, reason = %lost,
                         "attempt lease lost while waiting for a delivery slot; abandoning it");
                 }
+                _ = &mut lost => log_dropped_before_start(&e),
                 _ = cancelled.notified() => log_dropped_before_start(&e),
             }
         } else {
             log_dropped_before_start(&e);
         }
         self.unregister(&e.id);
+    }
+
+    /// Resolves once the worker lease `epoch` is lost (never for `None`, an attempt outside
+    /// any worker lease).
+    async fn lost(&self, epoch: Option<i64>) {
+        match epoch {
+            Some(epoch) => self.liveness.lost(epoch).await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Whether a held attempt may start now: under a worker lease, once the lease is known
+    /// good ([`Liveness::confirm`], afresh while the store is presumed unreachable); outside
+    /// one, once the store is reachable and the attempt's lease renewed
+    /// ([`Worker::store_reachable`]). `false` when the lease was lost or refused.
+    async fn may_start(&self, attempt: &AttemptRef, epoch: Option<i64>) -> bool {
+        match epoch {
+            Some(epoch) => {
+                let fresh = *self.store_down.borrow();
+                let good = self.liveness.confirm(epoch, fresh).await;
+                if good && fresh {
+                    self.store_reached(true);
+                }
+                good
+            }
+            None => self.store_reachable(attempt).await,
+        }
     }
 
     /// Records whether a store call of this worker succeeded (`true`) or failed in a way a
@@ -1007,6 +1111,9 @@ impl Worker {
         // slow to write outcomes does not let the reaper retry an attempt that already ran.
         let heartbeat = self.heartbeat(&attempt, e.run.heartbeat_timeout, started);
         tokio::pin!(heartbeat);
+        // The worker lease lost: the store refuses whatever this attempt would write.
+        let lost = self.lost(e.worker_epoch);
+        tokio::pin!(lost);
         let result = tokio::select! {
             r = self.target.dispatch(&delivery).instrument(span.clone()) => {
                 Some(r.map_err(Failure::Target))
@@ -1016,6 +1123,12 @@ impl Worker {
                 tracing::warn!(execution = %e.id, attempt = e.attempt, reason = %lost,
                     "attempt lease lost; abandoning the attempt");
                 sundial_trace::attempt_ended(&span, "abandoned", Some("attempt lease lost"));
+                None
+            }
+            _ = &mut lost => {
+                tracing::warn!(execution = %e.id, attempt = e.attempt,
+                    "worker lease lost; abandoning the attempt");
+                sundial_trace::attempt_ended(&span, "abandoned", Some("worker lease lost"));
                 None
             }
             _ = cancelled.notified() => {
@@ -1034,12 +1147,16 @@ impl Worker {
         sundial_trace::attempt_ended(&span, next.outcome(), error.as_deref());
         drop(span);
         tokio::select! {
-            written = self.complete(completion, e.run.heartbeat_timeout.as_std()) => if written {
+            written = self.complete(completion, e.run.heartbeat_timeout.as_std(), e.worker_epoch) => if written {
                 log_ending(e, next, error.as_deref());
             },
             lost = &mut heartbeat => {
                 tracing::warn!(execution = %e.id, attempt = e.attempt, reason = %lost,
                     "attempt lease lost before its completion was written");
+            }
+            _ = &mut lost => {
+                tracing::warn!(execution = %e.id, attempt = e.attempt,
+                    "worker lease lost before the attempt's completion was written");
             }
         }
     }
@@ -1233,9 +1350,18 @@ impl Worker {
     /// lease lapses and the reaper re-runs the attempt: at least once, docs/guarantees.md#g2-at-least-once). Completions
     /// of concurrent attempts are written together, one transaction per batch (group commit,
     /// see [`Worker::completion_batcher`]).
-    async fn complete(&self, completion: AttemptComplete, heartbeat_timeout: Duration) -> bool {
+    async fn complete(
+        &self,
+        completion: AttemptComplete,
+        heartbeat_timeout: Duration,
+        epoch: Option<i64>,
+    ) -> bool {
         let mut backoff = Duration::from_millis(50);
-        for _ in 0..8 {
+        // Under a worker lease the completion is tried until it is written or refused, however
+        // long the store is away: the lease stands until a reaper takes it over, and then the
+        // caller drops the attempt. Outside one, eight tries, then the attempt's lease lapses.
+        let tries = if epoch.is_some() { usize::MAX } else { 8 };
+        for _ in 0..tries {
             let (reply, answer) = tokio::sync::oneshot::channel();
             let result = match self
                 .batcher

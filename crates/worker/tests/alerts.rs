@@ -132,6 +132,7 @@ async fn a_dead_letter(
             limit: 1,
             rate_limits: Default::default(),
             ahead_ms: 0,
+            epoch: None,
         })
         .await
         .expect("claim")

@@ -196,6 +196,7 @@ async fn a_burst_held_by_a_dead_worker_is_reaped_in_one_pass() {
             limit: u32::try_from(2 * n).expect("limit"),
             rate_limits: Default::default(),
             ahead_ms: 1_000,
+            epoch: None,
         })
         .await
         .expect("claim");

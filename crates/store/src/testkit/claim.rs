@@ -34,7 +34,7 @@ pub async fn executions_are_claimed_once_and_never_early(h: Harness) {
     assert_eq!(first[0].attempt, 1);
     assert_eq!(
         first[0].lease_expires_at,
-        slot + SignedDuration::from_secs(30)
+        Some(slot + SignedDuration::from_secs(30))
     );
     let read = store
         .execution_get("ns", &first[0].id)
@@ -311,6 +311,7 @@ pub async fn rate_limited_namespaces_dispatch_at_their_rate(h: Harness) {
         limit: 100,
         rate_limits: [("limited".to_owned(), 100.0)].into_iter().collect(),
         ahead_ms: 0,
+        epoch: None,
     };
     let first = store.execution_claim(&limited("w1")).await.expect("claim");
     let per_ns =
@@ -366,6 +367,7 @@ pub async fn a_claim_that_read_the_clock_earlier_refills_no_time_twice(h: Harnes
         limit: 100,
         rate_limits: [("limited".to_owned(), 100.0)].into_iter().collect(),
         ahead_ms: 0,
+        epoch: None,
     };
     let claim_at = async |offset_ms: i64| {
         clock.set(t0() + SignedDuration::from_millis(offset_ms));
@@ -503,7 +505,10 @@ pub async fn a_claim_ahead_takes_only_what_nothing_can_change_before_the_fire_ti
     let a = &held[0];
     assert_eq!((a.claimed_at, a.started_at), (t0(), fire));
     assert_eq!(a.attempt, 1);
-    assert_eq!(a.lease_expires_at, fire + SignedDuration::from_secs(30));
+    assert_eq!(
+        a.lease_expires_at,
+        Some(fire + SignedDuration::from_secs(30))
+    );
     let record = store
         .execution_get("ns", &a.id)
         .await

@@ -17,6 +17,7 @@ mod claim;
 mod complete;
 mod executions;
 mod jobs;
+mod liveness;
 mod nodes;
 mod retention;
 mod trigger;
@@ -29,6 +30,7 @@ pub use claim::*;
 pub use complete::*;
 pub use executions::*;
 pub use jobs::*;
+pub use liveness::*;
 pub use nodes::*;
 pub use retention::*;
 pub use trigger::*;
@@ -96,6 +98,7 @@ pub fn checks() -> Vec<&'static str> {
         include_str!("complete.rs"),
         include_str!("executions.rs"),
         include_str!("jobs.rs"),
+        include_str!("liveness.rs"),
         include_str!("nodes.rs"),
         include_str!("retention.rs"),
         include_str!("trigger.rs"),
@@ -183,6 +186,7 @@ pub async fn claim_and_complete_all(store: &dyn Store) -> Vec<String> {
                 limit: 512,
                 rate_limits: Default::default(),
                 ahead_ms: 0,
+                epoch: None,
             })
             .await
             .expect("claim");
@@ -368,6 +372,7 @@ fn claim(worker: &str, limit: u32) -> ExecutionClaim {
         limit,
         rate_limits: Default::default(),
         ahead_ms: 0,
+        epoch: None,
     }
 }
 
@@ -460,6 +465,9 @@ macro_rules! conformance_tests {
             a_stale_completion_is_rejected,
             a_completion_after_its_lease_lapsed_is_refused,
             a_completion_at_its_lease_expiry_applies,
+            attempts_under_a_worker_lease_record_its_epoch_and_live_by_it,
+            a_worker_lease_taken_over_lapses_every_attempt_under_it,
+            the_cluster_view_shows_each_workers_lease_and_what_it_holds,
             a_retry_is_due_its_delay_after_the_completion_is_written,
             heartbeats_keep_the_lease,
             heartbeats_in_a_batch_are_judged_each_on_its_own,

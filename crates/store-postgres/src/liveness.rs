@@ -1,0 +1,128 @@
+//! Worker liveness leases (SPEC §12; docs/guarantees.md, "Workers"): one row of
+//! `worker_leases` per lease (migration 0013), taken, renewed in one statement, given up, and
+//! taken over by the reaper with every attempt recorded under it.
+//!
+//! Invariants: a lease stands until a reaper takes it over (deletes its row), even past its
+//! expiry; a claim under an epoch locks the lease row (`FOR KEY SHARE`) in its transaction, so a
+//! take-over (the row's `DELETE`) waits for a claim in flight, and the attempts that claim
+//! recorded are marked by the take-over's next statement, which reads after the claim's commit.
+
+use super::*;
+
+pub(crate) async fn worker_lease_acquire(
+    store: &PgStore,
+    worker: &str,
+    ttl: sundial_core::Dur,
+) -> Result<WorkerLease> {
+    let now = store.now_ms(&store.pool).await?;
+    let (epoch, expires_at): (i64, i64) = sqlx::query_as(
+        "INSERT INTO worker_leases (worker, acquired_at, renewed_at, expires_at) \
+         VALUES ($1, $2, $2, $2 + $3) RETURNING epoch, expires_at",
+    )
+    .bind(worker)
+    .bind(now)
+    .bind(ttl.as_millis_i64())
+    .fetch_one(&store.pool)
+    .await
+    .map_err(db_err)?;
+    Ok(WorkerLease {
+        epoch,
+        expires_at: ts(expires_at)?,
+    })
+}
+
+pub(crate) async fn worker_lease_renew(
+    store: &PgStore,
+    epoch: i64,
+    ttl: sundial_core::Dur,
+) -> Result<Option<Timestamp>> {
+    let now = store.now_ms(&store.pool).await?;
+    let expiry: Option<i64> = sqlx::query_scalar(
+        "UPDATE worker_leases SET renewed_at = $2, expires_at = $2 + $3 WHERE epoch = $1 \
+         RETURNING expires_at",
+    )
+    .bind(epoch)
+    .bind(now)
+    .bind(ttl.as_millis_i64())
+    .fetch_optional(&store.pool)
+    .await
+    .map_err(db_err)?;
+    expiry.map(ts).transpose()
+}
+
+pub(crate) async fn worker_lease_release(store: &PgStore, epoch: i64) -> Result<()> {
+    let now = store.now_ms(&store.pool).await?;
+    sqlx::query("UPDATE worker_leases SET expires_at = LEAST(expires_at, $2 - 1) WHERE epoch = $1")
+        .bind(epoch)
+        .bind(now)
+        .execute(&store.pool)
+        .await
+        .map_err(db_err)?;
+    Ok(())
+}
+
+pub(crate) async fn worker_lease_reap(store: &PgStore, limit: u32) -> Result<Vec<i64>> {
+    let mut tx = store.begin().await?;
+    let now = store.now_ms(&mut *tx).await?;
+    // The DELETE waits for the claims in flight under these epochs (they hold the rows
+    // `FOR KEY SHARE`); the marking below is a statement of its own, so it reads what those
+    // claims committed.
+    let epochs: Vec<i64> = sqlx::query_scalar(
+        "DELETE FROM worker_leases WHERE epoch IN \
+           (SELECT epoch FROM worker_leases WHERE expires_at < $1 ORDER BY expires_at LIMIT $2) \
+         AND expires_at < $1 RETURNING epoch",
+    )
+    .bind(now)
+    .bind(i64::from(limit))
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    if epochs.is_empty() {
+        return Ok(epochs);
+    }
+    // Every running attempt whose lease row is gone, not only those of the epochs taken over
+    // now: the look at the queue is paid only when a lease was taken over. The execution row
+    // is locked before its queue row (the store's lock order).
+    sqlx::query(
+        "WITH gone AS (SELECT id FROM execution_queue q WHERE q.worker_epoch IS NOT NULL \
+           AND NOT EXISTS (SELECT 1 FROM worker_leases w WHERE w.epoch = q.worker_epoch)), \
+         e AS (UPDATE executions x SET lease_expires_at = $1 - 1 \
+           WHERE x.id = ANY(ARRAY(SELECT id FROM gone)) AND x.state = 'running' \
+             AND x.worker_epoch IS NOT NULL \
+             AND (x.lease_expires_at IS NULL OR x.lease_expires_at >= $1) \
+           RETURNING x.id) \
+         UPDATE execution_queue q SET lease_expires_at = $1 - 1 \
+           WHERE q.id = ANY(ARRAY(SELECT id FROM e))",
+    )
+    .bind(now)
+    .execute(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    commit(tx).await?;
+    Ok(epochs)
+}
+
+/// Locks the worker lease `epoch` for a claim in `tx` (`FOR KEY SHARE`: renewals go on, a
+/// take-over waits for the claim).
+///
+/// # Errors
+/// [`Error::StaleFence`] when a reaper took the lease over: the worker must take a new one.
+pub(crate) async fn lock_for_claim(tx: &mut Tx<'_>, epoch: i64) -> Result<()> {
+    let held: Option<i64> =
+        sqlx::query_scalar("SELECT epoch FROM worker_leases WHERE epoch = $1 FOR KEY SHARE")
+            .bind(epoch)
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(db_err)?;
+    match held {
+        Some(_) => Ok(()),
+        None => Err(Error::StaleFence(format!(
+            "worker lease {epoch} was taken over by a reaper"
+        ))),
+    }
+}
+
+/// The SQL test that an attempt's worker lease, if it runs under one, still stands: `x` names
+/// the execution row.
+pub(crate) const WORKER_LEASE_STANDS: &str = "(x.worker_epoch IS NULL OR EXISTS \
+    (SELECT 1 FROM worker_leases w WHERE w.epoch = x.worker_epoch))";

@@ -1,0 +1,115 @@
+//! Worker liveness leases (SPEC §12; docs/guarantees.md, "Workers"): one row of
+//! `worker_leases` per lease (migration 0013), taken, renewed in one statement, given up, and
+//! taken over by the reaper with every attempt recorded under it.
+//!
+//! Invariants: a lease stands until a reaper takes it over (deletes its row), even past its
+//! expiry; the take-over and the marking of its attempts are one write transaction, and a claim
+//! under an epoch checks the lease row in its own, so (one writer at a time) no attempt is
+//! recorded under an epoch after its take-over.
+
+use super::*;
+
+pub(crate) async fn worker_lease_acquire(
+    store: &SqliteStore,
+    worker: &str,
+    ttl: sundial_core::Dur,
+) -> Result<WorkerLease> {
+    let now = ms(store.clock.now());
+    let (epoch, expires_at): (i64, i64) = sqlx::query_as(
+        "INSERT INTO worker_leases (worker, acquired_at, renewed_at, expires_at) \
+         VALUES (?1, ?2, ?2, ?2 + ?3) RETURNING epoch, expires_at",
+    )
+    .bind(worker)
+    .bind(now)
+    .bind(ttl.as_millis_i64())
+    .fetch_one(&store.writer)
+    .await
+    .map_err(db_err)?;
+    Ok(WorkerLease {
+        epoch,
+        expires_at: ts(expires_at)?,
+    })
+}
+
+pub(crate) async fn worker_lease_renew(
+    store: &SqliteStore,
+    epoch: i64,
+    ttl: sundial_core::Dur,
+) -> Result<Option<Timestamp>> {
+    let now = ms(store.clock.now());
+    let expiry: Option<i64> = sqlx::query_scalar(
+        "UPDATE worker_leases SET renewed_at = ?2, expires_at = ?2 + ?3 WHERE epoch = ?1 \
+         RETURNING expires_at",
+    )
+    .bind(epoch)
+    .bind(now)
+    .bind(ttl.as_millis_i64())
+    .fetch_optional(&store.writer)
+    .await
+    .map_err(db_err)?;
+    expiry.map(ts).transpose()
+}
+
+pub(crate) async fn worker_lease_release(store: &SqliteStore, epoch: i64) -> Result<()> {
+    let now = ms(store.clock.now());
+    sqlx::query("UPDATE worker_leases SET expires_at = min(expires_at, ?2 - 1) WHERE epoch = ?1")
+        .bind(epoch)
+        .bind(now)
+        .execute(&store.writer)
+        .await
+        .map_err(db_err)?;
+    Ok(())
+}
+
+pub(crate) async fn worker_lease_reap(store: &SqliteStore, limit: u32) -> Result<Vec<i64>> {
+    let now = ms(store.clock.now());
+    let mut tx = store.begin().await?;
+    let epochs: Vec<i64> = sqlx::query_scalar(
+        "DELETE FROM worker_leases WHERE epoch IN \
+           (SELECT epoch FROM worker_leases WHERE expires_at < ?1 ORDER BY expires_at LIMIT ?2) \
+         RETURNING epoch",
+    )
+    .bind(now)
+    .bind(i64::from(limit))
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    if epochs.is_empty() {
+        return Ok(epochs);
+    }
+    // Every running attempt whose lease row is gone, not only those of the epochs taken over
+    // now (the running rows are read through `executions_lease`).
+    sqlx::query(&format!(
+        "UPDATE executions SET lease_expires_at = ?1 - 1 \
+         WHERE state = 'running' AND worker_epoch IS NOT NULL \
+           AND (lease_expires_at IS NULL OR lease_expires_at >= ?1) AND NOT {WORKER_LEASE_STANDS}"
+    ))
+    .bind(now)
+    .execute(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    commit(tx).await?;
+    Ok(epochs)
+}
+
+/// Checks in the claim's transaction `tx` that the worker lease `epoch` stands.
+///
+/// # Errors
+/// [`Error::StaleFence`] when a reaper took the lease over: the worker must take a new one.
+pub(crate) async fn check_for_claim(tx: &mut Tx<'_>, epoch: i64) -> Result<()> {
+    let held: Option<i64> = sqlx::query_scalar("SELECT epoch FROM worker_leases WHERE epoch = ?1")
+        .bind(epoch)
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(db_err)?;
+    match held {
+        Some(_) => Ok(()),
+        None => Err(Error::StaleFence(format!(
+            "worker lease {epoch} was taken over by a reaper"
+        ))),
+    }
+}
+
+/// The SQL test that an execution's attempt's worker lease, if it runs under one, still stands.
+pub(crate) const WORKER_LEASE_STANDS: &str = "(executions.worker_epoch IS NULL OR EXISTS \
+    (SELECT 1 FROM worker_leases w WHERE w.epoch = executions.worker_epoch))";

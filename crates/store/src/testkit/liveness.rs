@@ -1,0 +1,197 @@
+//! Checks of worker liveness leases (SPEC §12; docs/guarantees.md, "Workers"): attempts
+//! claimed under a worker's lease, renewals, and the take-over that lapses them all.
+
+use super::*;
+
+const TTL: Dur = Dur::from_secs(10);
+
+/// A store with job `ns/a` whose slots at t0 (due) and t0 + 3 s (ahead) are claimed by
+/// worker `w1` under a lease of its own; returns the lease's epoch and the two attempts.
+async fn two_claimed_under_a_lease(
+    h: Harness,
+) -> (
+    Arc<ManualClock>,
+    Arc<dyn Store>,
+    i64,
+    Vec<crate::ClaimedExecution>,
+) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let job = create(&*store, "ns", "a").await;
+    let ahead = t0() + SignedDuration::from_secs(3);
+    trigger(&*store, "n1", &job, &[t0(), ahead])
+        .await
+        .expect("trigger");
+    let lease = store.worker_lease_acquire("w1", TTL).await.expect("lease");
+    assert_eq!(lease.expires_at, t0() + SignedDuration::from_secs(10));
+    let claimed = store
+        .execution_claim(&ExecutionClaim {
+            ahead_ms: 5000,
+            epoch: Some(lease.epoch),
+            ..claim("w1", 10)
+        })
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 2, "{claimed:?}");
+    (clock, store, lease.epoch, claimed)
+}
+
+/// An attempt claimed under a worker lease records its epoch and has no lease of its own:
+/// the worker's lease is its lease until its first heartbeat gives it one.
+pub async fn attempts_under_a_worker_lease_record_its_epoch_and_live_by_it(h: Harness) {
+    let (clock, store, epoch, claimed) = two_claimed_under_a_lease(h).await;
+    for e in &claimed {
+        assert_eq!((e.worker_epoch, e.lease_expires_at), (Some(epoch), None));
+    }
+    // Past any heartbeat_timeout (30 s here) with the worker's lease renewed: nothing lapsed.
+    for _ in 0..8 {
+        clock.advance(SignedDuration::from_secs(5));
+        let renewed = store.worker_lease_renew(epoch, TTL).await.expect("renew");
+        assert_eq!(renewed, Some(clock.now() + SignedDuration::from_secs(10)));
+    }
+    assert!(store.worker_lease_reap(10).await.expect("reap").is_empty());
+    assert!(
+        store
+            .attempt_list_lapsed(10)
+            .await
+            .expect("lapsed")
+            .is_empty()
+    );
+    // A heartbeat gives the attempt a lease of its own; a completion applies.
+    let first = AttemptRef {
+        id: claimed[0].id.clone(),
+        attempt: 1,
+    };
+    let expiry = store.attempt_heartbeat(&first).await.expect("heartbeat");
+    assert_eq!(expiry, clock.now() + SignedDuration::from_secs(30));
+    store
+        .attempt_complete(&complete_ok(&claimed[1].id, 1))
+        .await
+        .expect("complete");
+}
+
+/// A lapsed worker lease stands until a reaper takes it over; the take-over lapses every
+/// attempt under it, running or held for its fire time, refuses the worker's renewals,
+/// heartbeats, completions and claims under that epoch, and the reaper's completion retries
+/// each, never due before its fire time (G3, G5, SPEC §12).
+pub async fn a_worker_lease_taken_over_lapses_every_attempt_under_it(h: Harness) {
+    let (clock, store, epoch, claimed) = two_claimed_under_a_lease(h).await;
+    clock.advance(SignedDuration::from_millis(10_001));
+    // Lapsed by the clock, not yet taken over: a renewal still keeps it.
+    assert!(
+        store
+            .worker_lease_renew(epoch, TTL)
+            .await
+            .expect("renew")
+            .is_some()
+    );
+    assert!(store.worker_lease_reap(10).await.expect("reap").is_empty());
+    // Given up (a stopping worker), it is taken over at the next pass.
+    store.worker_lease_release(epoch).await.expect("release");
+    assert_eq!(
+        store.worker_lease_reap(10).await.expect("reap"),
+        vec![epoch]
+    );
+    assert!(store.worker_lease_reap(10).await.expect("reap").is_empty());
+    assert_eq!(
+        store.worker_lease_renew(epoch, TTL).await.expect("renew"),
+        None
+    );
+    let mut lapsed: Vec<String> = store
+        .attempt_list_lapsed(10)
+        .await
+        .expect("lapsed")
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    lapsed.sort();
+    let mut ids: Vec<String> = claimed.iter().map(|e| e.id.clone()).collect();
+    ids.sort();
+    assert_eq!(lapsed, ids);
+    // The worker's writes under the epoch are refused and change nothing.
+    for e in &claimed {
+        let attempt = AttemptRef {
+            id: e.id.clone(),
+            attempt: 1,
+        };
+        assert!(matches!(
+            store.attempt_heartbeat(&attempt).await,
+            Err(Error::StaleFence(_))
+        ));
+        assert!(matches!(
+            store.attempt_complete(&complete_ok(&e.id, 1)).await,
+            Err(Error::StaleFence(_))
+        ));
+    }
+    let refused = store
+        .execution_claim(&ExecutionClaim {
+            epoch: Some(epoch),
+            ..claim("w1", 10)
+        })
+        .await;
+    assert!(matches!(refused, Err(Error::StaleFence(_))), "{refused:?}");
+    // The reaper's completions apply: each retried, the held one not before its fire time.
+    for e in &claimed {
+        let reap = AttemptComplete {
+            attempt: AttemptRef {
+                id: e.id.clone(),
+                attempt: 1,
+            },
+            outcome: AttemptOutcome::LeaseLapsed,
+            status_code: None,
+            error: Some("lease lapsed".into()),
+            detail: None,
+            next: NextStep::RetryAfter(Dur::ZERO),
+            only_if_lapsed: true,
+            output: None,
+        };
+        store.attempt_complete(&reap).await.expect("reap");
+        let read = store
+            .execution_get("ns", &e.id)
+            .await
+            .expect("get")
+            .expect("present");
+        assert_eq!(read.state, ExecutionState::RetryWait);
+        assert_eq!(read.attempts[0].outcome, Some(AttemptOutcome::LeaseLapsed));
+        assert!(
+            read.next_attempt_at.is_some_and(|due| due >= e.fire_at),
+            "{read:?}"
+        );
+    }
+    // A new lease claims them afresh, as attempt 2.
+    let lease = store.worker_lease_acquire("w1", TTL).await.expect("lease");
+    assert!(lease.epoch > epoch);
+    clock.advance(SignedDuration::from_secs(3));
+    let again = store
+        .execution_claim(&ExecutionClaim {
+            epoch: Some(lease.epoch),
+            ..claim("w2", 10)
+        })
+        .await
+        .expect("claim");
+    assert_eq!(again.len(), 2);
+    assert!(
+        again
+            .iter()
+            .all(|e| e.attempt == 2 && e.worker_epoch == Some(lease.epoch))
+    );
+}
+
+/// `GET /v1/cluster`'s view: each node's worker lease, whether it is live, and how many
+/// executions are held under it.
+pub async fn the_cluster_view_shows_each_workers_lease_and_what_it_holds(h: Harness) {
+    let (clock, store, epoch, _claimed) = two_claimed_under_a_lease(h).await;
+    store
+        .node_heartbeat("w1", &["worker".to_owned()], TTL)
+        .await
+        .expect("heartbeat");
+    let status = store.cluster_status().await.expect("status");
+    let node = status.nodes.iter().find(|n| n.id == "w1").expect("w1");
+    let lease = node.worker_lease.as_ref().expect("a worker lease");
+    assert_eq!((lease.epoch, lease.live, lease.held), (epoch, true, 2));
+    assert_eq!(status.running, 2);
+    clock.advance(SignedDuration::from_secs(11));
+    let status = store.cluster_status().await.expect("status");
+    let node = status.nodes.iter().find(|n| n.id == "w1").expect("w1");
+    assert!(!node.worker_lease.as_ref().expect("lease").live);
+}
