@@ -80,31 +80,8 @@ async fn judge(
     to: Timestamp,
     limit: Duration,
 ) -> Verdict {
-    let expected: Vec<(String, Timestamp)> = jobs
-        .iter()
-        .flat_map(|j| {
-            let mut t = from;
-            let mut v = Vec::new();
-            while t <= to {
-                v.push((j.clone(), t));
-                t += SignedDuration::from_secs(1);
-            }
-            v
-        })
-        .collect();
-    let deadline = std::time::Instant::now() + limit;
-    loop {
-        let got: HashSet<(String, Timestamp)> = c
-            .receiver
-            .deliveries()
-            .into_iter()
-            .map(|d| (d.path, d.scheduled_at))
-            .collect();
-        if expected.iter().all(|k| got.contains(k)) || std::time::Instant::now() > deadline {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let expected = slots(jobs, from, to);
+    wait_delivered(&c.receiver, &expected, limit).await;
     let pool = pool(&c.url).await;
     let rows = sqlx::query(
         "SELECT job, scheduled_at, count(*) AS n FROM executions WHERE namespace = 'f' AND scheduled_at BETWEEN $1 AND $2 GROUP BY job, scheduled_at",
@@ -115,7 +92,7 @@ async fn judge(
     .await
     .unwrap();
     pool.close().await;
-    let counts: HashMap<(String, Timestamp), i64> = rows
+    let counts = rows
         .iter()
         .map(|r| {
             (
@@ -127,13 +104,54 @@ async fn judge(
             )
         })
         .collect();
+    verdict(&c.receiver, &expected, &counts)
+}
+
+/// Every slot of the every-second `jobs` in `[from, to]`.
+fn slots(jobs: &[String], from: Timestamp, to: Timestamp) -> Vec<(String, Timestamp)> {
+    jobs.iter()
+        .flat_map(|j| {
+            let mut t = from;
+            let mut v = Vec::new();
+            while t <= to {
+                v.push((j.clone(), t));
+                t += SignedDuration::from_secs(1);
+            }
+            v
+        })
+        .collect()
+}
+
+/// Waits until every slot of `expected` was delivered, or `limit` passes.
+async fn wait_delivered(receiver: &Receiver, expected: &[(String, Timestamp)], limit: Duration) {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let got: HashSet<(String, Timestamp)> = receiver
+            .deliveries()
+            .into_iter()
+            .map(|d| (d.path, d.scheduled_at))
+            .collect();
+        if expected.iter().all(|k| got.contains(k)) || std::time::Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Judges the slots `expected` from the executions per slot (`counts`) and the receiver's
+/// deliveries.
+fn verdict(
+    receiver: &Receiver,
+    expected: &[(String, Timestamp)],
+    counts: &HashMap<(String, Timestamp), i64>,
+) -> Verdict {
     let mut first: HashMap<(String, Timestamp), Timestamp> = HashMap::new();
     let mut per_key: HashMap<(String, Timestamp), HashSet<String>> = HashMap::new();
     let mut v = Verdict {
         slots: expected.len(),
         ..Verdict::default()
     };
-    for d in c.receiver.deliveries() {
+    for d in receiver.deliveries() {
         let key = (d.path.clone(), d.scheduled_at);
         let lag = d.received_at.duration_since(d.scheduled_at);
         if lag < SignedDuration::from_millis(-50) {
@@ -147,7 +165,7 @@ async fn judge(
         *e = (*e).min(d.received_at);
     }
     let mut lags = Vec::new();
-    for key in &expected {
+    for key in expected {
         match counts.get(key) {
             None => v.missing_executions.push(key.clone()),
             Some(n) if *n > 1 => v.duplicate_executions.push(key.clone()),
@@ -162,8 +180,7 @@ async fn judge(
         }
     }
     let wanted: HashSet<&(String, Timestamp)> = expected.iter().collect();
-    let deliveries = c
-        .receiver
+    let deliveries = receiver
         .deliveries()
         .into_iter()
         .filter(|d| wanted.contains(&(d.path.clone(), d.scheduled_at)))
@@ -1072,4 +1089,159 @@ async fn the_store_fails_over_to_its_promoted_standby_and_every_slot_fires_once(
     let bound = SignedDuration::try_from(promoted).unwrap() + failover_bound();
     v.assert_exactly_once_on_time(bound);
     c.finish().await;
+}
+
+/// `n` every-second jobs from `start` posting to `receiver`, with `heartbeat_timeout` and
+/// otherwise the default policies (retry after 1 s, jittered): the bodies of `jobs:apply`.
+fn default_jobs(
+    receiver: &Receiver,
+    n: usize,
+    start: Timestamp,
+    heartbeat_timeout: &str,
+) -> (Vec<String>, Vec<serde_json::Value>) {
+    let names: Vec<String> = (0..n).map(|i| format!("j{i:03}")).collect();
+    let bodies = names
+        .iter()
+        .map(|name| {
+            json!({
+                "name": name,
+                "schedule": {"every": "1s", "start_at": start.to_string()},
+                "target": {"type": "http", "url": receiver.url(name)},
+                "heartbeat_timeout": heartbeat_timeout,
+            })
+        })
+        .collect();
+    (names, bodies)
+}
+
+/// SPEC §12 (G4, workers): three `scheduler,worker` processes, 60 every-second jobs with
+/// `heartbeat_timeout`; one SIGKILLed and, at the same moment, one SIGSTOPped for 18 s (past
+/// `lease_ttl`) then resumed. Every slot fires once, none early, the worst no later than
+/// `lease_ttl` + 4 s whatever `heartbeat_timeout`: the dead and the paused workers' executions
+/// (held for their fire time, or running) move once their worker leases lapse. The paused one
+/// learns on its return that its lease was taken over, drops what it held and takes a new one.
+async fn a_dead_and_a_paused_worker_lose_their_executions_within_the_lease(
+    heartbeat_timeout: &str,
+) {
+    let _serial = SERIAL.lock().await;
+    let mut c = Cluster::start(&["api,scheduler,worker"; 3], None, None).await;
+    let start = whole_second_after(Duration::from_secs(3));
+    let (jobs, bodies) = default_jobs(&c.receiver, 60, start, heartbeat_timeout);
+    c.apply_jobs("f", bodies).await;
+    tokio::time::sleep(
+        (start + SignedDuration::from_secs(10))
+            .duration_since(Timestamp::now())
+            .unsigned_abs(),
+    )
+    .await;
+    let hit_at = Timestamp::now();
+    c.nodes[2].kill9();
+    c.nodes[1].signal("STOP");
+    tokio::time::sleep(Duration::from_secs(TTL_S as u64 + 8)).await;
+    c.nodes[1].signal("CONT");
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let end = Timestamp::now() - SignedDuration::from_secs(3);
+    let v = judge(&c, &jobs, start, end, Duration::from_secs(30)).await;
+    let taken_over = c.nodes[1].log().matches("worker lease taken over").count();
+    let view = c.nodes[0].get("/v1/cluster").await;
+    summary(
+        &format!("liveness (SIGKILL + SIGSTOP, heartbeat_timeout {heartbeat_timeout})"),
+        &v,
+        &format!(
+            ", n2 killed and n1 stopped at {hit_at}, n1 found its lease taken over {taken_over}×"
+        ),
+    );
+    v.assert_exactly_once_on_time(SignedDuration::from_secs(TTL_S + 4));
+    assert!(
+        taken_over >= 1,
+        "n1 did not learn its lease was taken over:\n{}",
+        c.nodes[1].log()
+    );
+    let n1 = view["nodes"]
+        .as_array()
+        .and_then(|n| n.iter().find(|n| n["id"] == "n1"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(n1["worker_lease"]["live"], true, "n1's new lease: {view}");
+    c.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_dead_and_a_paused_worker_lose_their_executions_within_the_lease_30s_heartbeat() {
+    a_dead_and_a_paused_worker_lose_their_executions_within_the_lease("30s").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_dead_and_a_paused_worker_lose_their_executions_within_the_lease_5m_heartbeat() {
+    a_dead_and_a_paused_worker_lose_their_executions_within_the_lease("5m").await;
+}
+
+/// SPEC §12 on the embedded store: one process, 60 every-second jobs with the default
+/// `heartbeat_timeout` (30 s), SIGKILLed and started again at once. Every slot fires once,
+/// none early, the worst no later than `lease_ttl` + 4 s: what the dead process held is
+/// retried by the new one once the old worker lease lapses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_embedded_store_process_killed_and_restarted_loses_no_slot_to_its_held_executions() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start().await;
+    let mut server = Server::start_with(
+        dir.path(),
+        ServerOpts {
+            node_id: Some("s0".into()),
+            args: vec!["--lease-ttl".into(), format!("{TTL_S}s")],
+            ..ServerOpts::default()
+        },
+    )
+    .await;
+    let start = whole_second_after(Duration::from_secs(3));
+    let (jobs, bodies) = default_jobs(&receiver, 60, start, "30s");
+    let (status, body) = server
+        .request(
+            reqwest::Method::POST,
+            "/v1/namespaces/f/jobs:apply",
+            Some(json!({ "jobs": bodies })),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    tokio::time::sleep(
+        (start + SignedDuration::from_secs(10))
+            .duration_since(Timestamp::now())
+            .unsigned_abs(),
+    )
+    .await;
+    let killed_at = Timestamp::now();
+    server.restart().await;
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    let end = Timestamp::now() - SignedDuration::from_secs(3);
+    let expected = slots(&jobs, start, end);
+    wait_delivered(&receiver, &expected, Duration::from_secs(30)).await;
+    let db = sqlx::SqlitePool::connect(&format!(
+        "sqlite://{}?mode=ro",
+        dir.path().join("sundial.db").display()
+    ))
+    .await
+    .unwrap();
+    let rows: Vec<(String, i64, i64)> = sqlx::query_as(
+        "SELECT job, scheduled_at, count(*) FROM executions WHERE namespace = 'f' \
+         AND scheduled_at BETWEEN ?1 AND ?2 GROUP BY job, scheduled_at",
+    )
+    .bind(start.as_millisecond())
+    .bind(end.as_millisecond())
+    .fetch_all(&db)
+    .await
+    .unwrap();
+    db.close().await;
+    let counts = rows
+        .into_iter()
+        .map(|(job, at, n)| ((job, Timestamp::from_millisecond(at).unwrap()), n))
+        .collect();
+    let v = verdict(&receiver, &expected, &counts);
+    summary(
+        "liveness (SQLite, SIGKILL and restart)",
+        &v,
+        &format!(", killed and restarted at {killed_at}"),
+    );
+    v.assert_exactly_once_on_time(SignedDuration::from_secs(TTL_S + 4));
+    server.kill9();
 }
