@@ -94,6 +94,9 @@ pub(crate) struct Common {
     /// The backfill's `max_per_second`
     #[arg(long, default_value_t = 5000)]
     pub(crate) backfill_rate: u32,
+    /// Every job's `heartbeat_timeout` (e.g. 3s) [default: the job default, 30s]
+    #[arg(long)]
+    pub(crate) heartbeat_timeout: Option<String>,
 }
 
 #[derive(Default)]
@@ -687,6 +690,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         .into_iter()
         .map(|(name, mut body)| {
             shift_schedule(&mut body["schedule"], shift);
+            if let Some(timeout) = &common.heartbeat_timeout {
+                body["heartbeat_timeout"] = json!(timeout);
+            }
             (name, body)
         })
         .collect();

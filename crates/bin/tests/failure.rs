@@ -1088,6 +1088,13 @@ async fn the_store_fails_over_to_its_promoted_standby_and_every_slot_fires_once(
     // Late by at most the failover, the lease TTL and a renewal round.
     let bound = SignedDuration::try_from(promoted).unwrap() + failover_bound();
     v.assert_exactly_once_on_time(bound);
+    // SPEC §12: the workers' leases outlived the outage (no reaper takes a lease over before
+    // every live worker could renew it after the store's return), so nothing delivered
+    // before or during it was delivered again (docs/guarantees.md, "Workers").
+    assert_eq!(
+        v.redeliveries, 0,
+        "executions delivered twice across the failover"
+    );
     c.finish().await;
 }
 

@@ -2,13 +2,14 @@
 //! queue").
 //!
 //! ```text
-//!  claim (attempt n, lease = heartbeat_timeout)
-//!    ├── heartbeat every heartbeat_timeout / 3 until written ── refused? ──▶ abandon: drop the delivery, write nothing
+//!  claim (attempt n, under the worker lease's epoch: liveness.rs)
+//!    ├── worker lease taken over ──▶ abandon: drop the delivery (or the held execution), write nothing
+//!    ├── heartbeat from heartbeat_timeout / 3 after the start, every third, until written ── refused? ──▶ abandon
 //!    ├── dispatch ──▶ success ─────────────────▶ complete(n): succeeded
 //!    │            ├─▶ permanent ───────────────▶ complete(n): failed
 //!    │            └─▶ transient / timeout ─────▶ complete(n): retry_wait (backoff) | dead (n = max)
 //!    └── timeout (per attempt) counts as transient
-//!  reaper: running attempts whose lease lapsed ──▶ complete(n, only if lapsed): retry_wait | dead
+//!  reaper: lapsed worker leases taken over; running attempts whose lease lapsed ──▶ complete(n, only if lapsed): retry_wait | dead
 //! ```
 //!
 //! The reaper is a maintenance service ([`Reaper`], `sundial_store::maintenance`), run by the
@@ -29,10 +30,11 @@
 //!   for cancellation like a running one (a cancel drops it before it starts); at its start it
 //!   waits for a delivery slot and room for its completion while renewing its lease, so a wait
 //!   longer than its lease can never let a second attempt start beside it.
-//! - While this worker's last store call failed for a reason a retry may fix, a held execution
-//!   does not start at its fire time: it waits until a store call succeeds and its lease is
-//!   renewed (docs/guarantees.md, "Claim ahead"), so an outage does not turn it into a delivery
-//!   whose completion cannot be written.
+//! - Every claim of a running worker is made under its liveness lease ([`Liveness`], SPEC
+//!   §12): a held execution starts only while that lease is known good, and, while this
+//!   worker's last store call failed for a reason a retry may fix, only once the store
+//!   confirmed a renewal asked for then (docs/guarantees.md, "Workers", "Claim ahead"). A lease
+//!   taken over drops everything held or running under it, writing nothing.
 //! - At most `max_in_flight` deliveries run at once in one worker, and at most
 //!   [`UNWRITTEN_PER_SLOT`] × `max_in_flight` + `max_claimed_ahead` claimed attempts wait for
 //!   their completion to be written. A delivery frees its slot as soon as the target answers,
@@ -652,6 +654,20 @@ impl Worker {
                 _ = shutdown.wait_for(|s| *s) => {}
             }
         }
+        // A new lease after a lost one: claim at once, not at the next idle look.
+        let rewake = {
+            let (mut state, wake) = (self.liveness_watch(), self.wake.clone());
+            tokio::spawn(async move {
+                let mut epoch = state.borrow_and_update().epoch;
+                while state.changed().await.is_ok() {
+                    let now = state.borrow_and_update().epoch;
+                    if now.is_some() && now != epoch {
+                        wake.notify_one();
+                    }
+                    epoch = now;
+                }
+            })
+        };
         while !*shutdown.borrow() {
             let round = self.claim_round().await;
             // One reading decides both whether to claim again and what to wait for, so a slot
@@ -694,6 +710,7 @@ impl Worker {
         }
         let _ = stop_lease.send(true);
         let _ = lease.await;
+        rewake.abort();
     }
 
     /// A receiver of this worker's liveness lease's state.

@@ -218,3 +218,92 @@ async fn a_burst_held_by_a_dead_worker_is_reaped_in_one_pass() {
         after.iter().find(|(_, s)| *s != ExecutionState::RetryWait)
     );
 }
+
+/// SPEC §12: a worker whose liveness lease a reaper took over (as after a pause past
+/// `lease_ttl`) learns it at its next renewal, drops the execution it held without delivering
+/// it, takes a new lease, and delivers the retry (attempt 2) under the new one; attempt 1 is
+/// recorded `lease_lapsed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_whose_lease_was_taken_over_drops_what_it_held_and_claims_afresh() {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let (addr, received) = receiver(clock.clone()).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = embedded_store(dir.path(), clock.clone()).await;
+    let fire = t0() + SignedDuration::from_millis(500);
+    http_job_firing_at(&*store, "a", format!("http://{addr}/a"), fire).await;
+    let (stop, running) = run_worker(
+        store.clone(),
+        clock.clone(),
+        WorkerConfig {
+            claim_ahead: sundial_core::Dur::from_secs(1),
+            lease_ttl: sundial_core::Dur::from_secs(3),
+            ..WorkerConfig::new("w1")
+        },
+    );
+    eventually("held after a claim ahead", async || {
+        states(&*store).await == [("a".to_owned(), ExecutionState::Running)]
+    })
+    .await;
+    // A reaper takes the worker's first lease (epoch 1) over and retries what it held.
+    store.worker_lease_release(1).await.expect("release");
+    assert_eq!(store.worker_lease_reap(10).await.expect("reap"), vec![1]);
+    let reaper = sundial_worker::Worker::new(
+        store.clone(),
+        clock.clone(),
+        Arc::new(sundial_target::Targets::new().expect("targets")),
+        WorkerConfig::new("w2"),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    assert_eq!(reaper.reap_once().await.expect("reap"), 1);
+    // The worker renews within a second, finds its lease gone and takes lease 2.
+    eventually("a new lease", async || {
+        store
+            .worker_lease_renew(2, sundial_core::Dur::from_secs(3))
+            .await
+            .expect("renew")
+            .is_some()
+    })
+    .await;
+    // Past the fire time and the retry's backoff: attempt 2, under the new lease, delivers.
+    // Once the worker is idle again (it sleeps until the retry is due by the test clock, read
+    // before the clock moves).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    clock.set(fire + SignedDuration::from_secs(3));
+    eventually("delivered by attempt 2", async || {
+        states(&*store).await == [("a".to_owned(), ExecutionState::Succeeded)]
+    })
+    .await;
+    let e = executions(&*store).await.remove(0);
+    let e = store
+        .execution_get("ns", &e.id)
+        .await
+        .expect("get")
+        .expect("present");
+    let outcomes: Vec<_> = e
+        .attempts
+        .iter()
+        .map(|a| (a.attempt, a.worker.clone(), a.outcome))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            (
+                1,
+                "w1".to_owned(),
+                Some(sundial_core::execution::AttemptOutcome::LeaseLapsed)
+            ),
+            (
+                2,
+                "w1".to_owned(),
+                Some(sundial_core::execution::AttemptOutcome::Succeeded)
+            ),
+        ]
+    );
+    let _ = stop.send(true);
+    running.await.expect("worker stopped");
+    assert_eq!(
+        received.lock().expect("lock").len(),
+        1,
+        "delivered once, by attempt 2"
+    );
+}

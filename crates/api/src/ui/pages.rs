@@ -826,7 +826,7 @@ pub(crate) async fn cluster(State(ui): State<Ui>) -> Response {
     let body = html! {
         (live("cluster", html! {
             table {
-                tr { th { "node" } th { "roles" } th { "started (UTC)" } th { "heartbeat (UTC)" } th { "live" } th { "shards" } }
+                tr { th { "node" } th { "roles" } th { "started (UTC)" } th { "heartbeat (UTC)" } th { "live" } th { "shards" } th { "worker lease" } th { "held" } }
                 @for (i, n) in status.nodes.iter().enumerate() {
                     tr {
                         td { span style={ "color:" (palette[i % palette.len()]) } { "■ " } (n.id) }
@@ -835,6 +835,13 @@ pub(crate) async fn cluster(State(ui): State<Ui>) -> Response {
                         td { (when(Some(n.heartbeat_at))) }
                         td { (if n.live { "yes" } else { "no" }) }
                         td { (n.shards) }
+                        @match &n.worker_lease {
+                            Some(l) => {
+                                td { "epoch " (l.epoch) ", until " (when(Some(l.expires_at))) (if l.live { "" } else { " (lapsed)" }) }
+                                td { (l.held) }
+                            }
+                            None => { td { "—" } td { "—" } }
+                        }
                     }
                 }
             }
