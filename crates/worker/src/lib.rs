@@ -259,7 +259,8 @@ pub fn defer_budget(peak_waiting: usize) -> Duration {
 /// by its whole interval (a third) still finds the lease live. A burst of attempts with a
 /// short `heartbeat_timeout` renews many leases while its outcomes wait; a trial with a 3 s
 /// `heartbeat_timeout` saw renewals fall behind and leases lapse while completions were
-/// deferred.
+/// deferred. An attempt under a worker lease that has no lease of its own (it ended before its
+/// first heartbeat) is not capped: the worker's lease, renewed on its own, covers its outcome.
 pub fn lease_cap(heartbeat_timeout: Duration) -> Duration {
     heartbeat_timeout / 6
 }
@@ -1163,11 +1164,31 @@ impl Worker {
         let (next, error) = (completion.next, completion.error.clone());
         sundial_trace::attempt_ended(&span, next.outcome(), error.as_deref());
         drop(span);
+        // An attempt under a worker lease that ended before its first heartbeat has no lease
+        // of its own: the worker's lease covers its outcome until it is written, with no
+        // renewal per attempt, however long the store takes (SPEC §12). One that ran longer
+        // renews its own lease until then.
+        let own_lease = e.worker_epoch.is_none()
+            || self.clock.now() >= started + e.run.heartbeat_timeout.as_signed() / 3;
+        // How long the completion writer may defer it ([`lease_cap`]): without a lease of its
+        // own, as long as its budget says.
+        let deferrable = if own_lease {
+            e.run.heartbeat_timeout.as_std()
+        } else {
+            Duration::MAX
+        };
+        let heartbeat = async {
+            if own_lease {
+                heartbeat.await
+            } else {
+                std::future::pending().await
+            }
+        };
         tokio::select! {
-            written = self.complete(completion, e.run.heartbeat_timeout.as_std(), e.worker_epoch) => if written {
+            written = self.complete(completion, deferrable, e.worker_epoch) => if written {
                 log_ending(e, next, error.as_deref());
             },
-            lost = &mut heartbeat => {
+            lost = heartbeat => {
                 tracing::warn!(execution = %e.id, attempt = e.attempt, reason = %lost,
                     "attempt lease lost before its completion was written");
             }
