@@ -192,6 +192,8 @@ pub(crate) struct Nodes {
     children: Vec<Child>,
     /// The first one's API address.
     pub(crate) api: String,
+    /// Every process's address (`http://host:port`).
+    addrs: Vec<String>,
 }
 
 impl Drop for Nodes {
@@ -204,6 +206,35 @@ impl Drop for Nodes {
 }
 
 impl Nodes {
+    /// The attempts whose lease lapsed, summed over the processes' reapers
+    /// (`sundial_attempts_total{outcome="lease_lapsed"}` of each `/metrics`), and the worker
+    /// leases the processes found taken over (`sundial_worker_leases_lost_total`). A process
+    /// that does not answer counts none.
+    pub(crate) async fn lapsed(&self) -> (u64, u64) {
+        let http = reqwest::Client::new();
+        let (mut attempts, mut leases) = (0u64, 0u64);
+        for addr in &self.addrs {
+            let Ok(r) = http.get(format!("{addr}/metrics")).send().await else {
+                continue;
+            };
+            let Ok(text) = r.text().await else { continue };
+            for line in text.lines() {
+                let value = || {
+                    line.rsplit(' ')
+                        .next()
+                        .and_then(|v| v.parse::<f64>().ok())
+                        .map_or(0, |v| v as u64)
+                };
+                if line.starts_with("sundial_attempts_total{") && line.contains("outcome=\"lease_lapsed\"") {
+                    attempts += value();
+                } else if line.starts_with("sundial_worker_leases_lost_total") {
+                    leases += value();
+                }
+            }
+        }
+        (attempts, leases)
+    }
+
     /// The largest peak RSS among the processes, in MB (`VmHWM` of `/proc/PID/status`).
     pub(crate) fn peak_rss_mb(&self) -> f64 {
         self.status_mb("VmHWM:")
@@ -278,6 +309,7 @@ pub(crate) async fn start_nodes(url: &str, count: u32) -> anyhow::Result<Nodes> 
     let exe = std::env::current_exe().context("locating the sundial binary")?;
     let mut children = Vec::new();
     let mut api = String::new();
+    let mut addrs = Vec::new();
     for k in 0..count {
         let addr = free_addr()?;
         let child = Command::new(&exe)
@@ -300,11 +332,16 @@ pub(crate) async fn start_nodes(url: &str, count: u32) -> anyhow::Result<Nodes> 
             .spawn()
             .context("starting a server process")?;
         children.push(child);
+        addrs.push(format!("http://{addr}"));
         if k == 0 {
             api = format!("http://{addr}");
         }
     }
-    let mut nodes = Nodes { children, api };
+    let mut nodes = Nodes {
+        children,
+        api,
+        addrs,
+    };
     let http = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -753,6 +790,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     tokio::time::sleep(Duration::from_millis(500)).await;
     eprintln!();
     let peak_rss_mb = nodes.peak_rss_mb();
+    let (lease_lapsed, worker_leases_lost) = nodes.lapsed().await;
     let backfill = match backfill {
         Some(started) => Some(backfill_report(&nodes.api, started, &sink_state).await?),
         None => None,
@@ -835,7 +873,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         "lag_ms": {"p50": percentile(&lags, 50.0), "p90": percentile(&lags, 90.0), "p99": percentile(&lags, 99.0), "max": lags.last().copied().unwrap_or(0.0)},
         "start_lag_ms": {"p50": percentile(&start_lags, 50.0), "p99": percentile(&start_lags, 99.0), "max": start_lags.last().copied().unwrap_or(0.0)},
         "late_seconds": late.iter().map(|(at, n)| json!({"second": at, "slots": n})).collect::<Vec<_>>(),
-        "lost": lost, "duplicates": duplicates, "peak_rss_mb": (peak_rss_mb * 10.0).round() / 10.0,
+        "lost": lost, "duplicates": duplicates, "lease_lapsed": lease_lapsed,
+        "worker_leases_lost": worker_leases_lost, "peak_rss_mb": (peak_rss_mb * 10.0).round() / 10.0,
         "rss_mb": {"at_1min": rss.at_1min.map(|mb| (mb * 10.0).round() / 10.0), "peak_30s_to_1min": (rss.peak_30s_to_1min * 10.0).round() / 10.0, "peak_after_1min": (rss.peak_after_1min * 10.0).round() / 10.0, "end": (rss.end * 10.0).round() / 10.0},
     });
     if let Some(a) = arrivals {
@@ -858,6 +897,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     outln!(
         "delivered        {} (lost {lost}, duplicates {duplicates})",
         seen.len()
+    );
+    outln!(
+        "leases lapsed    {lease_lapsed} attempts, {worker_leases_lost} worker leases taken over"
     );
     outln!(
         "drain            {drain_s:.3} s   triggers/s {:.0}",
