@@ -1088,7 +1088,7 @@ async fn the_store_fails_over_to_its_promoted_standby_and_every_slot_fires_once(
     // Late by at most the failover, the lease TTL and a renewal round.
     let bound = SignedDuration::try_from(promoted).unwrap() + failover_bound();
     v.assert_exactly_once_on_time(bound);
-    // SPEC §12: the workers' leases outlived the outage (no reaper takes a lease over before
+    // docs/guarantees.md, "Workers": the workers' leases outlived the outage (no reaper takes a lease over before
     // every live worker could renew it after the store's return), so nothing delivered
     // before or during it was delivered again (docs/guarantees.md, "Workers").
     assert_eq!(
@@ -1121,7 +1121,7 @@ fn default_jobs(
     (names, bodies)
 }
 
-/// SPEC §12 (G4, workers): three `scheduler,worker` processes, 60 every-second jobs with
+/// docs/guarantees.md, "Workers" (G4 for workers): three `scheduler,worker` processes, 60 every-second jobs with
 /// `heartbeat_timeout`; one SIGKILLed and, at the same moment, one SIGSTOPped for 18 s (past
 /// `lease_ttl`) then resumed. Every slot fires once, none early, the worst no later than
 /// `lease_ttl` + 4 s whatever `heartbeat_timeout`: the dead and the paused workers' executions
@@ -1183,7 +1183,7 @@ async fn a_dead_and_a_paused_worker_lose_their_executions_within_the_lease_5m_he
     a_dead_and_a_paused_worker_lose_their_executions_within_the_lease("5m").await;
 }
 
-/// SPEC §12 on the embedded store: one process, 60 every-second jobs with the default
+/// docs/guarantees.md, "Workers", on the embedded store: one process, 60 every-second jobs with the default
 /// `heartbeat_timeout` (30 s), SIGKILLed and started again at once. Every slot fires once,
 /// none early, the worst no later than `lease_ttl` + 4 s: what the dead process held is
 /// retried by the new one once the old worker lease lapses.

@@ -1,4 +1,4 @@
-//! Worker liveness leases (SPEC §12; docs/guarantees.md, "Workers"): one row of
+//! Worker liveness leases (docs/guarantees.md, "Workers"): one row of
 //! `worker_leases` per lease (migration 0013), taken, renewed in one statement, given up, and
 //! taken over by the reaper with every attempt recorded under it.
 //!

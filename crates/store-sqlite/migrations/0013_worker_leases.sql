@@ -1,4 +1,4 @@
--- Worker liveness (SPEC §12; docs/guarantees.md, "G4 Failover", "Workers"): one lease per
+-- Worker liveness (docs/guarantees.md, "G4 Failover", "Workers"): one lease per
 -- worker process, renewed in one statement however many attempts the worker holds. `epoch`
 -- grows with every lease taken (AUTOINCREMENT: never reused, even after the row is deleted),
 -- and every attempt records the epoch it was claimed under (`worker_epoch`). A reaper that

@@ -212,7 +212,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     ) -> Result<()>;
 
     /// Takes a new worker liveness lease for `worker` (the node id), live until now + `ttl` by
-    /// the store's clock (SPEC §12, docs/guarantees.md, "Workers").
+    /// the store's clock (docs/guarantees.md, "Workers").
     ///
     /// # Contract
     /// Every call takes a new lease with an epoch higher than every lease taken before in

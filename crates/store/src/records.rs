@@ -377,11 +377,11 @@ pub struct ExecutionClaim {
     /// under, or `None` for a claim outside any worker lease (each attempt then has a lease of
     /// its own of `heartbeat_timeout` from its start, as it is renewed). With an epoch, each
     /// attempt records it and has no lease of its own until its first heartbeat: it lapses
-    /// when the worker's lease does (SPEC §12, docs/guarantees.md, "Workers").
+    /// when the worker's lease does (docs/guarantees.md, "Workers").
     pub epoch: Option<i64>,
 }
 
-/// A worker process's liveness lease (SPEC §12): one row per lease in the store, renewed by
+/// A worker process's liveness lease (docs/guarantees.md, "Workers"): one row per lease in the store, renewed by
 /// one write however many attempts the worker holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkerLease {
@@ -619,7 +619,7 @@ pub struct NodeStatus {
     pub live: bool,
     /// Shards it holds.
     pub shards: u32,
-    /// Its worker liveness lease, when it runs the worker role and holds one (SPEC §12).
+    /// Its worker liveness lease, when it runs the worker role and holds one (docs/guarantees.md, "Workers").
     pub worker_lease: Option<NodeWorkerLease>,
 }
 

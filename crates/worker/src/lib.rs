@@ -30,8 +30,8 @@
 //!   for cancellation like a running one (a cancel drops it before it starts); at its start it
 //!   waits for a delivery slot and room for its completion while renewing its lease, so a wait
 //!   longer than its lease can never let a second attempt start beside it.
-//! - Every claim of a running worker is made under its liveness lease ([`Liveness`], SPEC
-//!   §12): a held execution starts only while that lease is known good, and, while this
+//! - Every claim of a running worker is made under its liveness lease ([`Liveness`],
+//!   docs/guarantees.md, "Workers"): a held execution starts only while that lease is known good, and, while this
 //!   worker's last store call failed for a reason a retry may fix, only once the store
 //!   confirmed a renewal asked for then (docs/guarantees.md, "Workers", "Claim ahead"). A lease
 //!   taken over drops everything held or running under it, writing nothing.
@@ -478,7 +478,7 @@ pub struct WorkerConfig {
     pub burst_claim_rate: u32,
     /// How long this worker's liveness lease lasts unless renewed (renewed every third of
     /// it): a worker that dies, or is paused or cut off from the store this long, loses every
-    /// execution it holds (SPEC §12). The server's `lease_ttl`. Default [`DEFAULT_LEASE_TTL`].
+    /// execution it holds (docs/guarantees.md, "Workers"). The server's `lease_ttl`. Default [`DEFAULT_LEASE_TTL`].
     pub lease_ttl: Dur,
 }
 
@@ -535,7 +535,7 @@ pub struct Worker {
     waiting: Arc<AtomicUsize>,
     /// Notified when `waiting` falls to zero.
     none_waiting: Arc<Notify>,
-    /// This process's liveness lease (SPEC §12), taken and renewed while [`Worker::run`] runs.
+    /// This process's liveness lease (docs/guarantees.md, "Workers"), taken and renewed while [`Worker::run`] runs.
     liveness: Arc<Liveness>,
     /// Whether claims go under the liveness lease: set by [`Worker::run`]. A worker driven by
     /// hand claims outside any, each attempt with a lease of its own.
@@ -955,7 +955,7 @@ impl Worker {
             id: e.id.clone(),
             attempt: e.attempt,
         };
-        // An attempt starts only while its worker's lease is known good (SPEC §12); while the
+        // An attempt starts only while its worker's lease is known good (docs/guarantees.md, "Workers"); while the
         // store is presumed unreachable, only after it confirmed a renewal asked for now, so
         // that an outage does not turn it into a delivery whose completion cannot be written.
         let due = due
@@ -1166,7 +1166,7 @@ impl Worker {
         drop(span);
         // An attempt under a worker lease that ended before its first heartbeat has no lease
         // of its own: the worker's lease covers its outcome until it is written, with no
-        // renewal per attempt, however long the store takes (SPEC §12). One that ran longer
+        // renewal per attempt, however long the store takes (docs/guarantees.md, "Workers"). One that ran longer
         // renews its own lease until then.
         let own_lease = e.worker_epoch.is_none()
             || self.clock.now() >= started + e.run.heartbeat_timeout.as_signed() / 3;

@@ -1,4 +1,4 @@
-//! A worker process's liveness lease (SPEC §12; docs/guarantees.md, "Workers").
+//! A worker process's liveness lease (docs/guarantees.md, "Workers").
 //!
 //! ```text
 //!  none ──acquire──▶ held(epoch) ──renew every lease_ttl / 3──▶ held(epoch)

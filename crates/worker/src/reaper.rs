@@ -9,7 +9,7 @@
 //! holding a burst (up to `max_claimed_ahead` executions) has it retried within seconds of
 //! the leases lapsing, not at one batch a second.
 //!
-//! Worker leases (SPEC §12): each pass first takes over the worker leases that lapsed by the
+//! Worker leases (docs/guarantees.md, "Workers"): each pass first takes over the worker leases that lapsed by the
 //! store's clock ([`Store::worker_lease_reap`](sundial_store::Store::worker_lease_reap)), which
 //! marks every attempt held under them lapsed, so the same pass retries them. A reaper takes
 //! leases over only once it has itself been in touch with the store for [`reap_grace`]

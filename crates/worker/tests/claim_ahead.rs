@@ -219,7 +219,7 @@ async fn a_burst_held_by_a_dead_worker_is_reaped_in_one_pass() {
     );
 }
 
-/// SPEC §12: a worker whose liveness lease a reaper took over (as after a pause past
+/// docs/guarantees.md, "Workers": a worker whose liveness lease a reaper took over (as after a pause past
 /// `lease_ttl`) learns it at its next renewal, drops the execution it held without delivering
 /// it, takes a new lease, and delivers the retry (attempt 2) under the new one; attempt 1 is
 /// recorded `lease_lapsed`.

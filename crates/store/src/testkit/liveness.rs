@@ -1,4 +1,4 @@
-//! Checks of worker liveness leases (SPEC §12; docs/guarantees.md, "Workers"): attempts
+//! Checks of worker liveness leases (docs/guarantees.md, "Workers"): attempts
 //! claimed under a worker's lease, renewals, and the take-over that lapses them all.
 
 use super::*;
@@ -73,7 +73,7 @@ pub async fn attempts_under_a_worker_lease_record_its_epoch_and_live_by_it(h: Ha
 /// A lapsed worker lease stands until a reaper takes it over; the take-over lapses every
 /// attempt under it, running or held for its fire time, refuses the worker's renewals,
 /// heartbeats, completions and claims under that epoch, and the reaper's completion retries
-/// each, never due before its fire time (G3, G5, SPEC §12).
+/// each, never due before its fire time (G3, G5; docs/guarantees.md, "Workers").
 pub async fn a_worker_lease_taken_over_lapses_every_attempt_under_it(h: Harness) {
     let (clock, store, epoch, claimed) = two_claimed_under_a_lease(h).await;
     clock.advance(SignedDuration::from_millis(10_001));
