@@ -649,23 +649,20 @@ impl Worker {
         let (stop_lease, lease_stop) = watch::channel(false);
         let lease = tokio::spawn(self.liveness.clone().run(lease_stop));
         {
-            let mut state = self.liveness_watch();
+            let mut epochs = self.liveness.epochs();
             tokio::select! {
-                _ = state.wait_for(|s| s.epoch.is_some()) => {}
+                _ = epochs.wait_for(Option::is_some) => {}
                 _ = shutdown.wait_for(|s| *s) => {}
             }
         }
         // A new lease after a lost one: claim at once, not at the next idle look.
         let rewake = {
-            let (mut state, wake) = (self.liveness_watch(), self.wake.clone());
+            let (mut epochs, wake) = (self.liveness.epochs(), self.wake.clone());
             tokio::spawn(async move {
-                let mut epoch = state.borrow_and_update().epoch;
-                while state.changed().await.is_ok() {
-                    let now = state.borrow_and_update().epoch;
-                    if now.is_some() && now != epoch {
+                while epochs.changed().await.is_ok() {
+                    if epochs.borrow_and_update().is_some() {
                         wake.notify_one();
                     }
-                    epoch = now;
                 }
             })
         };
@@ -714,10 +711,6 @@ impl Worker {
         rewake.abort();
     }
 
-    /// A receiver of this worker's liveness lease's state.
-    fn liveness_watch(&self) -> watch::Receiver<LeaseState> {
-        self.liveness.subscribe()
-    }
 
     /// When to look again, on this node's clock, after a round that started `started`
     /// attempts and was handed less than it asked for: [`next_look`]'s wait for the next
@@ -944,12 +937,11 @@ impl Worker {
         held: Option<tokio::sync::OwnedSemaphorePermit>,
     ) {
         let cancelled = self.register(&e.id);
-        let lost = self.lost(e.worker_epoch);
-        tokio::pin!(lost);
+        // A lease lost meanwhile is found at the start ([`Worker::may_start`]): no watch per
+        // held execution (a burst holds up to `max_claimed_ahead`).
         let due = tokio::select! {
             _ = self.clock.sleep_until(start_at) => true,
             _ = cancelled.notified() => false,
-            _ = &mut lost => false,
         };
         let attempt = AttemptRef {
             id: e.id.clone(),
@@ -999,7 +991,6 @@ impl Worker {
                     tracing::warn!(execution = %e.id, attempt = e.attempt, reason = %lost,
                         "attempt lease lost while waiting for a delivery slot; abandoning it");
                 }
-                _ = &mut lost => log_dropped_before_start(&e),
                 _ = cancelled.notified() => log_dropped_before_start(&e),
             }
         } else {
@@ -1129,9 +1120,10 @@ impl Worker {
         // slow to write outcomes does not let the reaper retry an attempt that already ran.
         let heartbeat = self.heartbeat(&attempt, e.run.heartbeat_timeout, started);
         tokio::pin!(heartbeat);
-        // The worker lease lost: the store refuses whatever this attempt would write.
+        // The worker lease lost: the store refuses whatever this attempt would write, so its
+        // delivery is dropped. (Its completion, once the target answered, is refused by the
+        // store; no watch is kept per attempt waiting for its write.)
         let lost = self.lost(e.worker_epoch);
-        tokio::pin!(lost);
         let result = tokio::select! {
             r = self.target.dispatch(&delivery).instrument(span.clone()) => {
                 Some(r.map_err(Failure::Target))
@@ -1143,7 +1135,7 @@ impl Worker {
                 sundial_trace::attempt_ended(&span, "abandoned", Some("attempt lease lost"));
                 None
             }
-            _ = &mut lost => {
+            _ = lost => {
                 tracing::warn!(execution = %e.id, attempt = e.attempt,
                     "worker lease lost; abandoning the attempt");
                 sundial_trace::attempt_ended(&span, "abandoned", Some("worker lease lost"));
@@ -1191,10 +1183,6 @@ impl Worker {
             lost = heartbeat => {
                 tracing::warn!(execution = %e.id, attempt = e.attempt, reason = %lost,
                     "attempt lease lost before its completion was written");
-            }
-            _ = &mut lost => {
-                tracing::warn!(execution = %e.id, attempt = e.attempt,
-                    "worker lease lost before the attempt's completion was written");
             }
         }
     }
@@ -1397,7 +1385,7 @@ impl Worker {
         let mut backoff = Duration::from_millis(50);
         // Under a worker lease the completion is tried until it is written or refused, however
         // long the store is away: the lease stands until a reaper takes it over, and then the
-        // caller drops the attempt. Outside one, eight tries, then the attempt's lease lapses.
+        // store refuses it. Outside one, eight tries, then the attempt's lease lapses.
         let tries = if epoch.is_some() { usize::MAX } else { 8 };
         for _ in 0..tries {
             let (reply, answer) = tokio::sync::oneshot::channel();

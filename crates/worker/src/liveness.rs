@@ -58,6 +58,9 @@ pub struct Liveness {
     node: String,
     ttl: Dur,
     state: watch::Sender<LeaseState>,
+    /// The epoch alone, changed only when the lease is taken or lost: what every attempt held
+    /// or running waits on ([`Liveness::lost`]), so a renewal wakes none of them.
+    epoch: watch::Sender<Option<i64>>,
     /// Asks the renewal loop to renew now.
     ask: Notify,
 }
@@ -71,6 +74,7 @@ impl Liveness {
             node: node.into(),
             ttl,
             state: watch::Sender::new(LeaseState::default()),
+            epoch: watch::Sender::new(None),
             ask: Notify::new(),
         }
     }
@@ -80,14 +84,30 @@ impl Liveness {
         *self.state.borrow()
     }
 
-    /// A receiver of what this process knows of its lease, as it changes.
-    pub fn subscribe(&self) -> watch::Receiver<LeaseState> {
-        self.state.subscribe()
+    /// A receiver of the epoch held, changed only when a lease is taken or lost.
+    pub fn epochs(&self) -> watch::Receiver<Option<i64>> {
+        self.epoch.subscribe()
     }
 
     /// The epoch to claim under: the lease held, if any.
     pub fn epoch(&self) -> Option<i64> {
-        self.state.borrow().epoch
+        *self.epoch.borrow()
+    }
+
+    /// Records the epoch held (`None`: none), in both channels.
+    fn set_epoch(&self, epoch: Option<i64>, confirmed_at: Option<Instant>) {
+        self.state.send_modify(|s| {
+            s.epoch = epoch;
+            s.confirmed_at = confirmed_at;
+            if confirmed_at.is_some() {
+                s.confirmed += 1;
+            }
+        });
+        self.epoch.send_if_modified(|held| {
+            let changed = *held != epoch;
+            *held = epoch;
+            changed
+        });
     }
 
     /// Asks for a renewal now (a claim was refused, or a held execution wants to start).
@@ -98,9 +118,9 @@ impl Liveness {
     /// Resolves once `epoch` is no longer this process's lease: the store refused it, so every
     /// attempt held or running under it is dropped. Never resolves while it is held.
     pub async fn lost(&self, epoch: i64) {
-        let mut rx = self.state.subscribe();
+        let mut rx = self.epoch.subscribe();
         // The sender lives as long as `self`, so the wait ends only by the predicate.
-        let _ = rx.wait_for(|s| s.epoch != Some(epoch)).await;
+        let _ = rx.wait_for(|held| *held != Some(epoch)).await;
     }
 
     /// Whether an execution held under `epoch` may start now: `true` while at least
@@ -146,11 +166,7 @@ impl Liveness {
                 match self.store.worker_lease_acquire(&self.node, self.ttl).await {
                     Ok(lease) => {
                         tracing::info!(node = %self.node, epoch = lease.epoch, "worker lease taken");
-                        self.state.send_modify(|s| {
-                            s.epoch = Some(lease.epoch);
-                            s.confirmed_at = Some(sent);
-                            s.confirmed += 1;
-                        });
+                        self.set_epoch(Some(lease.epoch), Some(sent));
                         break lease.epoch;
                     }
                     Err(e) => {
@@ -173,7 +189,7 @@ impl Liveness {
                     if let Err(e) = self.store.worker_lease_release(epoch).await {
                         tracing::warn!(error = %e, epoch, "giving the worker lease up failed; it lapses on its own");
                     }
-                    self.state.send_modify(|s| s.epoch = None);
+                    self.set_epoch(None, None);
                     return;
                 }
                 let sent = Instant::now();
@@ -189,10 +205,7 @@ impl Liveness {
                         metrics::counter!("sundial_worker_leases_lost_total").increment(1);
                         tracing::warn!(node = %self.node, epoch,
                             "worker lease taken over (this process was paused or cut off from the store past lease_ttl); dropping every attempt held under it");
-                        self.state.send_modify(|s| {
-                            s.epoch = None;
-                            s.confirmed_at = None;
-                        });
+                        self.set_epoch(None, None);
                         continue 'lease;
                     }
                     Err(e) => {
