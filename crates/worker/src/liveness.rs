@@ -14,8 +14,9 @@
 //!   lease's time is known left ([`Liveness::confirm`]); otherwise the worker asks the store
 //!   (renews at once) and waits for its answer rather than start.
 //! - A lease is lost only when the store says so (a renewal refused, a claim refused): then the
-//!   epoch is withdrawn at once, every attempt held or running under it is dropped
-//!   ([`Liveness::lost`]) and writes nothing, and a new lease is taken. A worker cut off from
+//!   epoch is withdrawn at once, every delivery under it is stopped ([`Liveness::lost`]), every
+//!   execution held under it is dropped when it comes to start ([`Liveness::confirm`]), nothing
+//!   under it is written (the store refuses it), and a new lease is taken. A worker cut off from
 //!   the store keeps what it holds, starts nothing, and learns which it is when the store
 //!   answers again.
 
@@ -115,8 +116,8 @@ impl Liveness {
         self.ask.notify_one();
     }
 
-    /// Resolves once `epoch` is no longer this process's lease: the store refused it, so every
-    /// attempt held or running under it is dropped. Never resolves while it is held.
+    /// Resolves once `epoch` is no longer this process's lease: the store refused it, so a
+    /// delivery under it is stopped. Never resolves while it is held.
     pub async fn lost(&self, epoch: i64) {
         let mut rx = self.epoch.subscribe();
         // The sender lives as long as `self`, so the wait ends only by the predicate.
