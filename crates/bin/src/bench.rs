@@ -225,7 +225,9 @@ impl Nodes {
                         .and_then(|v| v.parse::<f64>().ok())
                         .map_or(0, |v| v as u64)
                 };
-                if line.starts_with("sundial_attempts_total{") && line.contains("outcome=\"lease_lapsed\"") {
+                if line.starts_with("sundial_attempts_total{")
+                    && line.contains("outcome=\"lease_lapsed\"")
+                {
                     attempts += value();
                 } else if line.starts_with("sundial_worker_leases_lost_total") {
                     leases += value();

@@ -711,7 +711,6 @@ impl Worker {
         rewake.abort();
     }
 
-
     /// When to look again, on this node's clock, after a round that started `started`
     /// attempts and was handed less than it asked for: [`next_look`]'s wait for the next
     /// execution's due time by the store's clock, or one poll interval when the store cannot
