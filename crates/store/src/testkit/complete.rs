@@ -9,20 +9,10 @@ pub async fn a_stale_completion_is_rejected(h: Harness) {
     clock.advance(SignedDuration::from_secs(31));
     let lapsed = store.attempt_list_lapsed(10).await.expect("lapsed");
     assert_eq!(lapsed.len(), 1);
-    let reap = AttemptComplete {
-        attempt: AttemptRef {
-            id: first.id.clone(),
-            attempt: 1,
-        },
-        outcome: AttemptOutcome::LeaseLapsed,
-        status_code: None,
-        error: Some("lease lapsed".into()),
-        detail: None,
-        next: NextStep::RetryAfter(Dur::ZERO),
-        only_if_lapsed: true,
-        output: None,
-    };
-    store.attempt_complete(&reap).await.expect("reap");
+    store
+        .attempt_complete(&reap_lapsed(&first.id, 1))
+        .await
+        .expect("reap");
     let second = store
         .execution_claim(&claim("w2", 1))
         .await
@@ -112,17 +102,10 @@ pub async fn a_completion_after_its_lease_lapsed_is_refused(h: Harness) {
     assert_eq!((read.state, read.attempt), (ExecutionState::Running, 1));
     assert!(read.attempts.iter().all(|a| a.outcome.is_none()));
     // The reaper's completion applies: the attempt is settled as lapsed, due again now.
-    let reap = AttemptComplete {
-        attempt,
-        outcome: AttemptOutcome::LeaseLapsed,
-        status_code: None,
-        error: Some("lease lapsed".into()),
-        detail: None,
-        next: NextStep::RetryAfter(Dur::ZERO),
-        only_if_lapsed: true,
-        output: None,
-    };
-    store.attempt_complete(&reap).await.expect("reap");
+    store
+        .attempt_complete(&reap_lapsed(&attempt.id, attempt.attempt))
+        .await
+        .expect("reap");
     let read = store
         .execution_get("ns", &e.id)
         .await

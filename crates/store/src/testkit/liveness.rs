@@ -132,20 +132,10 @@ pub async fn a_worker_lease_taken_over_lapses_every_attempt_under_it(h: Harness)
     assert!(matches!(refused, Err(Error::StaleFence(_))), "{refused:?}");
     // The reaper's completions apply: each retried, the held one not before its fire time.
     for e in &claimed {
-        let reap = AttemptComplete {
-            attempt: AttemptRef {
-                id: e.id.clone(),
-                attempt: 1,
-            },
-            outcome: AttemptOutcome::LeaseLapsed,
-            status_code: None,
-            error: Some("lease lapsed".into()),
-            detail: None,
-            next: NextStep::RetryAfter(Dur::ZERO),
-            only_if_lapsed: true,
-            output: None,
-        };
-        store.attempt_complete(&reap).await.expect("reap");
+        store
+            .attempt_complete(&reap_lapsed(&e.id, 1))
+            .await
+            .expect("reap");
         let read = store
             .execution_get("ns", &e.id)
             .await

@@ -393,6 +393,24 @@ async fn create_with(
         .expect("create job")
 }
 
+/// The reaper's completion of attempt `attempt` of execution `id`, applied only if its lease
+/// lapsed: recorded `lease_lapsed` and retried at once.
+pub fn reap_lapsed(id: &str, attempt: u32) -> AttemptComplete {
+    AttemptComplete {
+        attempt: AttemptRef {
+            id: id.into(),
+            attempt,
+        },
+        outcome: AttemptOutcome::LeaseLapsed,
+        status_code: None,
+        error: Some("lease lapsed".into()),
+        detail: None,
+        next: NextStep::RetryAfter(Dur::ZERO),
+        only_if_lapsed: true,
+        output: None,
+    }
+}
+
 /// A successful completion (HTTP 200) of attempt `attempt` of execution `id`.
 pub fn complete_ok(id: &str, attempt: u32) -> AttemptComplete {
     AttemptComplete {
