@@ -946,9 +946,10 @@ impl Worker {
             id: e.id.clone(),
             attempt: e.attempt,
         };
-        // An attempt starts only while its worker's lease is known good (docs/guarantees.md, "Workers"); while the
-        // store is presumed unreachable, only after it confirmed a renewal asked for now, so
-        // that an outage does not turn it into a delivery whose completion cannot be written.
+        // An attempt starts only while its worker's lease is known good (docs/guarantees.md,
+        // "Workers"); while the store is presumed unreachable, only after it confirmed a
+        // renewal asked for now, so that an outage does not turn it into a delivery whose
+        // completion cannot be written.
         let due = due
             && tokio::select! {
                 reached = self.may_start(&attempt, e.worker_epoch) => reached,
@@ -1157,8 +1158,8 @@ impl Worker {
         drop(span);
         // An attempt under a worker lease that ended before its first heartbeat has no lease
         // of its own: the worker's lease covers its outcome until it is written, with no
-        // renewal per attempt, however long the store takes (docs/guarantees.md, "Workers"). One that ran longer
-        // renews its own lease until then.
+        // renewal per attempt, however long the store takes (docs/guarantees.md, "Workers").
+        // One that ran longer renews its own lease until then.
         let own_lease = e.worker_epoch.is_none()
             || self.clock.now() >= started + e.run.heartbeat_timeout.as_signed() / 3;
         // How long the completion writer may defer it ([`lease_cap`]): without a lease of its

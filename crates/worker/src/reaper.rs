@@ -9,14 +9,14 @@
 //! holding a burst (up to `max_claimed_ahead` executions) has it retried within seconds of
 //! the leases lapsing, not at one batch a second.
 //!
-//! Worker leases (docs/guarantees.md, "Workers"): each pass first takes over the worker leases that lapsed by the
-//! store's clock ([`Store::worker_lease_reap`](sundial_store::Store::worker_lease_reap)), which
-//! marks every attempt held under them lapsed, so the same pass retries them. A reaper takes
-//! leases over only once it has itself been in touch with the store for [`reap_grace`]
-//! (passes no further apart than twice its period): after an outage of the store, or a pause of
-//! its own process, every live worker renews its lease within a renewal interval of the store's
-//! return, and what a store outage made look lapsed is not taken from a live worker
-//! (docs/guarantees.md, "Workers").
+//! Worker leases (docs/guarantees.md, "Workers"): each pass first takes over the worker leases that
+//! lapsed by the store's clock
+//! ([`Store::worker_lease_reap`](sundial_store::Store::worker_lease_reap)), which marks every
+//! attempt held under them lapsed, so the same pass retries them. A reaper takes leases over only
+//! once it has itself been in touch with the store for [`reap_grace`] (passes no further apart than
+//! twice its period): after an outage of the store, or a pause of its own process, every live
+//! worker renews its lease within a renewal interval of the store's return, and what a store outage
+//! made look lapsed is not taken from a live worker (docs/guarantees.md, "Workers").
 
 use std::sync::Mutex;
 use std::time::Duration;
