@@ -631,6 +631,14 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let job_count = jobs.len();
+    if let Some(timeout) = &common.heartbeat_timeout {
+        let parsed: sundial_core::Dur = timeout
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--heartbeat-timeout: {e}"))?;
+        if parsed.as_millis() < 1000 {
+            bail!("--heartbeat-timeout: {timeout} is shorter than 1s");
+        }
+    }
     if expected == 0 {
         bail!("--jobs / --rate: give at least 1");
     }
