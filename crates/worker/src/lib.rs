@@ -542,6 +542,46 @@ pub struct Worker {
     leased: Arc<std::sync::atomic::AtomicBool>,
 }
 
+/// Settles an attempt whose task panics: dropped while unwinding, it writes the attempt's end
+/// as a transient failure (retried, or dead once attempts are exhausted) from a task of its
+/// own. An attempt under a worker lease has no lease of its own before its first heartbeat, so
+/// without it a panicked attempt would stay `running` as long as its worker lives.
+struct Unwinding<'a> {
+    worker: &'a Worker,
+    execution: &'a ClaimedExecution,
+}
+
+impl Drop for Unwinding<'_> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let (worker, e) = (self.worker.clone(), self.execution.clone());
+        worker.unregister(&e.id);
+        tokio::spawn(async move {
+            let attempt = AttemptRef {
+                id: e.id.clone(),
+                attempt: e.attempt,
+            };
+            let failure = Failure::Target(TargetError::Retryable {
+                after: None,
+                status_code: None,
+                message: "the attempt's task panicked in the worker".into(),
+            });
+            let completion = worker.completion(&e, attempt, Err(failure), false);
+            let (next, error) = (completion.next, completion.error.clone());
+            let written = worker
+                .complete(completion, e.run.heartbeat_timeout.as_std(), e.worker_epoch)
+                .await;
+            tracing::error!(execution = %e.id, attempt = e.attempt, written,
+                "an attempt's task panicked; its end is recorded as a transient failure");
+            if written {
+                log_ending(&e, next, error.as_deref());
+            }
+        });
+    }
+}
+
 /// Counts an attempt past its start among the worker's `waiting` ones while it lives.
 struct Waiting<'a>(&'a Worker);
 
@@ -1087,6 +1127,10 @@ impl Worker {
         cancelled: &Notify,
         slot: tokio::sync::OwnedSemaphorePermit,
     ) {
+        let _unwinding = Unwinding {
+            worker: self,
+            execution: e,
+        };
         let started = self.clock.now();
         if e.attempt == 1 {
             let lag = started.duration_since(e.fire_at).as_secs_f64().max(0.0);

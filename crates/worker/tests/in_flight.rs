@@ -130,3 +130,82 @@ async fn held_deliveries(max_in_flight: usize, claim_batch: u32) {
         "the worker never ran deliveries side by side (most {most})"
     );
 }
+
+/// A target whose first delivery panics (a defect), then succeeds.
+#[derive(Default)]
+struct PanicsOnce(std::sync::atomic::AtomicBool);
+
+#[async_trait::async_trait]
+impl sundial_target::Target for PanicsOnce {
+    async fn dispatch(
+        &self,
+        _: &sundial_target::Delivery<'_>,
+    ) -> Result<sundial_target::Outcome, sundial_target::Error> {
+        if !self.0.swap(true, Ordering::SeqCst) {
+            panic!("a defect in a target");
+        }
+        Ok(sundial_target::Outcome::default())
+    }
+}
+
+/// An attempt whose task panics is recorded as a transient failure and retried: under its
+/// worker's lease it has no lease of its own before its first heartbeat, so nothing else would
+/// end it while the worker lives (docs/guarantees.md, "Workers").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_whose_task_panics_is_recorded_failed_and_retried() {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = embedded_store(dir.path(), clock.clone()).await;
+    let job = http_job(&*store, "a", "http://127.0.0.1:9/unused".into()).await;
+    let e = store
+        .execution_insert(&execution(&job, t0()))
+        .await
+        .expect("insert");
+    let worker = sundial_worker::Worker::new(
+        store.clone(),
+        clock.clone(),
+        Arc::new(PanicsOnce::default()),
+        WorkerConfig::new("w1"),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let running = tokio::spawn(worker.run(stopped));
+    common::eventually("attempt 1 recorded failed", async || {
+        store
+            .execution_get("ns", &e.id)
+            .await
+            .expect("get")
+            .is_some_and(|e| e.state == ExecutionState::RetryWait)
+    })
+    .await;
+    // Once the worker is idle again, past the retry's backoff: attempt 2 succeeds.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    clock.advance(SignedDuration::from_secs(5));
+    common::eventually("attempt 2 succeeded", async || {
+        store
+            .execution_get("ns", &e.id)
+            .await
+            .expect("get")
+            .is_some_and(|e| e.state == ExecutionState::Succeeded)
+    })
+    .await;
+    let read = store
+        .execution_get("ns", &e.id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(read.attempt, 2);
+    assert_eq!(
+        read.attempts[0].outcome,
+        Some(sundial_core::execution::AttemptOutcome::TransientFailure)
+    );
+    assert!(
+        read.attempts[0]
+            .error
+            .as_deref()
+            .is_some_and(|m| m.contains("panicked")),
+        "{read:?}"
+    );
+    let _ = stop.send(true);
+    running.await.expect("worker stopped");
+}
