@@ -1,0 +1,219 @@
+//! A worker's claims: when to look again (`next_look`), the claim window
+//! widened for a burst (`burst_window`), a round of claims side by side, and the
+//! start (or hold) of what they handed out. The invariants are the crate's (lib.rs).
+
+use super::*;
+
+impl Worker {
+    /// When to look again, on this node's clock, after a round that started `started`
+    /// attempts and was handed less than it asked for: [`next_look`]'s wait for the next
+    /// execution's due time by the store's clock, or one poll interval when the store cannot
+    /// say. The wait is computed as a duration on the store's clock, so a node whose own
+    /// clock is skewed neither busy-loops nor oversleeps.
+    pub(crate) async fn idle_deadline(&self, started: usize) -> Timestamp {
+        let poll = self.config.poll.as_signed();
+        let wait = match (
+            self.store.execution_next_due().await,
+            self.store.now().await,
+        ) {
+            (Ok(Some(due)), Ok(now)) => {
+                let until_due = due.duration_since(now);
+                let window = self.claim_window(due, until_due).await;
+                let before = self.window_ms.swap(window.as_millis(), Ordering::Relaxed);
+                if window.as_millis() > before && until_due <= window.as_signed() {
+                    // A burst came within the widened window: claim it now, not once it is
+                    // within `claim_ahead`.
+                    jiff::SignedDuration::ZERO
+                } else {
+                    next_look(started, until_due, window.as_signed(), poll)
+                }
+            }
+            _ => poll,
+        };
+        self.clock.now() + wait
+    }
+
+    /// The window for the next claims ahead: `claim_ahead`, widened for a burst by
+    /// [`burst_window`] when the next execution `due` (in `until_due`, by the store's clock)
+    /// is beyond it, from how many executions come due within `claim_ahead` of it (counted
+    /// up to `max_claimed_ahead`). A failed count keeps `claim_ahead`.
+    pub(crate) async fn claim_window(
+        &self,
+        due: Timestamp,
+        until_due: jiff::SignedDuration,
+    ) -> Dur {
+        let near = self.config.claim_ahead;
+        if near.as_millis() == 0
+            || self.config.max_claimed_ahead == 0
+            || until_due <= near.as_signed()
+        {
+            return near;
+        }
+        let cap = u32::try_from(self.config.max_claimed_ahead).unwrap_or(u32::MAX);
+        match self
+            .store
+            .execution_due_count(due, due + near.as_signed(), cap)
+            .await
+        {
+            Ok(mass) => burst_window(near, mass, self.config.burst_claim_rate),
+            Err(_) => near,
+        }
+    }
+
+    /// One round of claims: up to [`CLAIMS_AT_ONCE`] claims of up to `claim_batch` each, run
+    /// at once (each on a store connection of its own) and asking together for no more than
+    /// [`Worker::free`]; returns what it asked for and was handed. A failed claim is logged
+    /// and counts as handing none. A claim asks ahead for no more executions than can still
+    /// be held beside those its round's earlier claims may be handed; once none can, the
+    /// round's other claims ask for due executions only.
+    ///
+    /// The claims of a round run side by side because a worker busy starting the attempts of
+    /// one claim serves the store round trips of a claim sent after it late, tens of
+    /// milliseconds a round trip when 512 attempts have just started (BENCHMARKS.md, "Claims
+    /// side by side"). Each claim's attempts start as soon as it returns.
+    pub(crate) async fn claim_round(&self) -> Round {
+        let batch = self.config.claim_batch.max(1) as usize;
+        let mut left = self.free().min(batch.saturating_mul(CLAIMS_AT_ONCE));
+        let mut round = Round::default();
+        let mut room = self.ahead.available_permits();
+        let mut claims = tokio::task::JoinSet::new();
+        while left > 0 && claims.len() < CLAIMS_AT_ONCE {
+            let mut limit = left.min(batch);
+            // A claim ahead asks for no more than can still be held (the executions it is
+            // handed may all be ahead); with no room left, a claim asks for due ones only.
+            let ahead = room > 0;
+            if ahead {
+                limit = limit.min(room);
+                room -= limit;
+            }
+            left -= limit;
+            round.asked += limit;
+            let worker = self.clone();
+            claims.spawn(async move {
+                let asked = std::time::Instant::now();
+                let claimed = worker.claim(limit, ahead).await;
+                if let Ok(claimed) = &claimed {
+                    tracing::debug!(
+                        limit,
+                        ahead,
+                        claimed = claimed.len(),
+                        ms = asked.elapsed().as_secs_f64() * 1e3,
+                        "claim returned"
+                    );
+                }
+                (claimed, worker.clock.now())
+            });
+        }
+        while let Some(done) = claims.join_next().await {
+            match done {
+                Ok((Ok(claimed), returned_at)) => {
+                    self.store_reached(true);
+                    round.handed += claimed.len();
+                    round.started += self.start(claimed, returned_at);
+                }
+                Ok((Err(StoreError::StaleFence(reason)), _)) => {
+                    // The worker lease was taken over: the liveness loop learns it at once.
+                    tracing::warn!(reason = %reason, "claim refused under this worker's lease; renewing it");
+                    self.liveness.check();
+                }
+                Ok((Err(e), _)) if e.is_retryable_when_idempotent() => {
+                    self.store_reached(false);
+                    tracing::warn!(error = %e, "claiming executions failed; trying again");
+                }
+                Ok((Err(e), _)) => {
+                    // A defect: the claim is retried on the next round all the same (the
+                    // worker must go on), but said louder.
+                    tracing::error!(error = %e, "claiming executions failed");
+                }
+                Err(e) => {
+                    // The claim panicked (a defect): what it claimed, if anything, is
+                    // retried by the reaper once its lease lapses.
+                    tracing::error!(error = %e, "a claim did not finish");
+                }
+            }
+        }
+        round
+    }
+
+    /// Claims up to `limit` due executions (0: none, without asking the store), and, when
+    /// `ahead`, executions due within `claim_ahead`.
+    ///
+    /// # Errors
+    /// The store's, when the claim fails.
+    pub(crate) async fn claim(
+        &self,
+        limit: usize,
+        ahead: bool,
+    ) -> Result<Vec<ClaimedExecution>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let ahead_ms = if ahead {
+            u32::try_from(self.window_ms.load(Ordering::Relaxed)).unwrap_or(u32::MAX)
+        } else {
+            0
+        };
+        let epoch = self.liveness.epoch();
+        if epoch.is_none() && self.leased.load(Ordering::Relaxed) {
+            // Between a lost lease and the next: nothing is claimed.
+            return Ok(Vec::new());
+        }
+        self.store
+            .execution_claim(&ExecutionClaim {
+                worker: self.config.node.clone(),
+                limit: u32::try_from(limit).unwrap_or(u32::MAX),
+                rate_limits: self.config.rate_limits.clone(),
+                ahead_ms,
+                epoch,
+            })
+            .await
+    }
+
+    /// Starts the attempt of each `claimed` execution due now, with its delivery slot and its
+    /// `unwritten` permit, and holds each one claimed ahead until its start ([`Worker::hold`]),
+    /// counting from `returned_at` (this node's clock when the claim returned); returns how
+    /// many it took on.
+    pub(crate) fn start(&self, claimed: Vec<ClaimedExecution>, returned_at: Timestamp) -> usize {
+        let mut started = 0;
+        for execution in claimed {
+            let hold = execution.started_at.duration_since(execution.claimed_at);
+            let worker = self.clone();
+            if hold.is_positive() {
+                // The round asked for no more than can be held.
+                let Ok(held) = self.ahead.clone().try_acquire_owned() else {
+                    tracing::error!(execution = %execution.id,
+                        "claimed ahead past the executions this worker may hold; the reaper retries it");
+                    continue;
+                };
+                tokio::spawn(async move {
+                    worker.hold(execution, returned_at + hold, Some(held)).await;
+                });
+            } else if let (Ok(slot), Ok(unwritten)) = (
+                self.slots.clone().try_acquire_owned(),
+                self.unwritten.clone().try_acquire_owned(),
+            ) {
+                tokio::spawn(async move {
+                    worker.attempt(execution, slot).await;
+                    drop(unwritten);
+                });
+            } else {
+                // The claims asked for no more than were free, but an execution held after a
+                // claim ahead may have taken the permits since: this one waits for them as
+                // held ones do, renewing its lease.
+                tokio::spawn(async move {
+                    worker.hold(execution, returned_at, None).await;
+                });
+            }
+            started += 1;
+        }
+        started
+    }
+
+    /// How many more attempts this worker may claim now: free delivery slots, bounded by the
+    /// room left for unwritten completions.
+    pub(crate) fn free(&self) -> usize {
+        self.slots
+            .available_permits()
+            .min(self.unwritten.available_permits())
+    }
+}

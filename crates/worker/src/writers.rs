@@ -1,0 +1,307 @@
+//! A worker's store writers: the lease renewals of attempts that run long (one renewal loop
+//! per attempt, written in batches by [`Worker::renewal_writer`]), the decision of where an
+//! execution goes after an attempt ([`Worker::completion`]), and the completions, written in
+//! batches by [`Worker::completion_batcher`], deferred while a burst waits for delivery slots
+//! ([`crate::defer_budget`]). The invariants are the crate's (lib.rs).
+
+use super::*;
+
+impl Worker {
+    /// Renews the attempt's lease every third of the heartbeat timeout, through the renewal
+    /// writer; returns only when the store refuses a renewal (the lease lapsed, the execution
+    /// was cancelled or re-claimed) or fails in a way retrying cannot fix (a defect);
+    /// retryable failures are retried at the next renewal.
+    ///
+    /// The first renewal is due a third of the timeout after `from`, when the lease was last
+    /// set (the fire time of an execution held after a claim ahead, the attempt's start
+    /// otherwise), however late this is first polled: a task polled late in a burst renews
+    /// at once rather than a third of the timeout after it was polled, past its lease.
+    pub(crate) async fn heartbeat(
+        &self,
+        attempt: &AttemptRef,
+        heartbeat_timeout: Dur,
+        from: Timestamp,
+    ) -> LeaseLost {
+        let every = (heartbeat_timeout.as_signed() / 3).max(jiff::SignedDuration::from_millis(100));
+        let mut next = from + every;
+        loop {
+            self.clock.sleep_until(next).await;
+            next = self.clock.now() + every;
+            match self.renew(attempt).await {
+                Renewed::Extended => self.store_reached(true),
+                Renewed::Refused => return LeaseLost::Refused,
+                // A renewal changes nothing but the lease's expiry: one of unknown outcome
+                // is retried like a retryable failure.
+                Renewed::Failed {
+                    retry: true,
+                    message,
+                } => {
+                    self.store_reached(false);
+                    tracing::warn!(error = %message, execution = %attempt.id, "heartbeat failed; retrying")
+                }
+                Renewed::Failed {
+                    retry: false,
+                    message,
+                } => {
+                    tracing::error!(error = %message, execution = %attempt.id,
+                        "heartbeat refused for a reason retrying cannot fix; abandoning the attempt");
+                    return LeaseLost::Failed(message);
+                }
+            }
+        }
+    }
+
+    /// One lease renewal, written with the others waiting ([`Worker::renewal_writer`]), or
+    /// alone when no writer runs (the worker is driven by hand).
+    pub(crate) async fn renew(&self, attempt: &AttemptRef) -> Renewed {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        if self.renewals.send((attempt.clone(), reply)).is_ok() {
+            return answer.await.unwrap_or_else(|_| Renewed::Failed {
+                retry: false,
+                message: "the lease renewal writer has stopped".into(),
+            });
+        }
+        match self
+            .store
+            .attempt_heartbeat_batch(std::slice::from_ref(attempt))
+            .await
+        {
+            Ok(renewed) => Renewed::judged(renewed.into_iter().next().flatten()),
+            Err(e) => Renewed::failed(&e),
+        }
+    }
+
+    /// Writes the lease renewals waiting in the queue, up to [`RENEWAL_BATCH`] per store call
+    /// after at most [`RENEWAL_GATHER`] for a batch to fill, and answers each: each is judged
+    /// on its own ([`Store::attempt_heartbeat_batch`]).
+    pub(crate) async fn renewal_writer(
+        self,
+        mut queue: tokio::sync::mpsc::UnboundedReceiver<Renewal>,
+    ) {
+        let mut batch = Vec::with_capacity(RENEWAL_BATCH);
+        while gather(&mut queue, &mut batch, RENEWAL_BATCH, RENEWAL_GATHER).await > 0 {
+            let attempts: Vec<AttemptRef> = batch.iter().map(|(a, _)| a.clone()).collect();
+            match self.store.attempt_heartbeat_batch(&attempts).await {
+                Ok(renewed) => {
+                    for ((_, reply), expiry) in batch
+                        .drain(..)
+                        .zip(renewed.into_iter().chain(std::iter::repeat(None)))
+                    {
+                        let _ = reply.send(Renewed::judged(expiry));
+                    }
+                }
+                Err(e) => {
+                    let failed = Renewed::failed(&e);
+                    for (_, reply) in batch.drain(..) {
+                        let _ = reply.send(failed.clone());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Decides where the execution goes after an attempt (docs/failure-classes.md).
+    pub(crate) fn completion(
+        &self,
+        e: &ClaimedExecution,
+        attempt: AttemptRef,
+        result: Result<sundial_target::Outcome, Failure>,
+        only_if_lapsed: bool,
+    ) -> AttemptComplete {
+        let retry = |after: Option<Dur>| {
+            if e.attempt >= e.max_attempts {
+                NextStep::Dead
+            } else {
+                let delay = e.run.retry.delay(e.attempt, rand::random::<f64>(), after);
+                NextStep::RetryAfter(delay)
+            }
+        };
+        let (mut detail, mut output) = (None, None);
+        let (outcome, status_code, error, next) = match result {
+            Ok(ok) => {
+                detail = ok.detail;
+                output = ok.output;
+                (
+                    AttemptOutcome::Succeeded,
+                    ok.status_code,
+                    None,
+                    NextStep::Succeeded,
+                )
+            }
+            Err(Failure::Target(TargetError::Permanent {
+                status_code,
+                message,
+            })) => (
+                AttemptOutcome::PermanentFailure,
+                status_code,
+                Some(message),
+                NextStep::Failed,
+            ),
+            Err(Failure::Target(TargetError::Retryable {
+                after,
+                status_code,
+                message,
+            })) => (
+                AttemptOutcome::TransientFailure,
+                status_code,
+                Some(message),
+                retry(after),
+            ),
+            Err(Failure::TimedOut) => (
+                AttemptOutcome::TimedOut,
+                None,
+                Some(format!("attempt timed out after {}", e.run.timeout)),
+                retry(None),
+            ),
+            Err(Failure::LeaseLapsed) => (
+                AttemptOutcome::LeaseLapsed,
+                None,
+                Some("the worker's lease lapsed (worker crashed or lost the store)".into()),
+                retry(None),
+            ),
+        };
+        metrics::counter!("sundial_attempts_total", "outcome" => outcome.as_str()).increment(1);
+        AttemptComplete {
+            detail,
+            attempt,
+            outcome,
+            status_code,
+            error,
+            next,
+            only_if_lapsed,
+            output,
+        }
+    }
+
+    /// Writes a completion, retrying while the store is unavailable (if it never lands, the
+    /// lease lapses and the reaper re-runs the attempt: at least once, docs/guarantees.md#g2-at-least-once). Completions
+    /// of concurrent attempts are written together, one transaction per batch (group commit,
+    /// see [`Worker::completion_batcher`]).
+    pub(crate) async fn complete(
+        &self,
+        completion: AttemptComplete,
+        heartbeat_timeout: Duration,
+        epoch: Option<i64>,
+    ) -> bool {
+        let mut backoff = Duration::from_millis(50);
+        // Under a worker lease the completion is tried until it is written or refused, however
+        // long the store is away: the lease stands until a reaper takes it over, and then the
+        // store refuses it. Outside one, eight tries, then the attempt's lease lapses.
+        let tries = if epoch.is_some() { usize::MAX } else { 8 };
+        for _ in 0..tries {
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            let result = match self
+                .batcher
+                .send((completion.clone(), heartbeat_timeout, reply))
+            {
+                Ok(()) => answer.await.unwrap_or(Err(CompletionError::WriterStopped)),
+                // No batcher running (the worker is driven by hand): write it alone.
+                Err(_) => self
+                    .store
+                    .attempt_complete_batch(std::slice::from_ref(&completion))
+                    .await
+                    .map(|v| v.first().copied().unwrap_or(false))
+                    .map_err(|e| CompletionError::from(&e)),
+            };
+            match result {
+                Ok(true) => {
+                    self.store_reached(true);
+                    return true;
+                }
+                Ok(false) => {
+                    self.store_reached(true);
+                    tracing::warn!(execution = %completion.attempt.id, attempt = completion.attempt.attempt,
+                        "completion refused: the attempt is no longer current");
+                    return false;
+                }
+                Err(CompletionError::Store {
+                    retry: true,
+                    message,
+                }) => {
+                    self.store_reached(false);
+                    tracing::warn!(error = %message, execution = %completion.attempt.id, "completion failed; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+                Err(e) => {
+                    // Not retryable (a defect, or the writer stopped): the lease lapses and the
+                    // reaper retries the attempt.
+                    tracing::error!(error = %e, execution = %completion.attempt.id,
+                        "completion not written; the reaper will retry the attempt");
+                    return false;
+                }
+            }
+        }
+        false
+    }
+
+    /// Waits while [`defers_writing`] says to, `behind` being since when the writer is behind
+    /// its queue and the most attempts it saw waiting meanwhile, for no longer than
+    /// [`lease_cap`] of the batch's `shortest_lease` (`heartbeat_timeout`); looks again as soon as no
+    /// attempt waits, and every [`DEFER_LOOK`] for the room left.
+    pub(crate) async fn defer_writing(&self, behind: &mut Behind, shortest_lease: Duration) {
+        let reserve = self.config.max_in_flight;
+        loop {
+            let waiting = self.waiting.load(Ordering::SeqCst);
+            behind.peak_waiting = behind.peak_waiting.max(waiting);
+            let room = self.unwritten.available_permits();
+            let budget = defer_budget(behind.peak_waiting).min(lease_cap(shortest_lease));
+            if !defers_writing(waiting, room, reserve, behind.since.elapsed(), budget) {
+                return;
+            }
+            tokio::select! {
+                _ = self.none_waiting.notified() => {}
+                _ = tokio::time::sleep(DEFER_LOOK) => {}
+            }
+        }
+    }
+
+    /// Writes the completions waiting in the queue, up to [`COMPLETION_BATCH`] per store call,
+    /// and answers each with whether it applied; defers while attempts wait to start
+    /// ([`defer_budget`]).
+    pub(crate) async fn completion_batcher(
+        self,
+        mut queue: tokio::sync::mpsc::UnboundedReceiver<Completion>,
+    ) {
+        let mut batch = Vec::with_capacity(COMPLETION_BATCH);
+        // Since when the writer has had more queued than the batch it wrote: its deferrals
+        // since then count against the budget.
+        let mut behind: Option<Behind> = None;
+        while gather(&mut queue, &mut batch, COMPLETION_BATCH, COMPLETION_GATHER).await > 0 {
+            let shortest_lease = batch.iter().map(|(_, lease, _)| *lease).min();
+            self.defer_writing(
+                behind.get_or_insert_with(Behind::now),
+                shortest_lease.unwrap_or(Duration::ZERO),
+            )
+            .await;
+            let completions: Vec<AttemptComplete> =
+                batch.iter().map(|(c, _, _)| c.clone()).collect();
+            let asked = std::time::Instant::now();
+            let written = self.store.attempt_complete_batch(&completions).await;
+            tracing::debug!(
+                completions = completions.len(),
+                ms = asked.elapsed().as_secs_f64() * 1e3,
+                "completion batch returned"
+            );
+            match written {
+                Ok(applied) => {
+                    for ((_, _, reply), ok) in batch
+                        .drain(..)
+                        .zip(applied.into_iter().chain(std::iter::repeat(false)))
+                    {
+                        let _ = reply.send(Ok(ok));
+                    }
+                }
+                Err(e) => {
+                    let error = CompletionError::from(&e);
+                    for (_, _, reply) in batch.drain(..) {
+                        let _ = reply.send(Err(error.clone()));
+                    }
+                }
+            }
+            if queue.is_empty() {
+                behind = None;
+            }
+        }
+    }
+}
