@@ -18,6 +18,7 @@ macro_rules! outln {
 mod backfill_cmd;
 mod bench;
 mod bench_history;
+mod bench_nodes;
 mod bench_workflow;
 mod calendar_cmd;
 mod client;
