@@ -18,6 +18,7 @@
 //!   where it has one.
 
 mod pages;
+mod workflow_pages;
 
 use axum::Router;
 use axum::body::Body;
@@ -120,16 +121,22 @@ pub(crate) fn router(app: AppState, api: Router) -> Router {
             "/ui/namespaces/{ns}/dead-letters/redrive",
             post(pages::redrive),
         )
-        .route("/ui/namespaces/{ns}/workflows", get(pages::workflows))
-        .route("/ui/namespaces/{ns}/workflows/{name}", get(pages::workflow))
+        .route(
+            "/ui/namespaces/{ns}/workflows",
+            get(workflow_pages::workflows),
+        )
+        .route(
+            "/ui/namespaces/{ns}/workflows/{name}",
+            get(workflow_pages::workflow),
+        )
         .route(
             "/ui/namespaces/{ns}/workflows/{name}/{action}",
-            post(pages::workflow_action),
+            post(workflow_pages::workflow_action),
         )
-        .route("/ui/namespaces/{ns}/runs/{id}", get(pages::run))
+        .route("/ui/namespaces/{ns}/runs/{id}", get(workflow_pages::run))
         .route(
             "/ui/namespaces/{ns}/runs/{id}/{action}",
-            post(pages::run_action),
+            post(workflow_pages::run_action),
         )
         .route("/ui/cluster", get(pages::cluster))
         .layer(axum::middleware::from_fn_with_state(ui.clone(), guard))
