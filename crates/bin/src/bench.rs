@@ -27,7 +27,7 @@ pub struct BenchArgs {
 }
 
 #[derive(Debug, Subcommand)]
-enum Workload {
+pub(crate) enum Workload {
     /// N one-off jobs all due at the same instant.
     Burst {
         /// Jobs in the burst
@@ -52,6 +52,35 @@ enum Workload {
         #[command(flatten)]
         common: Common,
     },
+    /// The highest steady rate this machine holds: the delivery ceiling first, then 60 s
+    /// steady runs at rates found by bisection, each judged by `lag p99 < 1 s` with the lag not
+    /// growing over its last 20 s (docs/operations.md, "Capacity").
+    Capacity {
+        /// Each probe's length, e.g. 60s
+        #[arg(long, default_value = "60s")]
+        duration: String,
+        /// Most steady runs to make
+        #[arg(long, default_value_t = 6)]
+        probes: u32,
+        /// The first rate to try [default: a quarter of the delivery ceiling]
+        #[arg(long)]
+        start_rate: Option<u32>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// The delivery ceiling: HTTP attempts per second through Sundial's HTTP target into a
+    /// loopback sink in a process of its own, with no store, scheduler or worker around them.
+    Ceiling {
+        /// Attempts to make
+        #[arg(long, default_value_t = 100_000)]
+        attempts: u32,
+        /// Attempts in flight at once (the worker's default `max_in_flight`)
+        #[arg(long, default_value_t = 1024)]
+        in_flight: u32,
+    },
+    /// The ceiling's sink (started by `ceiling` in a process of its own)
+    #[command(hide = true)]
+    CeilingSink,
     /// Workflow runs due at one instant: release lag (a task's attempt start − its
     /// upstream's completion commit), tasks/s, lost and duplicated task deliveries
     /// (docs/workflows.md, "Performance").
@@ -71,7 +100,7 @@ enum Workload {
 }
 
 /// Options every workload takes.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct Common {
     /// Store URL [default: a fresh SQLite file in the temp directory]
     #[arg(long)]
@@ -388,15 +417,69 @@ pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// Runs a workload.
 pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    // Steady runs only: how the slots fall within each second, and the run's length in s.
-    let (mut arrivals, mut offered_s) = (None, 0.0);
-    let (workload, common, expected, first_slot, last_slot, jobs) = match &args.workload {
+    match &args.workload {
         Workload::Workflow {
             shape,
             runs,
             tasks,
             common,
         } => return crate::bench_workflow::run(*shape, *runs, *tasks, common).await,
+        Workload::Capacity {
+            duration,
+            probes,
+            start_rate,
+            common,
+        } => {
+            return crate::bench_capacity::run(duration, *probes, *start_rate, common).await;
+        }
+        Workload::Ceiling {
+            attempts,
+            in_flight,
+        } => {
+            let ceiling = crate::bench_capacity::ceiling(*attempts, *in_flight).await?;
+            outln!("{ceiling}");
+            return Ok(ExitCode::SUCCESS);
+        }
+        Workload::CeilingSink => return crate::bench_capacity::serve_ceiling_sink().await,
+        Workload::Burst { .. } | Workload::Steady { .. } => {}
+    }
+    let report = measure(&args.workload).await?;
+    print_report(&report);
+    Ok(
+        if report["lost"].as_u64() == Some(0) && report["duplicates"].as_u64() == Some(0) {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        },
+    )
+}
+
+/// A steady run of `rate` every-second jobs for `duration` (`60s`), slots spread over each
+/// second: what [`measure`] reports.
+pub(crate) fn steady(rate: u32, duration: &str, common: Common) -> Workload {
+    Workload::Steady {
+        rate,
+        duration: duration.to_owned(),
+        aligned: false,
+        common,
+    }
+}
+
+/// Runs a burst or steady workload and returns its report (the JSON line `sundial bench`
+/// prints): drain, triggers/s, lag percentiles (ms), lost and duplicate deliveries, leases
+/// lapsed, the executions left in each state, peak RSS, and for a steady run the lag p99 of
+/// each second of fire times with its trend over the last 20 s ([`lag_trend`]).
+///
+/// # Errors
+/// Bad options (naming the flag), a server that does not start, jobs not created in time.
+pub(crate) async fn measure(workload: &Workload) -> anyhow::Result<Value> {
+    // Steady runs only: how the slots fall within each second, and the run's length in s.
+    let (mut arrivals, mut offered_s) = (None, 0.0);
+    let (workload, common, expected, first_slot, last_slot, jobs) = match workload {
+        Workload::Workflow { .. }
+        | Workload::Capacity { .. }
+        | Workload::Ceiling { .. }
+        | Workload::CeilingSink => bail!("not a burst or steady workload"),
         Workload::Burst { jobs, common } => {
             let at =
                 Timestamp::from_second(Timestamp::now().as_second() + common.lead_s as i64 + 1)?;
@@ -638,6 +721,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     drop(nodes);
+    let states = crate::bench_history::executions_by_state(&url)
+        .await
+        .unwrap_or_else(|e| {
+            eprintln!("could not count the executions by state: {e}");
+            Default::default()
+        });
 
     let seen = sink_state.seen.lock().unwrap_or_else(|e| e.into_inner());
     let mut lags: Vec<f64> = Vec::with_capacity(seen.len());
@@ -650,6 +739,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         lags.push((first.as_millisecond() - slot_ms) as f64);
     }
     lags.sort_by(f64::total_cmp);
+    let by_second = if workload == "steady" {
+        lag_p99_by_second(&seen, first_slot, offered_s as usize)
+    } else {
+        Vec::new()
+    };
     // When the run was late: the seconds (since the first slot) holding the most slots that
     // lagged past LATE_MS, to set beside the nodes' logs.
     let mut late: HashMap<i64, u64> = HashMap::new();
@@ -704,7 +798,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     };
     let mut report = json!({
         "workload": workload, "store": store, "jobs": job_count, "slots": expected, "stored": common.stored, "nodes": common.nodes,
-        "drain_s": (drain_s * 1000.0).round() / 1000.0,
+        "delivered": seen.len(), "drain_s": (drain_s * 1000.0).round() / 1000.0,
         "triggers_per_s": triggers_per_s.round(),
         "lag_ms": {"p50": percentile(&lags, 50.0), "p90": percentile(&lags, 90.0), "p99": percentile(&lags, 99.0), "max": lags.last().copied().unwrap_or(0.0)},
         "start_lag_ms": {"p50": percentile(&start_lags, 50.0), "p99": percentile(&start_lags, 99.0), "max": start_lags.last().copied().unwrap_or(0.0)},
@@ -713,8 +807,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         "worker_leases_lost": worker_leases_lost, "peak_rss_mb": (peak_rss_mb * 10.0).round() / 10.0,
         "rss_mb": {"at_1min": rss.at_1min.map(|mb| (mb * 10.0).round() / 10.0), "peak_30s_to_1min": (rss.peak_30s_to_1min * 10.0).round() / 10.0, "peak_after_1min": (rss.peak_after_1min * 10.0).round() / 10.0, "end": (rss.end * 10.0).round() / 10.0},
     });
+    report["executions"] = json!(states);
     if let Some(a) = arrivals {
         report["arrivals"] = json!(a);
+        report["lag_p99_ms_by_second"] = json!(by_second);
+        report["lag_trend_ms_per_s"] = json!((lag_trend(&by_second) * 10.0).round() / 10.0);
     }
     if let Some(b) = &backfill {
         report["backfill"] = b.clone();
@@ -722,57 +819,99 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if let (Some(before), Some(after)) = (history_before, history_after) {
         report["expired"] = json!({"loaded": common.expired, "left": after.0, "db_bytes_before": before.1, "db_bytes_after": after.1});
     }
+    Ok(report)
+}
+
+/// Prints a [`measure`] report as a table, then as one JSON line.
+pub(crate) fn print_report(r: &Value) {
+    let f = |v: &Value| v.as_f64().unwrap_or(0.0);
     outln!(
-        "workload         {workload}{} ({store}, {} node(s))",
-        arrivals
+        "workload         {}{} ({}, {} node(s))",
+        r["workload"].as_str().unwrap_or(""),
+        r["arrivals"]
+            .as_str()
             .map(|a| format!(", {a} arrivals"))
             .unwrap_or_default(),
-        common.nodes
+        r["store"].as_str().unwrap_or(""),
+        r["nodes"]
     );
-    outln!("slots expected   {expected}");
+    outln!("slots expected   {}", r["slots"]);
     outln!(
-        "delivered        {} (lost {lost}, duplicates {duplicates})",
-        seen.len()
-    );
-    outln!(
-        "leases lapsed    {lease_lapsed} attempts, {worker_leases_lost} worker leases taken over"
-    );
-    outln!(
-        "drain            {drain_s:.3} s   triggers/s {:.0}",
-        triggers_per_s
+        "delivered        {} (lost {}, duplicates {})",
+        r["delivered"],
+        r["lost"],
+        r["duplicates"]
     );
     outln!(
-        "lag ms           p50 {}  p90 {}  p99 {}  max {}",
-        report["lag_ms"]["p50"],
-        report["lag_ms"]["p90"],
-        report["lag_ms"]["p99"],
-        report["lag_ms"]["max"]
+        "leases lapsed    {} attempts, {} worker leases taken over",
+        r["lease_lapsed"],
+        r["worker_leases_lost"]
     );
-    outln!(
-        "start lag ms     p50 {}  p99 {}  max {}   (attempt start - fire time, from the records)",
-        report["start_lag_ms"]["p50"],
-        report["start_lag_ms"]["p99"],
-        report["start_lag_ms"]["max"]
-    );
-    if !late.is_empty() {
+    if let Some(states) = r["executions"].as_object().filter(|m| !m.is_empty()) {
         outln!(
-            "late seconds     {}   (second since the first slot: slots later than {LATE_MS} ms)",
-            late.iter()
-                .map(|(at, n)| format!("{at}: {n}"))
+            "executions left  {}",
+            states
+                .iter()
+                .map(|(state, n)| format!("{state} {n}"))
                 .collect::<Vec<_>>()
                 .join(", ")
         );
     }
-    outln!("peak RSS         {peak_rss_mb:.1} MB");
-    if let Some(at_1min) = rss.at_1min {
+    outln!(
+        "drain            {:.3} s   triggers/s {:.0}",
+        f(&r["drain_s"]),
+        f(&r["triggers_per_s"])
+    );
+    let lag = &r["lag_ms"];
+    outln!(
+        "lag ms           p50 {}  p90 {}  p99 {}  max {}",
+        lag["p50"],
+        lag["p90"],
+        lag["p99"],
+        lag["max"]
+    );
+    if let Some(by_second) = r["lag_p99_ms_by_second"].as_array() {
+        let shown: Vec<String> = by_second
+            .iter()
+            .step_by(by_second.len().div_ceil(12).max(1))
+            .map(|v| format!("{v}"))
+            .collect();
         outln!(
-            "RSS              {at_1min:.1} MB at 1 min (at most {:.1} MB in the 30 s before), at most {:.1} MB after, {:.1} MB at the end",
-            rss.peak_30s_to_1min,
-            rss.peak_after_1min,
-            rss.end
+            "lag p99 by s    {}   (ms, every {} s of fire times; trend over the last 20 s {} ms/s)",
+            shown.join(" "),
+            by_second.len().div_ceil(12).max(1),
+            r["lag_trend_ms_per_s"]
         );
     }
-    if let Some(b) = &backfill {
+    let start = &r["start_lag_ms"];
+    outln!(
+        "start lag ms     p50 {}  p99 {}  max {}   (attempt start - fire time, from the records)",
+        start["p50"],
+        start["p99"],
+        start["max"]
+    );
+    if let Some(late) = r["late_seconds"].as_array().filter(|l| !l.is_empty()) {
+        outln!(
+            "late seconds     {}   (second since the first slot: slots later than {LATE_MS} ms)",
+            late.iter()
+                .map(|l| format!("{}: {}", l["second"], l["slots"]))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    outln!("peak RSS         {:.1} MB", f(&r["peak_rss_mb"]));
+    let rss = &r["rss_mb"];
+    if rss["at_1min"].is_number() {
+        outln!(
+            "RSS              {:.1} MB at 1 min (at most {:.1} MB in the 30 s before), at most {:.1} MB after, {:.1} MB at the end",
+            f(&rss["at_1min"]),
+            f(&rss["peak_30s_to_1min"]),
+            f(&rss["peak_after_1min"]),
+            f(&rss["end"])
+        );
+    }
+    let b = &r["backfill"];
+    if b.is_object() {
         outln!(
             "backfill         {} slots at {}/s: {} created, {} when measured, {} delivered, {} s from start to its last step",
             b["slots"],
@@ -790,21 +929,66 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             b["slots_during"]
         );
     }
-    if let (Some(before), Some(after)) = (history_before, history_after) {
+    let e = &r["expired"];
+    if e.is_object() {
         outln!(
             "expired history  {} loaded, {} left after the run; database {:.0} MB before, {:.0} MB after",
-            common.expired,
-            after.0,
-            before.1 as f64 / 1e6,
-            after.1 as f64 / 1e6
+            e["loaded"],
+            e["left"],
+            f(&e["db_bytes_before"]) / 1e6,
+            f(&e["db_bytes_after"]) / 1e6
         );
     }
-    outln!("{report}");
-    Ok(if lost == 0 && duplicates == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    outln!("{r}");
+}
+
+/// The lag p99 (ms) of the slots whose fire time falls in each second of a steady run of
+/// `seconds` seconds from `first_slot` (second 0 first); a second none of whose slots was
+/// delivered reads 0.
+fn lag_p99_by_second(
+    seen: &HashMap<(String, i64), Vec<Timestamp>>,
+    first_slot: Timestamp,
+    seconds: usize,
+) -> Vec<f64> {
+    let mut by: Vec<Vec<f64>> = vec![Vec::new(); seconds];
+    for ((_, slot_ms), receipts) in seen {
+        let second = (slot_ms - first_slot.as_millisecond()).div_euclid(1000);
+        if let (Ok(k), Some(first)) = (usize::try_from(second), receipts.iter().min())
+            && let Some(lags) = by.get_mut(k)
+        {
+            lags.push((first.as_millisecond() - slot_ms) as f64);
+        }
+    }
+    by.into_iter()
+        .map(|mut lags| {
+            lags.sort_by(f64::total_cmp);
+            percentile(&lags, 99.0)
+        })
+        .collect()
+}
+
+/// How many seconds at the end of a steady run [`lag_trend`] looks at (20).
+pub(crate) const TREND_SECONDS: usize = 20;
+
+/// How fast the lag grew over the last [`TREND_SECONDS`] of a steady run, in ms of lag per
+/// second of fire time: the least-squares slope of `by_second` (each second's lag p99) over
+/// them (all of them when fewer). A run that keeps up reads about 0; one that falls behind by
+/// a fraction x of each second reads about 1000·x.
+pub(crate) fn lag_trend(by_second: &[f64]) -> f64 {
+    let tail = &by_second[by_second.len().saturating_sub(TREND_SECONDS)..];
+    let n = tail.len() as f64;
+    if tail.len() < 2 {
+        return 0.0;
+    }
+    let mean_x = (n - 1.0) / 2.0;
+    let mean_y = tail.iter().sum::<f64>() / n;
+    let (mut num, mut den) = (0.0, 0.0);
+    for (i, y) in tail.iter().enumerate() {
+        let dx = i as f64 - mean_x;
+        num += dx * (y - mean_y);
+        den += dx * dx;
+    }
+    num / den
 }
 
 #[cfg(test)]
@@ -827,6 +1011,32 @@ mod tests {
         assert!(wait_is_over(5, 10, at(100), slot, at(111)));
         // ...or WAIT_CAP past the slot in all.
         assert!(wait_is_over(5, 10, at(600), slot, at(601)));
+    }
+
+    #[test]
+    fn the_lag_trend_is_the_slope_of_the_last_twenty_seconds() {
+        // Keeping up: flat, whatever came before.
+        let mut lags: Vec<f64> = (0..40).map(|s| if s < 20 { 5000.0 } else { 8.0 }).collect();
+        assert_eq!(lag_trend(&lags), 0.0);
+        // Falling behind by a fifth of each second: 200 ms of lag a second.
+        lags = (0..60).map(|s| f64::from(s) * 200.0).collect();
+        assert!((lag_trend(&lags) - 200.0).abs() < 1e-9);
+        // Catching up reads negative; too short a run reads 0.
+        lags = (0..30).map(|s| 3000.0 - f64::from(s) * 100.0).collect();
+        assert!(lag_trend(&lags) < 0.0);
+        assert_eq!(lag_trend(&[7.0]), 0.0);
+    }
+
+    #[test]
+    fn each_second_of_fire_times_gets_its_own_p99() {
+        let first: Timestamp = "2026-12-01T00:00:00Z".parse().unwrap();
+        let ms = first.as_millisecond();
+        let at = |ms: i64| Timestamp::from_millisecond(ms).unwrap();
+        let mut seen = HashMap::new();
+        seen.insert(("a".to_owned(), ms), vec![at(ms + 5)]);
+        seen.insert(("b".to_owned(), ms + 1500), vec![at(ms + 1900), at(ms + 1600)]);
+        seen.insert(("c".to_owned(), ms + 9000), vec![at(ms + 9001)]);
+        assert_eq!(lag_p99_by_second(&seen, first, 3), vec![5.0, 100.0, 0.0]);
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! workload runs (BENCHMARKS.md, "Retention under load"), in the namespace `bench-history`.
 //! On PostgreSQL their ids lead with their slot time and their days get partitions of their
 //! own first, so retention drops them a day at a time (migration 0010). Also the figures the
-//! report gives: how many of them are left, and the database's size.
+//! report gives: how many of them are left, the database's size, and the executions in each
+//! state at the end of a run.
 
 use std::sync::Arc;
 
@@ -137,4 +138,31 @@ pub(crate) async fn left(url: &str) -> anyhow::Result<(u64, u64)> {
         u64::try_from(rows).unwrap_or(0),
         u64::try_from(size).unwrap_or(0),
     ))
+}
+
+/// How many executions the store at `url` holds in each state (`succeeded`, `missed`,
+/// `retry_wait`, ...), read once a run has ended, so a report says what a run that fell
+/// behind left undone and what the misfire policy recorded instead of running.
+///
+/// # Errors
+/// The store cannot be read.
+pub(crate) async fn executions_by_state(
+    url: &str,
+) -> anyhow::Result<std::collections::BTreeMap<String, u64>> {
+    const BY_STATE: &str = "SELECT state, count(*) FROM executions GROUP BY state";
+    let rows: Vec<(String, i64)> = if url.starts_with("sqlite:") {
+        let mut conn = sqlx::SqliteConnection::connect(url).await?;
+        let rows = sqlx::query_as(BY_STATE).fetch_all(&mut conn).await?;
+        conn.close().await?;
+        rows
+    } else {
+        let mut conn = sqlx::PgConnection::connect(url).await?;
+        let rows = sqlx::query_as(BY_STATE).fetch_all(&mut conn).await?;
+        conn.close().await?;
+        rows
+    };
+    Ok(rows
+        .into_iter()
+        .map(|(state, n)| (state, u64::try_from(n).unwrap_or(0)))
+        .collect())
 }

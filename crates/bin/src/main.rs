@@ -17,6 +17,7 @@ macro_rules! outln {
 
 mod backfill_cmd;
 mod bench;
+mod bench_capacity;
 mod bench_history;
 mod bench_nodes;
 mod bench_workflow;

@@ -382,6 +382,7 @@ impl Scheduler {
             Err(e) => tracing::warn!(error = %e, "triggering workflows failed; retrying next pass"),
         }
         let horizon = now + self.jobs_lookahead.as_signed();
+        let listing = std::time::Instant::now();
         let due = self
             .store
             .trigger_list_due(&TriggerListDue {
@@ -409,7 +410,18 @@ impl Scheduler {
             leases: self.leases.clone(),
             jobs,
         };
-        match self.store.trigger_commit(&commit).await {
+        let (listed_ms, committing) = (
+            listing.elapsed().as_secs_f64() * 1e3,
+            std::time::Instant::now(),
+        );
+        let committed = self.store.trigger_commit(&commit).await;
+        tracing::debug!(
+            jobs = report.jobs,
+            listed_and_planned_ms = listed_ms,
+            commit_ms = committing.elapsed().as_secs_f64() * 1e3,
+            "trigger commit returned"
+        );
+        match committed {
             Ok(done) => {
                 report.executions = done.executions_inserted;
                 metrics::counter!("sundial_triggers_total")
