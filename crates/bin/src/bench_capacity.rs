@@ -1,4 +1,4 @@
-//! `sundial bench ceiling` and `sundial bench capacity` (docs/operations.md, "Capacity"): a
+//! `sundial bench ceiling` and `sundial bench capacity` (README.md, "Sizing with sundial bench"): a
 //! measure of steady capacity that survives a change of machine. The ceiling is what this
 //! machine's two sides of an HTTP delivery give alone: attempts per second through Sundial's
 //! HTTP target into a loopback sink in a process of its own, with no store, scheduler or worker
@@ -132,7 +132,8 @@ pub async fn ceiling(attempts: u32, in_flight: u32) -> anyhow::Result<Value> {
             })
             .collect(),
     );
-    let ids: Arc<Vec<String>> = Arc::new((0..n).map(|_| uuid::Uuid::now_v7().to_string()).collect());
+    let ids: Arc<Vec<String>> =
+        Arc::new((0..n).map(|_| uuid::Uuid::now_v7().to_string()).collect());
     let slot = Timestamp::now();
     let permits = Arc::new(tokio::sync::Semaphore::new(in_flight as usize));
     let started = std::time::Instant::now();
@@ -237,7 +238,8 @@ pub async fn run(
     let ceiling = ceiling(100_000, 1024).await?;
     let ceiling_rate = ceiling["attempts_per_s"].as_f64().unwrap_or(0.0);
     eprintln!("delivery ceiling {ceiling_rate:.0}/s");
-    let mut rate = start_rate.unwrap_or_else(|| (((ceiling_rate / 4.0) / 100.0).round() as u32).max(1) * 100);
+    let mut rate =
+        start_rate.unwrap_or_else(|| (((ceiling_rate / 4.0) / 100.0).round() as u32).max(1) * 100);
     let (mut held, mut failed): (Option<u32>, Option<u32>) = (None, None);
     let mut tried = Vec::new();
     for _ in 0..probes {
@@ -305,7 +307,9 @@ pub async fn run(
     }
     outln!(
         "capacity         {capacity}/s{}   ({:.0} % of the ceiling)",
-        failed.map(|f| format!(" (fails at {f}/s)")).unwrap_or_default(),
+        failed
+            .map(|f| format!(" (fails at {f}/s)"))
+            .unwrap_or_default(),
         ratio * 100.0
     );
     outln!(
@@ -357,9 +361,12 @@ impl ScratchDb {
     async fn drop_it(self) {
         let dropped = async {
             let mut conn = sqlx::PgConnection::connect(&self.admin).await?;
-            sqlx::query(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name))
-                .execute(&mut conn)
-                .await?;
+            sqlx::query(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ))
+            .execute(&mut conn)
+            .await?;
             conn.close().await
         }
         .await;
@@ -415,9 +422,7 @@ mod tests {
 
     #[test]
     fn a_probe_holds_only_on_time_flat_and_whole() {
-        let report = |p99: f64, trend: f64, lost: u64| {
-            json!({"lag_ms": {"p99": p99}, "lag_trend_ms_per_s": trend, "lost": lost, "duplicates": 0})
-        };
+        let report = |p99: f64, trend: f64, lost: u64| json!({"lag_ms": {"p99": p99}, "lag_trend_ms_per_s": trend, "lost": lost, "duplicates": 0});
         assert!(holds(&report(40.0, 0.3, 0)));
         assert!(!holds(&report(1200.0, 0.0, 0)));
         assert!(!holds(&report(400.0, 12.0, 0)));

@@ -20,6 +20,7 @@ mod bench;
 mod bench_capacity;
 mod bench_history;
 mod bench_nodes;
+mod bench_report;
 mod bench_workflow;
 mod calendar_cmd;
 mod client;
