@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes Podman serve the Docker Engine API on unix:///tmp/podman.sock with a local image
-# localhost/busybox:test, for the container target's tests (DESIGN.md, "Services on the
-# development machine"). Idempotent: installs podman only when missing, writes the engine
+# localhost/busybox:test, for the container target's tests (the services scripts/services.sh
+# starts). Idempotent: installs podman only when missing, writes the engine
 # config only when it differs, imports the image only when missing, starts the API service
 # only when the socket does not answer. No image is pulled from a registry.
 #

@@ -1,4 +1,4 @@
-//! Backfill routes (SPEC §11, docs/time.md "Backfill"): start one over a job's or a
+//! Backfill routes (docs/time.md, "Backfill"): start one over a job's or a
 //! workflow's past slots (or count it with `dry_run`), list, read progress, cancel.
 //!
 //! Invariants: a backfill is written only after the whole body was accepted, its range is

@@ -1,4 +1,4 @@
-//! Holiday calendar routes (docs/time.md, "Calendars"; SPEC §11): create or replace, read
+//! Holiday calendar routes (docs/time.md, "Calendars"): create or replace, read
 //! (with who names it and its next excluded dates), list, delete.
 //!
 //! Invariants: a calendar is written only after [`calendar_from_json`] accepted the whole

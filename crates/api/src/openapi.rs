@@ -1,4 +1,4 @@
-//! The OpenAPI 3.1 document of the `/v1` API (SPEC §10, `GET /v1/openapi.json`), generated
+//! The OpenAPI 3.1 document of the `/v1` API (README.md, "The API"; `GET /v1/openapi.json`), generated
 //! from the code: every `/v1` route is registered through [`utoipa_axum`]'s `routes!` from a
 //! handler annotated with `#[utoipa::path]`, so the router and the document are built from
 //! the same list and a route cannot be served without its path in the document.
@@ -29,10 +29,10 @@ use crate::error::Problem;
         license(name = "Apache-2.0")
     ),
     tags(
-        (name = "jobs", description = "Jobs and their schedules (SPEC §2)"),
-        (name = "executions", description = "Executions, attempts and dead letters (SPEC §3)"),
-        (name = "workflows", description = "Workflows and their runs (SPEC §9)"),
-        (name = "calendars", description = "Holiday calendars schedules exclude days by (SPEC §11)"),
+        (name = "jobs", description = "Jobs and their schedules"),
+        (name = "executions", description = "Executions, attempts and dead letters"),
+        (name = "workflows", description = "Workflows and their runs"),
+        (name = "calendars", description = "Holiday calendars schedules exclude days by"),
         (name = "cluster", description = "Namespaces, nodes, shards, the cron preview")
     ),
     components(schemas(Problem))

@@ -1,5 +1,5 @@
 //! `POST /v1/namespaces/{ns}/jobs:plan`: what `jobs:apply` of the same body would do, written
-//! nowhere (SPEC §11, "Plan"; docs/time.md, "Plan before apply").
+//! nowhere (docs/time.md, "Plan before apply").
 //!
 //! Invariants:
 //! - The plan runs the apply's own rules on the same inputs: the same validation

@@ -77,7 +77,7 @@ pub fn job_resource(
     }
 }
 
-/// How many offset changes `dst_preview` shows (SPEC §11: the next two).
+/// How many offset changes `dst_preview` shows (docs/time.md, "DST policy": the next two).
 pub const DST_PREVIEW_COUNT: usize = 2;
 
 /// A schedule's `dst_preview` as of `now`: the next [`DST_PREVIEW_COUNT`] offset changes of its
@@ -117,7 +117,7 @@ fn offset_text(offset: jiff::tz::Offset) -> String {
     format!("{sign}{:02}:{:02}", abs / 3600, abs / 60 % 60)
 }
 
-/// One entry of `dst_preview` (SPEC §11): an offset change of the schedule's zone that skips
+/// One entry of `dst_preview` (docs/time.md, "DST policy"): an offset change of the schedule's zone that skips
 /// (`gap`) or repeats (`fold`) wall times the schedule matches.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct DstTransitionResource {
@@ -173,7 +173,7 @@ pub(crate) fn to_value<T: Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
-/// A job as the API shows it (SPEC §2): the spec's fields and the read-only ones.
+/// A job as the API shows it (README.md, "The API"): the spec's fields and the read-only ones.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct JobResource {
     /// The definition, as written (with its defaults filled in).
@@ -194,13 +194,13 @@ pub struct JobResource {
     /// The next five fire times (UTC), on `GET` of one job only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_fire_times: Option<Vec<Timestamp>>,
-    /// The next two DST changes of its zone that touch its slots (SPEC §11), on `GET` of one
+    /// The next two DST changes of its zone that touch its slots (docs/time.md, "DST policy"), on `GET` of one
     /// job only; empty when none does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dst_preview: Option<Vec<DstTransitionResource>>,
 }
 
-/// An execution as the API shows it (SPEC §3), with its attempts.
+/// An execution as the API shows it (README.md, "The API"), with its attempts.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ExecutionResource {
     /// Execution id (UUID, its first 48 bits the slot's or manual trigger's instant in Unix
@@ -245,7 +245,7 @@ pub struct ExecutionResource {
     pub task: Option<String>,
 }
 
-/// A page of a listing (SPEC §4): pass `next_page_token` back as `?page_token=`.
+/// A page of a listing (README.md, "The API"): pass `next_page_token` back as `?page_token=`.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Page<T> {
     /// The items of this page.

@@ -1,4 +1,4 @@
-//! Workflow routes (docs/workflows.md, SPEC §9): create, replace, merge-patch, read, list,
+//! Workflow routes (docs/workflows.md): create, replace, merge-patch, read, list,
 //! delete, apply many, pause, resume, trigger; a workflow's runs, one run with its tasks,
 //! cancel and retry from failure.
 //!
@@ -94,7 +94,7 @@ pub fn workflow_resource(
     }
 }
 
-/// A run as the API shows it (SPEC §9, "Run resource").
+/// A run as the API shows it (docs/workflows.md, "Runs").
 pub fn run_json(r: &RunRecord) -> Value {
     crate::resource::to_value(&run_resource(r))
 }
@@ -118,7 +118,7 @@ pub fn run_resource(r: &RunRecord) -> RunResource {
     }
 }
 
-/// A workflow as the API shows it (SPEC §9): the spec's fields and the read-only ones.
+/// A workflow as the API shows it (docs/workflows.md): the spec's fields and the read-only ones.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct WorkflowResource {
     /// The definition, as written (with its defaults filled in).
@@ -137,14 +137,14 @@ pub struct WorkflowResource {
     pub next_fire_at: Option<Timestamp>,
     /// The next five fire times (UTC); none while paused or without a schedule.
     pub next_fire_times: Vec<Timestamp>,
-    /// The next two DST changes of its schedule's zone that touch its slots (SPEC §11); empty
+    /// The next two DST changes of its schedule's zone that touch its slots (docs/time.md, "DST policy"); empty
     /// when none does or it has no cron schedule.
     pub dst_preview: Vec<crate::resource::DstTransitionResource>,
     /// Its latest run.
     pub last_run: Option<RunSummary>,
 }
 
-/// A workflow run with its tasks (SPEC §9, "Run resource").
+/// A workflow run with its tasks (docs/workflows.md, "Runs").
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct RunResource {
     /// Run id (UUID; derived from the workflow and the slot for a scheduled run, UUIDv7 for

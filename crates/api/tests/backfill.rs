@@ -1,4 +1,4 @@
-//! Backfill through the API (SPEC §11, docs/time.md "Backfill"), with an injected clock and
+//! Backfill through the API (docs/time.md, "Backfill"), with an injected clock and
 //! the scheduler's backfill driver run pass by pass: validation that names every bad field and
 //! writes nothing, an exact dry run, a backfill that creates each past slot once, a second one
 //! over the same range that creates nothing, cancel, and a calendar's days left out.

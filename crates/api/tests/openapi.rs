@@ -1,7 +1,7 @@
-//! `GET /v1/openapi.json` (SPEC §10): an OpenAPI 3.1 document generated from the routes,
-//! naming every `/v1` route of SPEC §4 and §9 with the schemas of its resources and the
+//! `GET /v1/openapi.json` (README.md, "The API"): an OpenAPI 3.1 document generated from the routes,
+//! naming every `/v1` route of README.md, "The API", and docs/workflows.md with the schemas of its resources and the
 //! problem document. The list below is the contract: a route missing from the document (or
-//! one the document names that SPEC does not) fails the test.
+//! one the document names that the list does not) fails the test.
 
 mod common;
 
@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use common::App;
 use serde_json::Value;
 
-/// Every `/v1` route of SPEC §4 (jobs, executions, the cron preview, the cluster), §9
+/// Every `/v1` route of README.md, "The API" (jobs, executions, the cron preview, the cluster), docs/workflows.md
 /// (workflows and runs) and §10 (the document itself), with `GET /v1/namespaces`.
 const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/openapi.json"),
@@ -107,7 +107,7 @@ async fn the_document_is_openapi_3_1_and_names_every_route_of_the_spec() {
         missing.is_empty(),
         "routes missing from the document: {missing:?}"
     );
-    assert!(extra.is_empty(), "routes SPEC does not name: {extra:?}");
+    assert!(extra.is_empty(), "routes the list does not name: {extra:?}");
 }
 
 #[tokio::test]

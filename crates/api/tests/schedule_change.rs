@@ -263,7 +263,7 @@ async fn other_changes_keep_the_schedule_position_and_pause_resume_skips_what_pa
     );
 }
 
-/// The plan of a batch (SPEC §11, "Plan") against what applying the same batch at the same
+/// The plan of a batch (docs/time.md, "Plan before apply") against what applying the same batch at the same
 /// instant then does: for every kind of change (schedule, zone, policy, target, pause,
 /// created, unchanged), the action and fields, the next fire times after, the not-started
 /// executions ended and the slots skipped or fired late. Nothing is written by the plan.

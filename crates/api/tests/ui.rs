@@ -1,4 +1,4 @@
-//! The web UI over HTTP, in process (SPEC §10, `crates/api/src/ui`'s invariants): every value
+//! The web UI over HTTP, in process (README.md, "The dashboard"; `crates/api/src/ui`'s invariants): every value
 //! a user wrote is escaped, a POST from another origin is refused, actions go through the API
 //! (its roles and namespaces), and with tokens configured the UI asks for one and keeps it in
 //! an HttpOnly, SameSite=Strict cookie.

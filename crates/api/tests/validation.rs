@@ -1181,7 +1181,7 @@ async fn cron_next_gives_instants_with_offsets_across_dst() {
 }
 
 /// A job's DST policy is stored as written, changes its slots, and `GET` previews the next
-/// two changes of its zone that touch them (SPEC §11).
+/// two changes of its zone that touch them (docs/time.md, "DST policy").
 #[tokio::test]
 async fn a_dst_policy_changes_the_slots_and_get_previews_the_transitions() {
     let app = App::new().await;

@@ -1,7 +1,7 @@
 //! The workflow routes in process (docs/workflows.md): every kind of bad workflow is refused
 //! with 422 naming its field and nothing is written (docs/guarantees.md#g7-bad-input), and the
 //! verbs — create, read, patch with If-Match, list, trigger with params, runs, one run,
-//! cancel, retry, delete — answer as SPEC §9 says.
+//! cancel, retry, delete — answer as docs/workflows.md says.
 
 mod common;
 
@@ -14,7 +14,7 @@ fn http(path: &str) -> Value {
     json!({"type": "http", "url": format!("http://127.0.0.1:9/{path}")})
 }
 
-/// SPEC §9's example workflow, without its schedule.
+/// the example workflow of docs/workflows.md, without its schedule.
 fn etl() -> Value {
     json!({
         "params": {"region": "eu"},

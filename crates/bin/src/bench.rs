@@ -146,7 +146,7 @@ struct Sink {
 const BACKFILLED: &str = "backfilled";
 
 /// A slot delivered more than this many milliseconds after its fire time counts in the report's
-/// `late_seconds` (100 ms: SPEC §8's steady-load aim).
+/// `late_seconds` (100 ms: BENCHMARKS.md's steady-load aim).
 pub(crate) const LATE_MS: i64 = 100;
 
 /// How many of the seconds with the most late slots the report lists (10).

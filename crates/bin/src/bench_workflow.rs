@@ -1,6 +1,6 @@
 //! `sundial bench workflow`: workflow runs due at one instant, their tasks delivered to the
 //! bench's loopback sink, measured from the store's records (docs/workflows.md,
-//! "Performance"; SPEC §9's figures).
+//! "Performance").
 //!
 //! Shapes: `chain` (`--runs` workflows of `--tasks` tasks, each depending on the one before)
 //! and `fanout` (`--runs` workflows of one root and `--tasks` tasks behind it). Each workflow

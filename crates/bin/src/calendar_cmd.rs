@@ -1,4 +1,4 @@
-//! `sundial calendar ...`: holiday calendars (docs/time.md, "Calendars"; SPEC §11) over the
+//! `sundial calendar ...`: holiday calendars (docs/time.md, "Calendars") over the
 //! HTTP API, with the conventions of `sundial job` (client.rs): `--server`, `--token`, `-n`,
 //! `-o table|json`, exit status 2 for bad usage or a file refused as invalid.
 

@@ -619,7 +619,7 @@ impl ServerConfig {
     }
 }
 
-/// The `[[alerts]]` entries, checked (SPEC §10; docs/configuration.md, "`[[alerts]]`").
+/// The `[[alerts]]` entries, checked (docs/configuration.md, "`[[alerts]]`").
 ///
 /// # Errors
 /// The first bad entry's field, named `alerts[i].FIELD` with the reason: a missing or badly

@@ -169,7 +169,7 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
         config.maintenance.node_heartbeat_every,
     )) as Arc<dyn Service>]);
     if config.has("scheduler") {
-        // History retention (SPEC §10): in the processes that schedule, so a fleet prunes
+        // History retention (docs/configuration.md, "history_retention"): in the processes that schedule, so a fleet prunes
         // in as many processes as it has schedulers (they skip each other's rows).
         maintenance.add([Arc::new(HistoryRetention::new(
             store.clone(),
@@ -214,7 +214,7 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
         });
     }
     if !config.alerts.is_empty() {
-        // Alerts (SPEC §10): the dispatcher connects to the connections its alerts name, in
+        // Alerts (docs/configuration.md, "`[[alerts]]`"): the dispatcher connects to the connections its alerts name, in
         // whatever roles this process runs, and registers their states so that endings in
         // them write an alert event from now on.
         let used: std::collections::BTreeSet<&str> = config

@@ -1,4 +1,4 @@
-//! `sundial workflow ...`: workflows (DAGs of tasks, SPEC §9, docs/configuration.md) and their
+//! `sundial workflow ...`: workflows (DAGs of tasks, docs/workflows.md) and their
 //! runs over the HTTP API.
 //!
 //! The conventions are those of `sundial job` (client.rs): the same `--server`, `--token` and

@@ -600,7 +600,7 @@ async fn a_second_server_on_the_same_sqlite_file_is_refused_with_a_clear_message
     assert!(err.contains("another process runs the scheduler"), "{err}");
 }
 
-/// Two workflows in one YAML stream: `etl` (SPEC §9's shape: extract, load after it, alert
+/// Two workflows in one YAML stream: `etl` (the shape of docs/workflows.md's example: extract, load after it, alert
 /// after both on one_failed; a yearly schedule that does not fire during the test) and
 /// `slow`, one task on the receiver's 5 s path, triggered only by hand.
 fn workflows_yaml(receiver: &Receiver) -> String {

@@ -1021,7 +1021,7 @@ impl Drop for Patroni {
     }
 }
 
-/// SPEC §10 "A store that fails over": three nodes on PostgreSQL behind Patroni and HAProxy;
+/// README.md, "A store that fails over": three nodes on PostgreSQL behind Patroni and HAProxy;
 /// the primary dies (its Patroni and its PostgreSQL SIGKILLed) while every-second jobs fire;
 /// Patroni promotes the synchronous standby and HAProxy moves the address to it. The nodes go
 /// on against the new primary: no job lost, every slot of the window fired exactly once and

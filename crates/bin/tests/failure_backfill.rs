@@ -1,4 +1,4 @@
-//! The failure suite for backfills (docs/time.md, "Backfill"; SPEC §11): real `sundial`
+//! The failure suite for backfills (docs/time.md, "Backfill"): real `sundial`
 //! processes on one PostgreSQL (`common::cluster`), a real loopback receiver recording every
 //! delivery, a real SIGKILL of the scheduler driving a backfill. The scenario judges from the
 //! records — the executions table, the backfill's progress, the receiver's log — that the

@@ -1,4 +1,4 @@
-//! The failure suite for workflows (docs/workflows.md, SPEC §9): real `sundial` processes on
+//! The failure suite for workflows (docs/workflows.md): real `sundial` processes on
 //! one PostgreSQL (`common::cluster`, as the job scenarios of `failure.rs`), a real loopback
 //! receiver recording every delivery, real SIGKILL/SIGSTOP and a real database restart. Each
 //! scenario judges W1–W4 (and G2, G3, G5 for the task executions) from the records — the

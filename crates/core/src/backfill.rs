@@ -1,4 +1,4 @@
-//! Backfill (SPEC §11, docs/time.md "Backfill"): which past slots of a schedule a backfill
+//! Backfill (docs/time.md, "Backfill"): which past slots of a schedule a backfill
 //! walks, and which of them one step creates.
 //!
 //! A backfill walks the slots of its schedule in `[from, to)` oldest first, through a cursor:
@@ -21,13 +21,13 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::schedule::Schedule;
 
-/// The most slots one backfill may span (SPEC §11).
+/// The most slots one backfill may span (docs/time.md, "Backfill").
 pub const MAX_SLOTS: usize = 100_000;
 
-/// Slots created per second when a request names no rate (SPEC §11).
+/// Slots created per second when a request names no rate (docs/time.md, "Backfill").
 pub const DEFAULT_PER_SECOND: u32 = 10;
 
-/// The highest `max_per_second` accepted: twice the rate SPEC §11 measures a backfill at.
+/// The highest `max_per_second` accepted: twice the rate docs/time.md ("Backfill") measures a backfill at.
 pub const MAX_PER_SECOND: u32 = 10_000;
 
 /// The slots of `schedule` in `[from, to)`, oldest first, at most `limit` (calendars and

@@ -1,4 +1,4 @@
-//! The holiday calendar resource (docs/time.md, "Calendars"; SPEC §11): its JSON, its
+//! The holiday calendar resource (docs/time.md, "Calendars"): its JSON, its
 //! validation naming every bad field, and its compiled form for the cron engine.
 //!
 //! Invariants: [`calendar_from_json`] either returns a spec that [`CalendarSpec::compile`]

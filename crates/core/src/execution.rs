@@ -147,7 +147,7 @@ pub enum Trigger {
     Misfire,
     /// A workflow task whose upstream tasks succeeded.
     Workflow,
-    /// A past slot a backfill created (SPEC §11, docs/time.md "Backfill").
+    /// A past slot a backfill created (docs/time.md, "Backfill").
     Backfill,
 }
 

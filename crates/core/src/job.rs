@@ -95,7 +95,7 @@ pub enum ScheduleKind {
     },
 }
 
-/// A cron schedule's DST policy (docs/cron.md, "DST policy"; SPEC §11). JSON:
+/// A cron schedule's DST policy (docs/cron.md, "DST policy"). JSON:
 /// `{"gap": "shift" | "skip", "fold": "first" | "last" | "both"}`, each member optional
 /// (`shift` and `first` by default). It changes only fixed-time expressions: one whose second,
 /// minute and hour fields do not start with `*`.

@@ -35,7 +35,7 @@ pub mod workflow;
 pub use duration::Dur;
 pub use job::JobSpec;
 
-/// Number of logical shards jobs and executions are spread over (DESIGN.md decision 3).
+/// Number of logical shards jobs and executions are spread over (ARCHITECTURE.md, "The shape").
 pub const SHARD_COUNT: u16 = 1024;
 
 /// Truncates an instant to whole milliseconds (toward the past), the resolution at which

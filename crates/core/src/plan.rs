@@ -1,5 +1,5 @@
-//! Trigger planning: which executions a due job gets, decided in one place (DESIGN.md
-//! decision 6, "policies at trigger time"), so every decision is recorded in history.
+//! Trigger planning: which executions a due job gets, decided in one place (ARCHITECTURE.md,
+//! "Invariants and where they are kept": policies at trigger time), so every decision is recorded in history.
 //!
 //! Given a job's next slot, the current instant and the lookahead horizon, [`plan`] yields the
 //! executions to insert — on-time slots as `scheduled`, a misfire episode per the job's

@@ -215,7 +215,7 @@ impl Schedule {
 
     /// The next `count` offset changes of a cron schedule's zone after `after` (UTC) that
     /// touch its wall times, each with the slots around it under the schedule's DST policy
-    /// (SPEC §11, `dst_preview`; [`Cron::dst_transitions`]). The search starts at
+    /// (docs/time.md, "DST policy", `dst_preview`; [`Cron::dst_transitions`]). The search starts at
     /// `start_at` when that is later; changes after `end_at`, slots outside
     /// `start_at`..`end_at` and slots on days its calendars exclude are left out. Empty for
     /// `at` and `every` schedules.

@@ -54,7 +54,7 @@ fn rare(c: &mut Criterion) {
     bench(c, "rare", "*/5 * 29 2 */7", "Europe/Berlin");
 }
 
-/// `next_after_excluding` with a calendar against the same expression without one (SPEC §11's
+/// `next_after_excluding` with a calendar against the same expression without one (docs/time.md's
 /// aim: within 10×).
 fn calendars(c: &mut Criterion) {
     let berlin = TimeZone::get("Europe/Berlin").expect("bundled zone");

@@ -1,5 +1,4 @@
-//! Holiday calendars: local days a schedule does not fire on (docs/time.md, "Calendars";
-//! SPEC §11).
+//! Holiday calendars: local days a schedule does not fire on (docs/time.md, "Calendars")
 //!
 //! A [`Calendar`] is a set of excluded local dates in its own zone, given as single dates,
 //! inclusive date ranges and cron expressions (a day is excluded when the expression's year,
@@ -195,7 +194,7 @@ pub fn excluded_until(calendars: &[Calendar], instant: Timestamp) -> Option<Time
 impl Cron {
     /// [`next_after_with`](Cron::next_after_with), passing over every slot that falls on a
     /// date one of `calendars` excludes (each read in its own zone): the first fire instant
-    /// strictly after `after` that no calendar excludes (SPEC §11, "Calendars"). From an
+    /// strictly after `after` that no calendar excludes (docs/time.md, "Calendars"). From an
     /// excluded slot the search jumps to the start of the day its calendar next includes.
     pub fn next_after_excluding(
         &self,

@@ -1,5 +1,5 @@
 //! A schedule's DST policy and the preview of the transitions that touch its slots
-//! (docs/cron.md, "DST policy"; SPEC §11).
+//! (docs/cron.md, "DST policy").
 //!
 //! Invariants:
 //! - The policy changes only *fixed-time* schedules (no seconds, minute or hour field starting
@@ -52,7 +52,7 @@ pub struct DstPolicy {
 }
 
 impl Gap {
-    /// `shift` or `skip`, as SPEC §11 spells them.
+    /// `shift` or `skip`, as docs/cron.md, "DST policy", spells them.
     pub fn as_str(self) -> &'static str {
         match self {
             Gap::Shift => "shift",
@@ -62,7 +62,7 @@ impl Gap {
 }
 
 impl Fold {
-    /// `first`, `last` or `both`, as SPEC §11 spells them.
+    /// `first`, `last` or `both`, as docs/cron.md, "DST policy", spells them.
     pub fn as_str(self) -> &'static str {
         match self {
             Fold::First => "first",

@@ -168,7 +168,7 @@ impl Cron {
     }
 
     /// [`next_after`](Self::next_after) under a schedule's own DST policy (docs/cron.md, "DST
-    /// policy"; SPEC §11). The policy changes only fixed-time expressions; under
+    /// policy"). The policy changes only fixed-time expressions; under
     /// [`DstPolicy::default`] the result is `next_after`'s.
     ///
     /// # Example
@@ -200,7 +200,7 @@ impl Cron {
     /// expression's wall times — some wall time it matches is skipped or repeated — each with
     /// the fire instants around it under `policy`: the last before the change's window, those
     /// inside it (at most [`PREVIEW_SLOTS_WITHIN`]) and the first after. Looks at most
-    /// [`PREVIEW_HORIZON_TRANSITIONS`] changes ahead. This is a job's `dst_preview` (SPEC §11).
+    /// [`PREVIEW_HORIZON_TRANSITIONS`] changes ahead. This is a job's `dst_preview` (docs/time.md, "DST policy").
     ///
     /// # Example
     ///

@@ -1,5 +1,5 @@
 //! Every DST policy at every offset change of every zone of the bundled tz database, 2020-2040
-//! (docs/cron.md, "DST policy"; SPEC §11).
+//! (docs/cron.md, "DST policy").
 //!
 //! For each change that moves the wall clock, a fixed-time expression names one wall time
 //! inside the skipped or repeated window (a 7-field expression with that date and year, so it

@@ -1,4 +1,4 @@
-//! The backfill driver (SPEC §11, docs/time.md "Backfill"): in each scheduler process, it
+//! The backfill driver (docs/time.md, "Backfill"): in each scheduler process, it
 //! walks the running backfills of the shards this node holds, creating their slots'
 //! executions (or runs) at each one's `max_per_second`, oldest slot first.
 //!

@@ -1,5 +1,5 @@
 //! The scheduler role: turns due slots into executions, ahead of their fire time
-//! (DESIGN.md decision 4, "trigger ahead, run on the dot").
+//! (ARCHITECTURE.md, "The shape": "trigger ahead, run on the dot").
 //!
 //! Each pass: renew the shard leases (every third of their TTL), read the jobs of the held
 //! shards whose next fire time is within the lookahead, plan each one's executions

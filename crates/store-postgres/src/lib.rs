@@ -3,7 +3,7 @@
 //! Invariants (beyond those of [`sundial_store`]):
 //! - The database clock is the time authority: every due check, lease and timestamp is
 //!   computed from `clock_timestamp()` in the statement's transaction — unless the store was
-//!   opened with a test clock, which replaces it (STYLE.md: `coalesce($now, now())`).
+//!   opened with a test clock, which replaces it (`coalesce($now, now())`).
 //! - Shard leases are rows of `shard_leases`; a change of owner bumps the shard's epoch. The
 //!   live scheduler nodes (rows of `nodes` with an unexpired heartbeat) share the 1,024 shards
 //!   evenly: each renewal gives back shards beyond a node's share and takes free ones up to it.

@@ -256,7 +256,7 @@ const DROP_SCAN_ROWS_PER_ROW: u32 = 40;
 /// One step of dropping the oldest day partition of the history whose every slot is before
 /// `before` (ms), its survivors kept; `rows` is how many rows of the day a scan step reads.
 ///
-/// The rule (ARCHITECTURE.md, "History partitions"; SPEC §10): what the row-by-row pruning
+/// The rule (ARCHITECTURE.md, "History partitions"): what the row-by-row pruning
 /// would keep is kept — unfinished executions and runs, those finished at or after `before`,
 /// each job's newest finished execution and each workflow's newest finished run while the job
 /// or workflow exists, and the tasks of every kept run. The steps, each a call:

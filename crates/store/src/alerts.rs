@@ -1,4 +1,4 @@
-//! Alert events: the store's outbox of alerts (SPEC §10, docs/configuration.md "alerts").
+//! Alert events: the store's outbox of alerts (docs/configuration.md, "alerts").
 //!
 //! Invariants every backend keeps:
 //! - An event is written by the transaction that ends the execution or the run (a trigger on
@@ -13,7 +13,7 @@
 use jiff::Timestamp;
 use serde::Serialize;
 
-/// The states an alert may name in `on` (SPEC §10): an execution ending `failed`, `dead` or
+/// The states an alert may name in `on` (docs/configuration.md, "`[[alerts]]`"): an execution ending `failed`, `dead` or
 /// `cancelled`, a workflow run ending `failed` or `cancelled`.
 pub const ALERT_STATES: [&str; 5] = ["failed", "dead", "cancelled", "run_failed", "run_cancelled"];
 

@@ -1,4 +1,4 @@
-//! Backfills as the store keeps them (SPEC §11, docs/time.md "Backfill").
+//! Backfills as the store keeps them (docs/time.md, "Backfill").
 //!
 //! A backfill row holds its range, its rate and its progress: the cursor (every slot of the
 //! range before it is dealt with), how many slots it created and how many it found done

@@ -1,4 +1,4 @@
-//! The store: Sundial's single source of truth and only coordinator (DESIGN.md decision 1).
+//! The store: Sundial's single source of truth and only coordinator (ARCHITECTURE.md, "The shape").
 //!
 //! [`Store`] has one method per domain step. Scheduler, worker and API hold an
 //! `Arc<dyn Store>`; backends (embedded SQLite, shared PostgreSQL) implement it and run the same
@@ -590,7 +590,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         extra_attempts: u32,
     ) -> Result<ExecutionRecord>;
 
-    /// History retention (SPEC §10, docs/configuration.md "history_retention"): deletes the
+    /// History retention (docs/configuration.md, "history_retention"): deletes the
     /// expired history of `prune.kind`, or counts it with `dry_run`. Expired: a terminal
     /// execution of a job (not a workflow task) whose `finished_at` is before `prune.before`,
     /// with its attempts; a terminal run whose `finished_at` is before it, with its tasks'
@@ -641,7 +641,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// nothing. The check and the delete are one transaction.
     async fn calendar_delete(&self, namespace: &str, name: &str) -> Result<()>;
 
-    /// Creates a backfill (SPEC §11, docs/time.md "Backfill"): `running`, its cursor at
+    /// Creates a backfill (docs/time.md, "Backfill"): `running`, its cursor at
     /// `from`, its counts 0. The scheduler holding its shard drives it from then on.
     ///
     /// # Contract

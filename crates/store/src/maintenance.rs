@@ -1,5 +1,5 @@
 //! Background maintenance services and the one runner that starts and stops them
-//! (DESIGN.md decision 9; docs/configuration.md, "`[maintenance]`").
+//! (ARCHITECTURE.md; docs/configuration.md, "`[maintenance]`").
 //!
 //! A service is one small job done again and again: the reaper (`sundial-worker`), the
 //! PostgreSQL queue vacuum and the SQLite log checkpoint (each store's
@@ -255,7 +255,7 @@ impl Service for NodeHeartbeat {
     }
 }
 
-/// Default `history_retention`: 30 days (SPEC §10, G6).
+/// Default `history_retention`: 30 days (docs/configuration.md, "history_retention"; docs/guarantees.md, G6).
 pub const HISTORY_RETENTION_DEFAULT: Dur = Dur::from_secs(30 * 86_400);
 /// Default period of history retention's passes: 1 min (`maintenance.retention_every`).
 pub const RETENTION_EVERY_DEFAULT: Dur = Dur::from_secs(60);
@@ -276,7 +276,7 @@ pub const RETENTION_CATCH_UP_EVERY: Dur = Dur::from_secs(1);
 /// where this one stopped.
 pub const RETENTION_CALLS_PER_PASS: u32 = 1_000;
 
-/// History retention (SPEC §10; docs/configuration.md, "history_retention"): deletes the
+/// History retention (docs/configuration.md, "history_retention"): deletes the
 /// executions and runs that finished more than `retention` ago by the store's clock, keeping
 /// each job's and workflow's newest ([`Store::history_prune`]), every `every`.
 ///

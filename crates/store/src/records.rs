@@ -689,7 +689,7 @@ pub struct HistoryPruned {
     pub next: Option<HistoryKey>,
 }
 
-/// A holiday calendar as stored (docs/time.md, "Calendars"; SPEC §11).
+/// A holiday calendar as stored (docs/time.md, "Calendars").
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CalendarRecord {
     /// Namespace.

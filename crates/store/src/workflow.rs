@@ -109,7 +109,7 @@ pub struct WorkflowWrite {
 }
 
 /// Whether writing `new` over `old` changes what a run of it does, or whether it runs: any
-/// change but of the description and labels (SPEC §9: changing a workflow cancels its runs
+/// change but of the description and labels (docs/workflows.md: changing a workflow cancels its runs
 /// that have not started; a description or a label is no change to a run).
 pub fn affects_runs(old: &WorkflowSpec, new: &WorkflowSpec) -> bool {
     let mut same_words = old.clone();
@@ -334,7 +334,7 @@ impl RunStep {
     }
 }
 
-/// Decides what the current task states of a run release (SPEC §9, "Release in one
+/// Decides what the current task states of a run release (docs/workflows.md, "Release"; in one
 /// transaction"): each `pending` task whose trigger rule is met is rendered and queued — or,
 /// when a template path is missing or a header would hold CR/LF, fails for good — and every
 /// task whose rule can no longer be met ends, transitively, until nothing changes; the run
@@ -384,7 +384,7 @@ pub fn release(facts: &RunFacts<'_>) -> RunStep {
     step
 }
 
-/// The task executions of a new run of `spec` (SPEC §9, "Runs"): tasks without upstream are
+/// The task executions of a new run of `spec` (docs/workflows.md, "Runs"): tasks without upstream are
 /// `scheduled` at the run's fire time with their targets rendered, the others `pending` —
 /// or, when a root's target does not render, `failed` with its downstream decided. Also the
 /// run's terminal state when that leaves nothing to run.
@@ -442,7 +442,7 @@ pub fn plan_run(spec: &WorkflowSpec, dag: &Dag, run: &NewRun) -> (Vec<NewTask>, 
     (tasks, step.run_state)
 }
 
-/// The tasks a retry of a terminal run resets (SPEC §9, "Re-run from failure"), as indices:
+/// The tasks a retry of a terminal run resets (docs/workflows.md, "Retry from failure"), as indices:
 /// `names` and their downstream, or without names every task that ended `failed`, `dead`,
 /// `cancelled` or `upstream_failed` and its downstream.
 ///
@@ -496,7 +496,7 @@ pub fn order_tasks(spec: &WorkflowSpec, tasks: &mut [TaskRecord]) {
     tasks.sort_by_key(|t| order.get(t.name.as_str()).copied().unwrap_or(usize::MAX));
 }
 
-/// Whether a run in `state` may be cancelled (SPEC §9, "Cancel").
+/// Whether a run in `state` may be cancelled (docs/workflows.md, "Cancel").
 ///
 /// # Errors
 /// [`Error::Conflict`] for a terminal run.
@@ -507,7 +507,7 @@ pub fn check_cancellable(id: &str, state: RunState) -> Result<()> {
     Ok(())
 }
 
-/// Whether a run in `state` may be retried (SPEC §9, "Re-run from failure").
+/// Whether a run in `state` may be retried (docs/workflows.md, "Retry from failure").
 ///
 /// # Errors
 /// [`Error::Conflict`] for a run that is not terminal, or that was `skipped` or `missed` (it
@@ -542,7 +542,7 @@ pub fn check_not_deleted(id: &str, workflow_exists: bool) -> Result<()> {
 }
 
 /// What a retry of run `id` does about the workflow's other unfinished runs, under the
-/// concurrency policy of the run's version (SPEC §9, "Policies"): `allow` nothing; `skip`
+/// concurrency policy of the run's version (docs/workflows.md, "Policies on runs"): `allow` nothing; `skip`
 /// refuses the retry while another run is unfinished; `replace` has them cancelled (the
 /// runs returned).
 ///

@@ -1,8 +1,8 @@
-//! Targets: what one attempt of an execution runs (DESIGN.md decision 7).
+//! Targets: what one attempt of an execution runs (ARCHITECTURE.md, "The shape").
 //!
 //! [`Target::dispatch`] returns an [`Outcome`] on success or an [`Error`] that says itself
 //! whether a retry may help ([`Error::Retryable`]) or not ([`Error::Permanent`]); callers never
-//! infer retryability by inspecting messages (STYLE.md §2).
+//! infer retryability by inspecting messages.
 //!
 //! Invariants:
 //! - Targets never touch the store; they only deliver.

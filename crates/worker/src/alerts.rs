@@ -1,4 +1,4 @@
-//! Alerts (SPEC §10; docs/configuration.md, "`[[alerts]]`"): the dispatcher that takes alert
+//! Alerts (docs/configuration.md, "`[[alerts]]`"): the dispatcher that takes alert
 //! events from the store's outbox (`sundial_store::alerts`) and sends one message per
 //! matching `[[alerts]]` entry through the ordinary targets.
 //!
@@ -217,7 +217,7 @@ pub fn backoff(round: u32) -> SignedDuration {
     SignedDuration::from_secs(i64::try_from(secs).unwrap_or(i64::MAX))
 }
 
-/// The alert's JSON message (SPEC §10): which alert, what ended (namespace, job or workflow,
+/// The alert's JSON message (docs/configuration.md, "`[[alerts]]`"): which alert, what ended (namespace, job or workflow,
 /// task, execution or run id), its state, attempt, last error, when, the idempotency key
 /// and the UI link.
 pub fn message(rule: &AlertRule, event: &AlertEvent, public_url: &str) -> serde_json::Value {

@@ -1,4 +1,4 @@
-//! The worker role: claim → dispatch → complete (DESIGN.md decision 5, "executions are the
+//! The worker role: claim → dispatch → complete (ARCHITECTURE.md, "The shape": "executions are the
 //! queue").
 //!
 //! ```text

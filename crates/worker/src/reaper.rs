@@ -1,5 +1,5 @@
 //! The reaper: a maintenance service that retries (or dead-letters) the attempts whose lease
-//! lapsed, whichever worker ran them (DESIGN.md decision 5), and fails the workflow runs past
+//! lapsed, whichever worker ran them (ARCHITECTURE.md, "The shape"), and fails the workflow runs past
 //! their `run_timeout`.
 //!
 //! Invariants: a reaped attempt is completed only while its lease has lapsed by the store's

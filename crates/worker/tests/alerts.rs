@@ -1,6 +1,6 @@
 //! Alerts end to end below the server: a real embedded store whose state trigger writes the
 //! alert event, the dispatcher, and real receivers — a loopback HTTP server, NATS JetStream,
-//! RabbitMQ and Redis (the services of DESIGN.md; `SUNDIAL_TEST_{NATS,AMQP,REDIS}_URL`
+//! RabbitMQ and Redis (the services scripts/services.sh starts; `SUNDIAL_TEST_{NATS,AMQP,REDIS}_URL`
 //! override their addresses). Each test uses its own stream, queue and key names.
 
 use std::collections::BTreeMap;

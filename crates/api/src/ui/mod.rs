@@ -1,4 +1,4 @@
-//! The web UI (SPEC §10): `/ui/`, HTML rendered by the server with maud, usable without
+//! The web UI (README.md, "The dashboard"): `/ui/`, HTML rendered by the server with maud, usable without
 //! JavaScript; htmx (embedded, `/ui/assets/htmx.min.js`) only refreshes the live parts, and
 //! only while the tab is visible.
 //!

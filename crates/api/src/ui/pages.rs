@@ -1,4 +1,4 @@
-//! The pages of the UI (SPEC §10), one handler each, and their actions. Reads go to the
+//! The pages of the UI (README.md, "The dashboard"), one handler each, and their actions. Reads go to the
 //! store as the API's do (one page of a listing at a time, paged by the same tokens); writes
 //! go through the API ([`super::act`]).
 

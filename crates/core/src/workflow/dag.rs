@@ -222,7 +222,7 @@ mod tests {
 
     #[test]
     fn a_two_task_cycle_is_spelled_from_the_edge_that_closes_it() {
-        // extract depends on load, load depends on extract (SPEC §9's example).
+        // extract depends on load, load depends on extract (the example of docs/workflows.md).
         let cycles = find_cycles(&edges(&[&[1], &[0]]));
         assert_eq!(
             cycles,

@@ -1,5 +1,5 @@
 //! A workflow's task graph for people: as lines of text or as Graphviz `dot`
-//! (`sundial workflow graph NAME [-o text|dot]`, SPEC §9).
+//! (`sundial workflow graph NAME [-o text|dot]`, docs/workflows.md).
 //!
 //! Both renderings list the tasks in a topological order ([`Dag::topological_order`]): every
 //! task comes after all its direct upstream. A spec with a cycle (which
@@ -189,7 +189,7 @@ mod tests {
             .expect("a valid workflow")
     }
 
-    /// SPEC §9's example, written downstream first.
+    /// the example of docs/workflows.md, written downstream first.
     fn etl() -> WorkflowSpec {
         spec(vec![
             task("alert", &["extract", "load"], Some("one_failed")),

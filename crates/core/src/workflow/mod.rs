@@ -1,4 +1,4 @@
-//! Workflows: DAGs of tasks on one schedule (docs/workflows.md, SPEC §9).
+//! Workflows: DAGs of tasks on one schedule (docs/workflows.md).
 //!
 //! - [`spec`]: the workflow resource as a validated [`WorkflowSpec`].
 //! - [`validate`]: untrusted JSON to a `WorkflowSpec`, naming every bad field (duplicate task
@@ -26,9 +26,9 @@ pub mod validate;
 pub use release::{RunState, TriggerRule};
 pub use spec::{TaskSpec, WorkflowSpec};
 
-/// The most tasks one workflow may have (SPEC §9).
+/// The most tasks one workflow may have (docs/workflows.md).
 pub const MAX_TASKS: usize = 500;
 
 /// The largest task output kept: a response body of at most 64 KiB that is one JSON value
-/// (SPEC §9, "Outputs").
+/// (docs/workflows.md, "Outputs and templates").
 pub const MAX_OUTPUT_BYTES: usize = 64 * 1024;

@@ -1,6 +1,6 @@
 //! The release logic of a workflow run (docs/workflows.md, "Trigger rules" and "Release"):
 //! a pure function over the run's task states, which each store applies inside the
-//! transaction that ends a task (DESIGN.md decision 8, STYLE.md §10).
+//! transaction that ends a task (ARCHITECTURE.md, "Workflows").
 //!
 //! A task waits in `pending` until its [`TriggerRule`], judged from its direct upstream's
 //! states, is met (it becomes `queued`) or can no longer be met (it ends `upstream_failed` or
@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::execution::ExecutionState;
 use crate::workflow::dag::Dag;
 
-/// When a task runs, judged from the states of its direct upstream (SPEC §9).
+/// When a task runs, judged from the states of its direct upstream (docs/workflows.md).
 ///
 /// A task without upstream is released when its run starts, whatever its rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
@@ -174,7 +174,7 @@ pub fn release(dag: &Dag, states: &mut [ExecutionState]) -> Release {
     }
 }
 
-/// The tasks a run's retry resets (SPEC §9, "Re-run from failure"): `named` and everything
+/// The tasks a run's retry resets (docs/workflows.md, "Retry from failure"): `named` and everything
 /// downstream of them, or, when `named` is empty, every task that ended `failed`, `dead`,
 /// `cancelled` or `upstream_failed` and everything downstream of those. A mask by task.
 pub fn retry_set(dag: &Dag, states: &[ExecutionState], named: &[usize]) -> Vec<bool> {
@@ -185,7 +185,7 @@ pub fn retry_set(dag: &Dag, states: &[ExecutionState], named: &[usize]) -> Vec<b
     }
 }
 
-/// The state of a workflow run (SPEC §9, "Runs").
+/// The state of a workflow run (docs/workflows.md, "Runs").
 ///
 /// ```text
 ///  scheduled ──(fire_at passes)──▶ running ──▶ succeeded | failed | cancelled
@@ -334,7 +334,7 @@ mod tests {
 
     #[test]
     fn a_failure_ends_the_chain_below_it_and_fires_the_alert() {
-        // extract → load; alert (one_failed) on both: SPEC §9's example.
+        // extract → load; alert (one_failed) on both: the example of docs/workflows.md.
         let dag = Dag::from_parts(
             vec![vec![], vec![0], vec![0, 1], vec![1]],
             vec![

@@ -162,7 +162,7 @@ pub const DEFAULT_HEARTBEAT_TIMEOUT: Dur = Dur::from_secs(30);
 
 impl TaskSpec {
     /// The task's effective retry policy: its own overrides over the workflow's defaults over
-    /// the job defaults (SPEC §9).
+    /// the job defaults (docs/workflows.md).
     pub fn retry_policy(&self, defaults: &TaskDefaults) -> RetryPolicy {
         self.retry.over(defaults.retry.over(RetryPolicy::default()))
     }

@@ -1,7 +1,7 @@
 //! Turning untrusted JSON into a [`WorkflowSpec`], naming every bad field
 //! (docs/guarantees.md#g7-bad-input, docs/workflows.md).
 //!
-//! Fields of tasks are named with their index, as SPEC §9 spells them:
+//! Fields of tasks are named with their index, as docs/workflows.md spells them:
 //! `tasks[1].depends_on[0]`, `tasks[2].target.url`. Besides what a job's fields are checked
 //! for (the same walker checks a task's target, retry and durations), a workflow is refused
 //! for: no tasks or more than [`MAX_TASKS`], two tasks with one name, a `depends_on` naming no
@@ -546,7 +546,7 @@ mod tests {
         }
     }
 
-    /// SPEC §9's example workflow.
+    /// the example workflow of docs/workflows.md.
     fn etl() -> Value {
         json!({
             "schedule": {"cron": "0 2 * * *", "timezone": "Europe/Berlin"},
