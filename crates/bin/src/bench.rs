@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use crate::bench_nodes::RssTrace;
 pub(crate) use crate::bench_nodes::{TempDb, start_nodes};
 pub(crate) use crate::bench_report::lag_trend;
-use crate::bench_report::{lag_p99_by_second, print_report};
+use crate::bench_report::{lag_p99_by_second, print_report, recovery};
 
 /// `sundial bench ...`
 #[derive(Debug, Args)]
@@ -51,6 +51,10 @@ pub(crate) enum Workload {
         /// Fire every job on the whole second instead of spreading them over it
         #[arg(long)]
         aligned: bool,
+        /// Halve the load after this long (e.g. 60s): every other job ends then, and the
+        /// report says how many seconds later the lag p99 was back under 100 ms for good
+        #[arg(long)]
+        half_after: Option<String>,
         #[command(flatten)]
         common: Common,
     },
@@ -463,6 +467,7 @@ pub(crate) fn steady(rate: u32, duration: &str, common: Common) -> Workload {
         rate,
         duration: duration.to_owned(),
         aligned: false,
+        half_after: None,
         common,
     }
 }
@@ -477,6 +482,8 @@ pub(crate) fn steady(rate: u32, duration: &str, common: Common) -> Workload {
 pub(crate) async fn measure(workload: &Workload) -> anyhow::Result<Value> {
     // Steady runs only: how the slots fall within each second, and the run's length in s.
     let (mut arrivals, mut offered_s) = (None, 0.0);
+    // Steady runs with --half-after only: the second (since the first slot) the load halves.
+    let mut halved_at: Option<usize> = None;
     let (workload, common, expected, first_slot, last_slot, jobs) = match workload {
         Workload::Workflow { .. }
         | Workload::Capacity { .. }
@@ -500,6 +507,7 @@ pub(crate) async fn measure(workload: &Workload) -> anyhow::Result<Value> {
             rate,
             duration,
             aligned,
+            half_after,
             common,
         } => {
             let d: sundial_core::Dur = duration.parse().context("--duration")?;
@@ -510,6 +518,25 @@ pub(crate) async fn measure(workload: &Workload) -> anyhow::Result<Value> {
             }
             let secs = d.as_millis() / 1000;
             let span = SignedDuration::from_secs(i64::try_from(secs).unwrap_or(i64::MAX) - 1);
+            // With --half-after H: the odd jobs' last slot is in second H - 1, so the rest stay
+            // spread evenly over each second.
+            let half = match half_after {
+                Some(h) => {
+                    let h: sundial_core::Dur = h.parse().context("--half-after")?;
+                    if h.as_millis() < 1000
+                        || !h.as_millis().is_multiple_of(1000)
+                        || h.as_millis() >= d.as_millis()
+                    {
+                        bail!(
+                            "--half-after: {h} is not a whole number of seconds of at least 1s and shorter than --duration"
+                        );
+                    }
+                    Some(h.as_millis() / 1000)
+                }
+                None => None,
+            };
+            halved_at = half.and_then(|h| usize::try_from(h).ok());
+            let ended = u64::from(*rate / 2);
             // Job i's first slot: i/R of a second past `start` (whole milliseconds), or `start`.
             let offset = |i: u32| {
                 let ms = if *aligned {
@@ -525,12 +552,18 @@ pub(crate) async fn measure(workload: &Workload) -> anyhow::Result<Value> {
             (
                 "steady",
                 common,
-                u64::from(*rate) * secs,
+                u64::from(*rate) * secs - half.map_or(0, |h| ended * (secs - h)),
                 start,
                 last,
                 (0..*rate)
                     .map(|i| {
                         let first = start + offset(i);
+                        let span = match half {
+                            Some(h) if i % 2 == 1 => {
+                                SignedDuration::from_secs(i64::try_from(h).unwrap_or(1) - 1)
+                            }
+                            _ => span,
+                        };
                         // Half a second past its last slot, so a one-second run has an end
                         // after its start.
                         let end = first + span + SignedDuration::from_millis(500);
@@ -814,6 +847,10 @@ pub(crate) async fn measure(workload: &Workload) -> anyhow::Result<Value> {
         report["arrivals"] = json!(a);
         report["lag_p99_ms_by_second"] = json!(by_second);
         report["lag_trend_ms_per_s"] = json!((lag_trend(&by_second) * 10.0).round() / 10.0);
+        if let Some(h) = halved_at {
+            report["halved_after_s"] = json!(h);
+            report["recovery_s"] = json!(recovery(&by_second, h, LATE_MS as f64));
+        }
     }
     if let Some(b) = &backfill {
         report["backfill"] = b.clone();

@@ -70,6 +70,14 @@ pub(crate) fn print_report(r: &Value) {
             r["lag_trend_ms_per_s"]
         );
     }
+    if let Some(h) = r["halved_after_s"].as_u64() {
+        outln!(
+            "recovery         {}   (seconds after the load halved at second {h} until every later second's lag p99 was under {LATE_MS} ms)",
+            r["recovery_s"]
+                .as_u64()
+                .map_or("never".to_owned(), |s| format!("{s} s"))
+        );
+    }
     let start = &r["start_lag_ms"];
     outln!(
         "start lag ms     p50 {}  p99 {}  max {}   (attempt start - fire time, from the records)",
@@ -154,6 +162,20 @@ pub(crate) fn lag_p99_by_second(
         .collect()
 }
 
+/// How many seconds after second `from` of `by_second` (each second's lag p99, ms) the lag
+/// p99 fell under `on_time_ms` and stayed there to the end of the run, or `None` if it never
+/// did: how long a run took to be on time again once its load halved.
+pub(crate) fn recovery(by_second: &[f64], from: usize, on_time_ms: f64) -> Option<usize> {
+    let late_until = by_second
+        .iter()
+        .enumerate()
+        .skip(from)
+        .rev()
+        .find(|(_, p99)| **p99 >= on_time_ms)
+        .map_or(from, |(k, _)| k + 1);
+    (late_until < by_second.len()).then_some(late_until - from)
+}
+
 /// How many seconds at the end of a steady run [`lag_trend`] looks at (20).
 pub(crate) const TREND_SECONDS: usize = 20;
 
@@ -181,6 +203,17 @@ pub(crate) fn lag_trend(by_second: &[f64]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recovery_counts_the_seconds_until_the_lag_stays_on_time() {
+        let lags = [5.0, 900.0, 4000.0, 3000.0, 150.0, 40.0, 200.0, 30.0, 20.0];
+        // Halved at second 2: late until second 6 inclusive, on time from 7: 5 s.
+        assert_eq!(recovery(&lags, 2, 100.0), Some(5));
+        // On time from the halving on: 0 s.
+        assert_eq!(recovery(&lags, 7, 100.0), Some(0));
+        // Late to the end: never.
+        assert_eq!(recovery(&[10.0, 500.0, 600.0], 1, 100.0), None);
+    }
 
     #[test]
     fn the_lag_trend_is_the_slope_of_the_last_twenty_seconds() {
