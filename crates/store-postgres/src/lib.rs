@@ -118,6 +118,12 @@ pub(crate) async fn now_ms<'e, E: sqlx::PgExecutor<'e>>(
         .map_err(db_err)
 }
 
+/// How long the server lets one of the store's sessions sit idle inside a transaction before
+/// it ends the session (`idle_in_transaction_session_timeout`, 5 s): shorter than the default
+/// 10 s `lease_ttl`, so a frozen process's locks are gone before its worker lease can be
+/// taken over; the store's transactions never wait on their client for that long.
+pub const IDLE_IN_TRANSACTION: &str = "5s";
+
 /// The PostgreSQL-backed [`Store`].
 #[derive(Debug)]
 pub struct PgStore {
@@ -160,12 +166,19 @@ impl PgStore {
         // Sequential scans are costed out too: execution_queue swings from empty to a whole
         // burst between two ANALYZEs, and on its stale statistics the planner put a scan of
         // it inside a nested loop (256 scans in one completion batch, 250 ms instead of 3).
+        //
+        // A session idle inside a transaction for IDLE_IN_TRANSACTION is ended by the server:
+        // a process frozen mid-transaction (SIGSTOP, a stalled VM) would otherwise keep its
+        // row locks, and a claim holds its worker lease's row `FOR KEY SHARE`, so every
+        // reaper's takeover of that lease would wait for the frozen process to wake
+        // (docs/guarantees.md, "Workers").
         let options = options
             .log_statements(tracing::log::LevelFilter::Trace)
             .options([
                 ("max_parallel_workers_per_gather", "0"),
                 ("jit", "off"),
                 ("enable_seqscan", "off"),
+                ("idle_in_transaction_session_timeout", IDLE_IN_TRANSACTION),
             ]);
         let pool = PgPoolOptions::new()
             .max_connections(8)
