@@ -73,6 +73,13 @@ pub use alerts::{
 };
 pub use liveness::{LeaseState, Liveness, RENEW_RETRY, start_margin};
 pub use reaper::{REAP_BATCH, REAP_PASS_MAX, Reaper, reap_grace};
+#[cfg(test)]
+use writers::defers_writing;
+pub use writers::{
+    BURST_DELIVERY_RATE, COMPLETION_BATCH, COMPLETION_DEFER_MAX, COMPLETION_DEFER_MIN,
+    COMPLETION_GATHER, RENEWAL_BATCH, RENEWAL_GATHER, UNWRITTEN_PER_SLOT, defer_budget, lease_cap,
+};
+use writers::{log_ending, unwritten_capacity};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -177,110 +184,6 @@ impl From<&StoreError> for CompletionError {
         }
     }
 }
-
-/// Claimed attempts whose completion is not yet written, per delivery slot (4): the bound on
-/// the work a worker holds while the store catches up with its completions.
-pub const UNWRITTEN_PER_SLOT: usize = 4;
-
-/// Attempts a worker holds from claim to written completion: [`UNWRITTEN_PER_SLOT`] per
-/// delivery slot, and one for each execution it may hold after a claim ahead, so that a burst
-/// it claimed ahead is delivered whole while its completions wait
-/// ([`defer_budget`]): such an execution is in the worker's memory already.
-fn unwritten_capacity(config: &WorkerConfig) -> usize {
-    config
-        .max_in_flight
-        .saturating_mul(UNWRITTEN_PER_SLOT)
-        .saturating_add(config.max_claimed_ahead)
-}
-
-/// Most completions written in one store call.
-pub const COMPLETION_BATCH: usize = 256;
-
-/// Most lease renewals written in one store call (512).
-pub const RENEWAL_BATCH: usize = 512;
-
-/// How long the renewal writer lets renewals gather when fewer than a full
-/// [`RENEWAL_BATCH`] are waiting (10 ms), a small part of the shortest renewal interval
-/// (`heartbeat_timeout` / 3). The attempts held for a burst all renew their leases at the
-/// same instant, a third of `heartbeat_timeout` after their fire time if still waiting for a
-/// delivery slot: written one by one, 100,000 of them took the embedded store's writer for
-/// seconds (BENCHMARKS.md, "Bookkeeping after the whole burst"). Wall time (tokio's timer),
-/// as [`COMPLETION_GATHER`].
-pub const RENEWAL_GATHER: Duration = Duration::from_millis(10);
-
-/// How long the completion writer lets completions gather when fewer than a full
-/// [`COMPLETION_BATCH`] are waiting (10 ms): group commit. Without it, a worker keeping up
-/// with a steady 6,000 executions/s wrote its completions about 20 at a time, some 300
-/// transactions a second, each paying a commit's fixed cost (the log pages it rewrites, its
-/// round trips to the store). A full batch is written at once. The wait delays when an
-/// outcome is recorded, never when an attempt starts. Wall time (tokio's timer), not the
-/// injected clock: it paces store calls and has nothing to do with when anything is due.
-pub const COMPLETION_GATHER: Duration = Duration::from_millis(10);
-
-/// How long the completion writer defers its writes while attempts wait to start, for a
-/// few waiting (500 ms): the floor of [`defer_budget`], counted from when the writer last
-/// caught up with its queue. Deliveries before bookkeeping.
-///
-/// A 10,000 burst claimed ahead starts all its attempts at once; writing their completions
-/// meanwhile kept a store backend busy on one of the two cores for most of the burst and
-/// delivered it at half the rate HTTP alone reaches (BENCHMARKS.md, "Deliveries before
-/// bookkeeping"). Deferred, the outcome is recorded that much later; the attempt's lease
-/// is renewed all the while, and each completion is still fenced on its own. The writer
-/// defers only while some attempt past its start waits for a delivery slot or room for its
-/// completion, never once the room for unwritten completions is down to `max_in_flight`, and,
-/// past its budget, writes back to back until it has caught up, so under a lasting backlog
-/// it writes as fast as it did without deferring. Wall time (tokio's timer), as
-/// [`COMPLETION_GATHER`].
-pub const COMPLETION_DEFER_MIN: Duration = Duration::from_millis(500);
-
-/// The longest the completion writer defers (5 s): [`defer_budget`] for a burst of
-/// 100,000 waiting attempts or more.
-pub const COMPLETION_DEFER_MAX: Duration = Duration::from_secs(5);
-
-/// The delivery rate the completion writer counts on while a burst's attempts wait
-/// (20,000 a second), below what HTTP delivery alone reached on the benchmark machines
-/// (38,000–72,000 a second; BENCHMARKS.md, "The delivery ceiling").
-pub const BURST_DELIVERY_RATE: u32 = 20_000;
-
-/// How long the completion writer may defer since it last caught up, given the most attempts
-/// seen waiting to start meanwhile (`peak_waiting`): the time their deliveries take at
-/// [`BURST_DELIVERY_RATE`], within [`COMPLETION_DEFER_MIN`]–[`COMPLETION_DEFER_MAX`]. A
-/// burst's completions then wait until its deliveries are done, whatever its size: writing
-/// those of a 100,000 burst held whole during its deliveries kept a PostgreSQL backend busy
-/// on one of the two cores and drained it at 36,000 a second instead of 53,000
-/// (BENCHMARKS.md, "Bookkeeping after the whole burst"). A few waiting (a slow target, a
-/// small burst) get the floor, as before.
-pub fn defer_budget(peak_waiting: usize) -> Duration {
-    let rate = u64::from(BURST_DELIVERY_RATE);
-    let ms = (peak_waiting as u64).saturating_mul(1000) / rate;
-    Duration::from_millis(ms).clamp(COMPLETION_DEFER_MIN, COMPLETION_DEFER_MAX)
-}
-
-/// The longest the completion writer may defer a completion whose attempt's lease is
-/// `heartbeat_timeout` long: a sixth of it (5 s for the default 30 s), so that a renewal late
-/// by its whole interval (a third) still finds the lease live. A burst of attempts with a
-/// short `heartbeat_timeout` renews many leases while its outcomes wait; a trial with a 3 s
-/// `heartbeat_timeout` saw renewals fall behind and leases lapse while completions were
-/// deferred. An attempt under a worker lease that has no lease of its own (it ended before its
-/// first heartbeat) is not capped: the worker's lease, renewed on its own, covers its outcome.
-pub fn lease_cap(heartbeat_timeout: Duration) -> Duration {
-    heartbeat_timeout / 6
-}
-
-/// Whether the completion writer defers its next batch: some attempt past its start is
-/// `waiting` for a delivery slot or room for its completion, more than `reserve` unwritten
-/// completions can still be held (`room`), and the writer has deferred (`deferred`) for less
-/// than its `budget` ([`defer_budget`]) since it last caught up with its queue.
-fn defers_writing(
-    waiting: usize,
-    room: usize,
-    reserve: usize,
-    deferred: Duration,
-    budget: Duration,
-) -> bool {
-    waiting > 0 && room > reserve && deferred < budget
-}
-
 /// Most executions a worker holds after claiming them ahead by default (100,000): the
 /// `max_claimed_ahead` setting's default (docs/configuration.md, "max_claimed_ahead"). At a
 /// steady rate the `claim_ahead` window bounds what is held (10,000 at 10,000 executions/s
@@ -331,37 +234,6 @@ fn log_dropped_before_start(e: &ClaimedExecution) {
     tracing::info!(namespace = %e.namespace, job = %e.job, slot = %e.scheduled_at,
         execution = %e.id, attempt = e.attempt,
         "attempt dropped before it started: the execution was cancelled or its lease lost");
-}
-
-/// Logs how an execution's attempt ended, once its completion is written: one INFO line per
-/// execution that ended `failed` or `dead` (namespace, job, slot, state, attempt, error), so
-/// an operator can follow failures in the log; DEBUG for a success or a retry, which at peak
-/// would be thousands of lines a second. A dead letter also counts in
-/// `sundial_dead_letters_total{namespace}`.
-fn log_ending(e: &ClaimedExecution, next: NextStep, error: Option<&str>) {
-    let (state, retry_in) = next.state();
-    match next {
-        NextStep::Failed | NextStep::Dead => {
-            if next == NextStep::Dead {
-                metrics::counter!("sundial_dead_letters_total", "namespace" => e.namespace.clone())
-                    .increment(1);
-            }
-            tracing::info!(
-                namespace = %e.namespace, job = %e.job, slot = %e.scheduled_at, execution = %e.id,
-                state = state.as_str(), attempt = e.attempt, error = error.unwrap_or(""),
-                "execution ended"
-            )
-        }
-        NextStep::Succeeded => tracing::debug!(
-            namespace = %e.namespace, job = %e.job, slot = %e.scheduled_at, execution = %e.id,
-            state = state.as_str(), attempt = e.attempt, "execution ended"
-        ),
-        NextStep::RetryAfter(_) => tracing::debug!(
-            namespace = %e.namespace, job = %e.job, slot = %e.scheduled_at, execution = %e.id,
-            attempt = e.attempt, error = error.unwrap_or(""), retry_in = ?retry_in,
-            "attempt failed; retrying"
-        ),
-    }
 }
 
 /// Waits for at least one item of `queue`, then, unless `cap` are already there, lets more
