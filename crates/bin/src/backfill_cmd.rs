@@ -7,7 +7,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::client::{Api, Format, print};
+use crate::remote::{Api, Format, print};
 
 /// The options of `job backfill NAME` / `workflow backfill NAME`.
 #[derive(Debug, clap::Args)]

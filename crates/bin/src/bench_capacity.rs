@@ -6,7 +6,7 @@
 //! found by bisection; the ratio of the two is what compares machines.
 //!
 //! A probe holds when its lag p99 is under [`HOLD_P99_MS`] and the lag did not grow over its
-//! last 20 s by more than [`HOLD_TREND_MS_PER_S`] a second ([`crate::bench::lag_trend`]), with
+//! last 20 s by more than [`HOLD_TREND_MS_PER_S`] a second ([`crate::bench_report::lag_trend`]), with
 //! nothing lost or delivered twice. On PostgreSQL each probe runs on a database of its own,
 //! created beside the one the URL names and dropped after it.
 
@@ -24,7 +24,7 @@ use sundial_core::job::{HttpTarget as HttpSpec, TargetSpec};
 use sundial_target::{DEFAULT_MAX_CONNECTIONS_PER_HOST, Delivery, HttpOptions, HttpTarget, Target};
 use tokio::io::AsyncBufReadExt;
 
-use crate::bench::{Common, measure, steady};
+use crate::bench_load::{Common, measure, steady};
 
 /// A probe holds only with a lag p99 under this (1,000 ms).
 pub const HOLD_P99_MS: f64 = 1000.0;

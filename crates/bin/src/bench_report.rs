@@ -7,9 +7,8 @@ use std::collections::HashMap;
 use jiff::Timestamp;
 use serde_json::Value;
 
-use crate::bench::{LATE_MS, percentile};
-
-/// Prints a [`crate::bench::measure`] report as a table, then as one JSON line.
+/// Prints the report of a burst or steady load (the JSON `bench_load::measure` returns) as a
+/// table, then as one JSON line.
 pub(crate) fn print_report(r: &Value) {
     let f = |v: &Value| v.as_f64().unwrap_or(0.0);
     outln!(
@@ -198,6 +197,19 @@ pub(crate) fn lag_trend(by_second: &[f64]) -> f64 {
         den += dx * dx;
     }
     num / den
+}
+
+/// A slot delivered more than this many milliseconds after its fire time counts in the report's
+/// `late_seconds` (100 ms: BENCHMARKS.md's steady-load aim).
+pub(crate) const LATE_MS: i64 = 100;
+
+/// The nearest-rank `p`-th percentile of `sorted`; 0 when empty.
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 #[cfg(test)]

@@ -25,7 +25,8 @@ use axum::http::StatusCode;
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 
-use crate::bench::{Common, TempDb, percentile, progress_bar, start_nodes, wait_is_over};
+use crate::bench_load::{Common, TempDb, progress_bar, start_nodes, wait_is_over};
+use crate::bench_report::percentile;
 
 /// The two shapes of `bench workflow`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

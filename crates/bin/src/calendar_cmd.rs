@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use reqwest::Method;
 use serde_json::Value;
 
-use crate::client::{Api, ClientOpts, Format, FormatArg, input_error, print};
+use crate::remote::{Api, ClientOpts, Format, FormatArg, input_error, print};
 
 /// `sundial calendar ...`
 #[derive(Debug, Args)]
@@ -50,7 +50,7 @@ enum CalendarCommand {
 /// Runs the command.
 ///
 /// # Errors
-/// An [`crate::client::InputError`] for a file that cannot be read as calendars or is refused
+/// An [`crate::remote::InputError`] for a file that cannot be read as calendars or is refused
 /// as invalid; the API's other errors.
 pub async fn run(args: CalendarArgs) -> anyhow::Result<ExitCode> {
     let format = args.format.output;

@@ -24,8 +24,9 @@ use clap::Args;
 use jiff::Timestamp;
 use serde_json::Value;
 
-use crate::client::{Api, Bulk, ClientOpts, Format, parse_items, parse_jobs};
+use crate::client::{Bulk, parse_items, parse_jobs};
 use crate::config::{ROLES, ServerConfig};
+use crate::remote::{Api, ClientOpts, Format};
 
 /// `sundial demo` flags.
 #[derive(Debug, Args)]

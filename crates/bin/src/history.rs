@@ -50,7 +50,7 @@ const BATCH: u32 = sundial_store::maintenance::RETENTION_BATCH;
 pub async fn run(args: HistoryArgs) -> anyhow::Result<ExitCode> {
     let HistoryCommand::Prune(args) = args.command;
     let retention = parse_retention(Some(&args.retention))
-        .map_err(|e| crate::client::InputError(format!("--retention: {e:#}")))?;
+        .map_err(|e| crate::remote::InputError(format!("--retention: {e:#}")))?;
     let url = args
         .database_url
         .unwrap_or_else(|| DEFAULT_DATABASE_URL.into());
@@ -58,7 +58,7 @@ pub async fn run(args: HistoryArgs) -> anyhow::Result<ExitCode> {
         .strip_prefix("sqlite://")
         .or_else(|| url.strip_prefix("sqlite:"));
     if sqlite.is_none() && !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
-        return Err(crate::client::InputError(format!(
+        return Err(crate::remote::InputError(format!(
             "--database-url: '{url}' is not a sqlite: or postgres:// URL"
         ))
         .into());
@@ -67,7 +67,7 @@ pub async fn run(args: HistoryArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = sqlite.map(|p| p.split('?').next().unwrap_or(p))
         && (path.is_empty() || (args.dry_run && !std::path::Path::new(path).exists()))
     {
-        return Err(crate::client::InputError(format!(
+        return Err(crate::remote::InputError(format!(
             "--database-url: no SQLite store at '{path}'"
         ))
         .into());

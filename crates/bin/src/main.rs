@@ -4,7 +4,7 @@
 //!
 //! Exit codes: 0 success; 1 a failure (server error, rejected request, unreachable server);
 //! 2 bad usage, an invalid cron expression, or an `apply` file refused as invalid
-//! ([`client::InputError`]).
+//! ([`remote::InputError`]).
 
 /// `println!` that ignores a closed standard output (`sundial ... | head`), where `println!`
 /// would panic.
@@ -19,6 +19,7 @@ mod backfill_cmd;
 mod bench;
 mod bench_capacity;
 mod bench_history;
+mod bench_load;
 mod bench_nodes;
 mod bench_report;
 mod bench_workflow;
@@ -30,6 +31,7 @@ mod demo;
 mod history;
 mod listener;
 mod output;
+mod remote;
 mod server;
 mod workflow_cmd;
 
@@ -107,7 +109,7 @@ async fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("sundial: error: {e:#}");
-            if e.chain().any(|cause| cause.is::<client::InputError>()) {
+            if e.chain().any(|cause| cause.is::<remote::InputError>()) {
                 ExitCode::from(2)
             } else {
                 ExitCode::FAILURE

@@ -15,8 +15,9 @@ use reqwest::Method;
 use serde_json::{Map, Value, json};
 use sundial_core::workflow::{WorkflowSpec, graph};
 
-use crate::client::{Api, Bulk, ClientOpts, Format, apply_file, input_error, print, set_paused};
+use crate::client::{Bulk, apply_file};
 use crate::output::{print_run_tasks, print_runs, print_workflows};
+use crate::remote::{Api, ClientOpts, Format, input_error, print, set_paused};
 
 /// Workflows: `POST …/workflows:apply` with `{"workflows": [...]}`, at most the API's batch.
 const WORKFLOWS: Bulk = Bulk {
@@ -376,7 +377,7 @@ mod tests {
         );
         for f in [WorkflowFormat::Text, WorkflowFormat::Dot] {
             let e = table_or_json(Some(f)).expect_err("refused");
-            assert!(e.is::<crate::client::InputError>());
+            assert!(e.is::<crate::remote::InputError>());
         }
     }
 }
