@@ -936,7 +936,7 @@ pub(crate) async fn trigger(
     let now = state.store.now().await?;
     let execution = state
         .store
-        .execution_insert(&sundial_scheduler::manual_execution(&job, now))
+        .execution_insert(&sundial_store::NewExecution::manual(&job, now))
         .await?;
     sundial_trace::trigger(&sundial_trace::Triggered {
         execution_id: &execution.id,

@@ -173,7 +173,7 @@ pub fn parse_jobs(text: &str) -> anyhow::Result<Vec<Value>> {
 /// YAML documents, each of which may be any of these.
 ///
 /// # Errors
-/// An [`InputError`] for text that is neither, naming the document, and for text that holds
+/// An [`crate::remote::InputError`] for text that is neither, naming the document, and for text that holds
 /// no item.
 pub fn parse_items(text: &str, kind: &Bulk) -> anyhow::Result<Vec<Value>> {
     let mut docs = Vec::new();
@@ -395,7 +395,7 @@ pub(crate) fn read_file(file: &Path) -> anyhow::Result<String> {
 /// sends them.
 ///
 /// # Errors
-/// An [`InputError`] when an item names a namespace other than `-n` gives, or a name appears
+/// An [`crate::remote::InputError`] when an item names a namespace other than `-n` gives, or a name appears
 /// twice in one namespace.
 fn by_namespace<'a>(
     api: &Api,
@@ -440,7 +440,7 @@ fn by_namespace<'a>(
 /// anything would change.
 ///
 /// # Errors
-/// An [`InputError`] when the file cannot be read as jobs or the server refuses a batch as
+/// An [`crate::remote::InputError`] when the file cannot be read as jobs or the server refuses a batch as
 /// invalid (each field error printed, as `apply` prints them); the API's other errors.
 pub async fn plan(api: &Api, text: &str, format: Format) -> anyhow::Result<bool> {
     let items = parse_items(text, &JOBS)?;
@@ -581,7 +581,7 @@ fn print_plan(ns: &str, item: &Value) {
 /// twice in one namespace of the file is refused before anything is sent.
 ///
 /// # Errors
-/// An [`InputError`] (exit status 2) when the file cannot be read as items, names one twice,
+/// An [`crate::remote::InputError`] (exit status 2) when the file cannot be read as items, names one twice,
 /// or every batch that was rejected was refused as invalid input (400, 413 or 422); any other
 /// error (exit status 1) when a batch was rejected for another reason or the server could not
 /// be reached.

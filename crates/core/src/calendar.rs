@@ -9,7 +9,7 @@ use jiff::civil::Date;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::validate::FieldError;
+use crate::field_error::FieldError;
 
 /// Most exclusion items one calendar may hold.
 pub const MAX_EXCLUSIONS: usize = 1000;

@@ -22,6 +22,7 @@ pub mod backfill;
 pub mod calendar;
 pub mod duration;
 pub mod execution;
+pub mod field_error;
 pub mod hash;
 pub mod ids;
 pub mod job;

@@ -11,11 +11,11 @@
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
-use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::allow::{HostAllowList, Verdict};
 use crate::duration::Dur;
+pub use crate::field_error::FieldError;
 use crate::job::{
     AmqpTarget, ConcurrencyPolicy, ContainerTarget, DstFold, DstGap, DstSpec, HttpTarget, JobSpec,
     MisfirePolicy, NatsTarget, RedisTarget, ScheduleKind, ScheduleSpec, TargetSpec,
@@ -23,25 +23,6 @@ use crate::job::{
 use crate::names::check_name;
 use crate::retry::RetryPolicy;
 use crate::schedule::Schedule;
-
-/// One bad field: its dotted path and what is wrong with it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-pub struct FieldError {
-    /// Dotted path, e.g. `schedule.cron`; empty for the body as a whole.
-    pub field: String,
-    /// Lowercase reason.
-    pub message: String,
-}
-
-impl FieldError {
-    /// A field error.
-    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        FieldError {
-            field: field.into(),
-            message: message.into(),
-        }
-    }
-}
 
 /// What validation needs to know about the server.
 #[derive(Debug, Clone, Default)]

@@ -15,7 +15,7 @@ use jiff::Timestamp;
 use jiff::civil::DateTime;
 use jiff::tz::{Offset, TimeZone};
 
-use crate::next::Civil;
+use crate::civil::Civil;
 use crate::spec::Schedule;
 
 /// What a fixed-time schedule does when one of its wall times falls in a DST gap (a skipped

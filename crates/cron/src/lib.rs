@@ -78,6 +78,7 @@
 #![warn(missing_docs)]
 
 mod calendar;
+mod civil;
 mod describe;
 mod dst;
 mod error;

@@ -40,7 +40,6 @@ use jiff::Timestamp;
 use sundial_clock::Clock;
 use sundial_core::Dur;
 use sundial_core::execution::ExecutionState;
-use sundial_core::execution::Trigger;
 use sundial_core::hash::fire_time;
 use sundial_core::job::ScheduleSpec;
 use sundial_core::plan::{JobTiming, Plan, plan};
@@ -830,23 +829,6 @@ impl Scheduler {
             executions,
         };
         (trigger, planned.dropped)
-    }
-}
-
-/// A manual run of a job (`POST .../trigger`): queued at once, outside the schedule.
-pub fn manual_execution(job: &sundial_store::JobRecord, now: Timestamp) -> NewExecution {
-    NewExecution {
-        id: uuid::Uuid::now_v7().to_string(),
-        namespace: job.spec.namespace.clone(),
-        job: job.spec.name.clone(),
-        job_uid: job.uid.clone(),
-        job_version: job.version,
-        shard: job.shard,
-        trigger: Trigger::Manual,
-        scheduled_at: now,
-        fire_at: now,
-        state: sundial_core::execution::ExecutionState::Queued,
-        run: RunSpec::of(&job.spec),
     }
 }
 

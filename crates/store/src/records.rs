@@ -356,6 +356,26 @@ pub struct NewExecution {
     pub run: RunSpec,
 }
 
+impl NewExecution {
+    /// A manual run of `job` (`POST .../jobs/{name}/trigger`, README.md "The API"): queued at
+    /// once, outside the schedule, its slot and fire time `now` (UTC), its id a UUIDv7.
+    pub fn manual(job: &JobRecord, now: Timestamp) -> NewExecution {
+        NewExecution {
+            id: uuid::Uuid::now_v7().to_string(),
+            namespace: job.spec.namespace.clone(),
+            job: job.spec.name.clone(),
+            job_uid: job.uid.clone(),
+            job_version: job.version,
+            shard: job.shard,
+            trigger: Trigger::Manual,
+            scheduled_at: now,
+            fire_at: now,
+            state: ExecutionState::Queued,
+            run: RunSpec::of(&job.spec),
+        }
+    }
+}
+
 /// `execution_claim` parameters.
 #[derive(Debug, Clone, Default)]
 pub struct ExecutionClaim {

@@ -5,8 +5,7 @@
 //! with [`Dag::of`] from a validated spec is acyclic and its edge lists hold no duplicates;
 //! every index is below [`Dag::len`].
 
-use crate::workflow::release::TriggerRule;
-use crate::workflow::spec::WorkflowSpec;
+use crate::workflow::spec::{TriggerRule, WorkflowSpec};
 
 /// The task graph of one workflow version.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -17,27 +17,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::execution::ExecutionState;
 use crate::workflow::dag::Dag;
+pub use crate::workflow::spec::TriggerRule;
 
-/// When a task runs, judged from the states of its direct upstream (docs/workflows.md).
-///
-/// A task without upstream is released when its run starts, whatever its rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum TriggerRule {
-    /// Every upstream succeeded; one skipped by its own rule counts as satisfied. The default.
-    /// Ends `upstream_failed` as soon as one upstream ends otherwise.
-    #[default]
-    AllSuccess,
-    /// Every upstream is terminal, whatever the outcome. Never ends without running.
-    AllDone,
-    /// As soon as one upstream ended `failed`, `dead`, `cancelled` or `upstream_failed`.
-    /// Ends `skipped` when every upstream ended and none of them that way.
-    OneFailed,
-    /// As soon as one upstream succeeded. Ends `upstream_failed` when every upstream ended and
-    /// none succeeded.
-    OneSuccess,
-}
-
+/// The judgment of a [`TriggerRule`] (declared beside the task spec that carries it).
 impl TriggerRule {
     /// Every rule, in the order of the docs.
     pub const ALL: [TriggerRule; 4] = [
