@@ -1,5 +1,7 @@
 //! The `[http_targets] allow` list of the server configuration (docs/configuration.md,
-//! `[http_targets]`): the hosts HTTP targets may reach.
+//! `[http_targets]`): the hosts HTTP targets may reach, and the rules of an HTTP target's URL
+//! that the list judges (`target.url`: its length, scheme, host and port), written as methods
+//! of the validation walker (`walker.rs`).
 //!
 //! A pattern is one of:
 //! - a host name, `billing.internal`: that name exactly;
@@ -20,6 +22,8 @@
 use std::net::IpAddr;
 
 use ipnet::IpNet;
+
+use crate::walker::Walker;
 
 /// Longest pattern, in bytes (253, the longest DNS name, RFC 1035 §2.3.4, as text).
 pub const MAX_PATTERN_LEN: usize = 253;
@@ -218,6 +222,106 @@ fn check_name(name: &str) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// Longest HTTP target URL, in bytes: 8,000, the least that RFC 9110 §4.1 recommends every
+/// sender and recipient support. A longer URL may be refused by the receiver or a proxy on
+/// the way (reqwest itself cannot send one past 65,534 bytes), so it is refused when the job
+/// is written rather than failing every attempt.
+pub const MAX_URL_LEN: usize = 8_000;
+
+impl Walker {
+    /// `target.url`: an absolute http(s) URL of at most [`MAX_URL_LEN`] bytes with a host, a
+    /// valid port, and a host name a resolver can look up; with `allow`, a host the
+    /// `[http_targets] allow` list can allow. Errors go to `target.url`, one at the most.
+    pub(crate) fn check_url(&mut self, url: &str, allow: Option<&HostAllowList>) {
+        if url.len() > MAX_URL_LEN {
+            self.err(
+                "target.url",
+                format!(
+                    "is {} bytes long; at most {MAX_URL_LEN} are allowed",
+                    url.len()
+                ),
+            );
+            return;
+        }
+        // The scheme is case-insensitive (RFC 3986 §3.1): `HTTP://` is `http://`.
+        let rest = url.split_once("://").and_then(|(scheme, rest)| {
+            (scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https"))
+                .then_some(rest)
+        });
+        let Some(rest) = rest else {
+            self.err(
+                "target.url",
+                format!("'{url}' must be an absolute http:// or https:// URL"),
+            );
+            return;
+        };
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        let host = authority.rsplit('@').next().unwrap_or("");
+        if host.is_empty() || host.starts_with(':') {
+            self.err("target.url", format!("'{url}' has no host"));
+        } else if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            self.err(
+                "target.url",
+                "must not contain spaces or control characters",
+            );
+        } else if let Some((_, port)) = host.rsplit_once(':')
+            && !host.ends_with(']')
+            && port.parse::<u16>().is_err()
+        {
+            self.err("target.url", format!("'{port}' is not a port number"));
+        } else {
+            // The host as the HTTP client sees it: lower-case, IDNA-mapped (UTS #46).
+            match url::Url::parse(url) {
+                Ok(parsed) => self.check_host(&parsed, allow),
+                Err(e) if allow.is_some() => {
+                    self.err("target.url", format!("is not a valid URL: {e}"));
+                }
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// The parsed URL's host: a name a resolver can look up (RFC 1035 §2.3.4: no resolver
+    /// looks up a longer one, so every attempt would fail), and one the `[http_targets]
+    /// allow` list can allow. A name that only an address pattern could allow passes here;
+    /// the HTTP target connects only to its resolved addresses that the list holds.
+    pub(crate) fn check_host(&mut self, parsed: &url::Url, allow: Option<&HostAllowList>) {
+        if let Some(url::Host::Domain(name)) = parsed.host() {
+            let name = name.strip_suffix('.').unwrap_or(name);
+            if name.len() > 253 {
+                self.err(
+                    "target.url",
+                    format!(
+                        "the host is {} bytes long; at most 253 are allowed (RFC 1035)",
+                        name.len()
+                    ),
+                );
+                return;
+            } else if name.split('.').any(|label| label.len() > 63) {
+                self.err(
+                    "target.url",
+                    "the host has a label longer than 63 bytes (RFC 1035)",
+                );
+                return;
+            }
+        }
+        let Some(allow) = allow else { return };
+        let Some(host) = parsed.host_str() else {
+            self.err("target.url", "has no host");
+            return;
+        };
+        if allow.judge(host) == Verdict::Refused {
+            self.err(
+                "target.url",
+                format!(
+                    "host '{host}' is not in the server's [http_targets] allow list ({})",
+                    allow.describe()
+                ),
+            );
+        }
+    }
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@ pub mod plan;
 pub mod retry;
 pub mod schedule;
 pub mod validate;
+mod walker;
 pub mod workflow;
 
 pub use duration::Dur;

@@ -13,7 +13,8 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use serde_json::{Map, Value};
 
-use crate::allow::{HostAllowList, Verdict};
+use crate::allow::HostAllowList;
+pub use crate::allow::MAX_URL_LEN;
 use crate::duration::Dur;
 pub use crate::field_error::FieldError;
 use crate::job::{
@@ -23,6 +24,8 @@ use crate::job::{
 use crate::names::check_name;
 use crate::retry::RetryPolicy;
 use crate::schedule::Schedule;
+use crate::walker::{Walker, join, type_name};
+pub use crate::walker::{merge_patch, nul_characters};
 
 /// What validation needs to know about the server.
 #[derive(Debug, Clone, Default)]
@@ -36,12 +39,6 @@ pub struct Context {
     /// The server's `[http_targets] allow` list; `None`: HTTP targets may reach any host.
     pub http_allow: Option<std::sync::Arc<HostAllowList>>,
 }
-
-/// Longest HTTP target URL, in bytes: 8,000, the least that RFC 9110 §4.1 recommends every
-/// sender and recipient support. A longer URL may be refused by the receiver or a proxy on
-/// the way (reqwest itself cannot send one past 65,534 bytes), so it is refused when the job
-/// is written rather than failing every attempt.
-pub const MAX_URL_LEN: usize = 8_000;
 
 /// Most labels a job or a workflow may carry: 64.
 pub const MAX_LABELS: usize = 64;
@@ -243,27 +240,6 @@ pub fn dst_from_json(value: &Value, path: &str) -> Result<DstSpec, Vec<FieldErro
     }
 }
 
-/// Applies a JSON merge patch (RFC 7396) to `target` in place: objects merge recursively,
-/// `null` removes a member, anything else replaces.
-pub fn merge_patch(target: &mut Value, patch: &Value) {
-    let Value::Object(patch) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = Value::Object(Map::new());
-    }
-    if let Value::Object(obj) = target {
-        for (key, value) in patch {
-            if value.is_null() {
-                obj.remove(key);
-            } else {
-                merge_patch(obj.entry(key.clone()).or_insert(Value::Null), value);
-            }
-        }
-    }
-}
-
 /// Walks untrusted JSON, collecting one [`FieldError`] per bad field; shared by the job and
 /// workflow validators.
 /// The policies a job and a workflow share, as validated.
@@ -272,73 +248,6 @@ pub(crate) struct Policies {
     pub(crate) misfire_policy: MisfirePolicy,
     pub(crate) misfire_threshold: Dur,
     pub(crate) jitter: Dur,
-}
-
-#[derive(Default)]
-pub(crate) struct Walker {
-    pub(crate) errors: Vec<FieldError>,
-}
-
-/// Every string or object key in `body` that holds the NUL character (U+0000), as a field
-/// error naming its dotted path (`description`, `jobs.2.labels.team`, as `jobs:apply` names
-/// the fields of its jobs): no store keeps it the same
-/// way (PostgreSQL's `text` and `jsonb` refuse it, SQLite keeps it), and no target can carry
-/// it in a header or a subject, so a body holding one is refused whole, before any other
-/// check, and nothing is written. At most 10 are named.
-pub fn nul_characters(body: &Value) -> Vec<FieldError> {
-    fn walk(v: &Value, path: &str, out: &mut Vec<FieldError>) {
-        if out.len() >= 10 {
-            return;
-        }
-        match v {
-            Value::String(s) if s.contains('\0') => {
-                out.push(FieldError::new(
-                    path,
-                    "must not contain the NUL character (U+0000)",
-                ));
-            }
-            Value::Array(items) => {
-                for (i, item) in items.iter().enumerate() {
-                    walk(item, &join(path, &i.to_string()), out);
-                }
-            }
-            Value::Object(obj) => {
-                for (k, item) in obj {
-                    if k.contains('\0') {
-                        out.push(FieldError::new(
-                            path,
-                            "keys must not contain the NUL character (U+0000)",
-                        ));
-                    } else {
-                        walk(item, &join(path, k), out);
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    let mut out = Vec::new();
-    walk(body, "", &mut out);
-    out
-}
-
-fn join(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_owned()
-    } else {
-        format!("{path}.{key}")
-    }
-}
-
-pub(crate) fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 impl Walker {
@@ -466,104 +375,6 @@ impl Walker {
         }
     }
 
-    /// Runs `f` on a fresh walker and keeps its errors with their fields under `prefix`
-    /// (`tasks[2]` + `target.url` → `tasks[2].target.url`).
-    pub(crate) fn nested<T>(&mut self, prefix: &str, f: impl FnOnce(&mut Walker) -> T) -> T {
-        let mut inner = Walker::default();
-        let out = f(&mut inner);
-        self.errors.extend(
-            inner
-                .errors
-                .into_iter()
-                .map(|e| FieldError::new(join(prefix, &e.field), e.message)),
-        );
-        out
-    }
-    pub(crate) fn err(&mut self, field: impl Into<String>, message: impl Into<String>) {
-        self.errors.push(FieldError::new(field, message));
-    }
-
-    pub(crate) fn unknown_fields(
-        &mut self,
-        obj: &Map<String, Value>,
-        path: &str,
-        known: &[&str],
-        ignored: &[&str],
-    ) {
-        for key in obj.keys() {
-            if !known.contains(&key.as_str()) && !ignored.contains(&key.as_str()) {
-                self.err(
-                    join(path, key),
-                    format!("unknown field; expected one of {}", known.join(", ")),
-                );
-            }
-        }
-    }
-
-    pub(crate) fn object<'a>(
-        &mut self,
-        value: &'a Value,
-        path: &str,
-    ) -> Option<&'a Map<String, Value>> {
-        match value {
-            Value::Object(o) => Some(o),
-            other => {
-                self.err(path, format!("must be an object, not {}", type_name(other)));
-                None
-            }
-        }
-    }
-
-    pub(crate) fn opt_str(
-        &mut self,
-        obj: &Map<String, Value>,
-        key: &str,
-        path: &str,
-    ) -> Option<String> {
-        match obj.get(key)? {
-            Value::String(s) => Some(s.clone()),
-            Value::Null => None,
-            other => {
-                self.err(path, format!("must be a string, not {}", type_name(other)));
-                None
-            }
-        }
-    }
-
-    pub(crate) fn req_str(
-        &mut self,
-        obj: &Map<String, Value>,
-        key: &str,
-        path: &str,
-    ) -> Option<String> {
-        if !obj.contains_key(key) || obj.get(key).is_some_and(Value::is_null) {
-            self.err(path, "is required");
-            return None;
-        }
-        let s = self.opt_str(obj, key, path)?;
-        if s.trim().is_empty() {
-            self.err(path, "must not be empty");
-            return None;
-        }
-        Some(s)
-    }
-
-    pub(crate) fn opt_bool(
-        &mut self,
-        obj: &Map<String, Value>,
-        key: &str,
-        path: &str,
-    ) -> Option<bool> {
-        match obj.get(key)? {
-            Value::Bool(b) => Some(*b),
-            Value::Null => None,
-            other => {
-                self.err(path, format!("must be a boolean, not {}", type_name(other)));
-                None
-            }
-        }
-    }
-
     /// At most [`MAX_HEADERS`] headers, each value at most [`MAX_HEADER_VALUE_LEN`] bytes.
     fn header_sizes(&mut self, headers: &BTreeMap<String, String>) {
         if headers.len() > MAX_HEADERS {
@@ -581,77 +392,6 @@ impl Walker {
                     format!("target.headers.{k}"),
                     format!("value is longer than {MAX_HEADER_VALUE_LEN} bytes"),
                 );
-            }
-        }
-    }
-
-    pub(crate) fn string_map(
-        &mut self,
-        value: Option<&Value>,
-        path: &str,
-    ) -> BTreeMap<String, String> {
-        let mut out = BTreeMap::new();
-        let Some(value) = value.filter(|v| !v.is_null()) else {
-            return out;
-        };
-        let Some(obj) = self.object(value, path) else {
-            return out;
-        };
-        for (k, v) in obj {
-            match v {
-                Value::String(s) => {
-                    out.insert(k.clone(), s.clone());
-                }
-                other => self.err(
-                    join(path, k),
-                    format!("must be a string, not {}", type_name(other)),
-                ),
-            }
-        }
-        out
-    }
-
-    pub(crate) fn duration(
-        &mut self,
-        obj: &Map<String, Value>,
-        key: &str,
-        path: &str,
-        default: Dur,
-        positive: bool,
-    ) -> Dur {
-        let Some(text) = self.opt_str(obj, key, path) else {
-            return default;
-        };
-        match text.parse::<Dur>() {
-            Ok(d) if positive && d.is_zero() => {
-                self.err(path, "must be greater than zero");
-                default
-            }
-            Ok(d) => d,
-            Err(e) => {
-                self.err(path, e.to_string());
-                default
-            }
-        }
-    }
-
-    pub(crate) fn instant(
-        &mut self,
-        obj: &Map<String, Value>,
-        key: &str,
-        path: &str,
-    ) -> Option<Timestamp> {
-        let text = self.opt_str(obj, key, path)?;
-        match text.parse::<Timestamp>() {
-            Ok(t) => Some(crate::truncate_ms(t)),
-            Err(e) => {
-                self.err(
-                    path,
-                    format!(
-                        "'{text}' is not an RFC 3339 instant in the range Sundial keeps, up to 9999-12-30T22:00:00Z (e.g. 2026-11-30T10:00:00Z): {e}"
-                    ),
-                );
-                None
             }
         }
     }
@@ -728,26 +468,6 @@ impl Walker {
             }
         }
         Some(spec)
-    }
-
-    pub(crate) fn enumeration<T: Copy>(
-        &mut self,
-        obj: &Map<String, Value>,
-        key: &str,
-        options: &[(&str, T)],
-        default: T,
-    ) -> T {
-        let Some(text) = self.opt_str(obj, key, key) else {
-            return default;
-        };
-        match options.iter().find(|(name, _)| *name == text) {
-            Some((_, value)) => *value,
-            None => {
-                let names: Vec<_> = options.iter().map(|(n, _)| *n).collect();
-                self.err(key, format!("'{text}' is not one of {}", names.join(", ")));
-                default
-            }
-        }
     }
 
     pub(crate) fn schedule(&mut self, value: &Value) -> Option<ScheduleSpec> {
@@ -1112,33 +832,6 @@ impl Walker {
         }
     }
 
-    pub(crate) fn string_list(&mut self, value: Option<&Value>, path: &str) -> Vec<String> {
-        match value {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(items)) => items
-                .iter()
-                .enumerate()
-                .filter_map(|(i, v)| match v {
-                    Value::String(s) => Some(s.clone()),
-                    other => {
-                        self.err(
-                            format!("{path}.{i}"),
-                            format!("must be a string, not {}", type_name(other)),
-                        );
-                        None
-                    }
-                })
-                .collect(),
-            Some(other) => {
-                self.err(
-                    path,
-                    format!("must be an array of strings, not {}", type_name(other)),
-                );
-                Vec::new()
-            }
-        }
-    }
-
     pub(crate) fn http_target(
         &mut self,
         obj: &Map<String, Value>,
@@ -1220,98 +913,6 @@ impl Walker {
             body,
             success_codes,
         })
-    }
-
-    /// `target.url`: an absolute http(s) URL of at most [`MAX_URL_LEN`] bytes with a host, a
-    /// valid port, and a host name a resolver can look up; with `allow`, a host the
-    /// `[http_targets] allow` list can allow. Errors go to `target.url`, one at the most.
-    pub(crate) fn check_url(&mut self, url: &str, allow: Option<&HostAllowList>) {
-        if url.len() > MAX_URL_LEN {
-            self.err(
-                "target.url",
-                format!(
-                    "is {} bytes long; at most {MAX_URL_LEN} are allowed",
-                    url.len()
-                ),
-            );
-            return;
-        }
-        // The scheme is case-insensitive (RFC 3986 §3.1): `HTTP://` is `http://`.
-        let rest = url.split_once("://").and_then(|(scheme, rest)| {
-            (scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https"))
-                .then_some(rest)
-        });
-        let Some(rest) = rest else {
-            self.err(
-                "target.url",
-                format!("'{url}' must be an absolute http:// or https:// URL"),
-            );
-            return;
-        };
-        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-        let host = authority.rsplit('@').next().unwrap_or("");
-        if host.is_empty() || host.starts_with(':') {
-            self.err("target.url", format!("'{url}' has no host"));
-        } else if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            self.err(
-                "target.url",
-                "must not contain spaces or control characters",
-            );
-        } else if let Some((_, port)) = host.rsplit_once(':')
-            && !host.ends_with(']')
-            && port.parse::<u16>().is_err()
-        {
-            self.err("target.url", format!("'{port}' is not a port number"));
-        } else {
-            // The host as the HTTP client sees it: lower-case, IDNA-mapped (UTS #46).
-            match url::Url::parse(url) {
-                Ok(parsed) => self.check_host(&parsed, allow),
-                Err(e) if allow.is_some() => {
-                    self.err("target.url", format!("is not a valid URL: {e}"));
-                }
-                Err(_) => {}
-            }
-        }
-    }
-
-    /// The parsed URL's host: a name a resolver can look up (RFC 1035 §2.3.4: no resolver
-    /// looks up a longer one, so every attempt would fail), and one the `[http_targets]
-    /// allow` list can allow. A name that only an address pattern could allow passes here;
-    /// the HTTP target connects only to its resolved addresses that the list holds.
-    pub(crate) fn check_host(&mut self, parsed: &url::Url, allow: Option<&HostAllowList>) {
-        if let Some(url::Host::Domain(name)) = parsed.host() {
-            let name = name.strip_suffix('.').unwrap_or(name);
-            if name.len() > 253 {
-                self.err(
-                    "target.url",
-                    format!(
-                        "the host is {} bytes long; at most 253 are allowed (RFC 1035)",
-                        name.len()
-                    ),
-                );
-                return;
-            } else if name.split('.').any(|label| label.len() > 63) {
-                self.err(
-                    "target.url",
-                    "the host has a label longer than 63 bytes (RFC 1035)",
-                );
-                return;
-            }
-        }
-        let Some(allow) = allow else { return };
-        let Some(host) = parsed.host_str() else {
-            self.err("target.url", "has no host");
-            return;
-        };
-        if allow.judge(host) == Verdict::Refused {
-            self.err(
-                "target.url",
-                format!(
-                    "host '{host}' is not in the server's [http_targets] allow list ({})",
-                    allow.describe()
-                ),
-            );
-        }
     }
 }
 
