@@ -2,7 +2,7 @@
 # Starts what Sundial's tests need and is down: PostgreSQL, Redis, NATS (JetStream) and
 # RabbitMQ on their usual loopback ports, and Podman's Docker Engine API with a local busybox
 # image (scripts/podman-setup.sh); and the tools the suite drives: Debian's chromium and
-# chromium-driver, schemathesis from PyPI. Idempotent: a service that answers on its port is left
+# chromium-driver, faketime, schemathesis from PyPI. Idempotent: a service that answers on its port is left
 # alone; a package that is missing is installed from Debian's archive.
 #
 # Ports: PostgreSQL 5432, Redis 6379, NATS 4222, RabbitMQ 5672, Podman unix:///tmp/podman.sock.
@@ -35,6 +35,8 @@ need chromedriver chromium-driver
 need patroni patroni
 need etcd etcd-server
 need haproxy haproxy
+# The skewed-clock scenario (crates/bin/tests/failure.rs) runs one node under libfaketime.
+need faketime faketime
 # The API is held to its OpenAPI document by schemathesis (scripts/schemathesis.sh).
 if ! command -v schemathesis >/dev/null 2>&1; then
   log "installing schemathesis from PyPI"

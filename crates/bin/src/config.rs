@@ -57,14 +57,6 @@ pub struct ServerArgs {
     /// [default: 5s]
     #[arg(long, env = "SUNDIAL_LOOKAHEAD", allow_hyphen_values = true)]
     pub lookahead: Option<String>,
-    /// Testing aid: shift this node's clock by this many milliseconds
-    #[arg(
-        long,
-        env = "SUNDIAL_CLOCK_OFFSET_MS",
-        hide = true,
-        allow_hyphen_values = true
-    )]
-    pub clock_offset_ms: Option<i64>,
 }
 
 /// `sundial migrate` flags.
@@ -340,8 +332,6 @@ pub struct ServerConfig {
     /// How long before their fire time the scheduler writes slots' executions
     /// (docs/configuration.md, "lookahead"), 2 s to 60 s.
     pub lookahead: sundial_core::Dur,
-    /// Shift of this node's clock (testing aid), in milliseconds.
-    pub clock_offset_ms: i64,
     /// `[http_targets] allow`: the hosts HTTP targets may reach; `None`: any host.
     pub http_allow: Option<Arc<HostAllowList>>,
     /// `[http_targets] max_connections_per_host`: most requests in flight to one host from
@@ -595,7 +585,6 @@ impl ServerConfig {
             connections: file.connections,
             lease_ttl,
             rate_limits,
-            clock_offset_ms: args.clock_offset_ms.unwrap_or(0),
             http_allow,
             http_max_connections_per_host,
             tokens: (!tokens.is_empty()).then(|| Arc::new(tokens)),

@@ -156,7 +156,6 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         claim_ahead: sundial_worker::DEFAULT_CLAIM_AHEAD,
         max_claimed_ahead: sundial_worker::DEFAULT_MAX_CLAIMED_AHEAD,
         lookahead: sundial_scheduler::DEFAULT_LOOKAHEAD,
-        clock_offset_ms: 0,
         http_allow: None,
         http_max_connections_per_host: sundial_target::DEFAULT_MAX_CONNECTIONS_PER_HOST,
         tokens: None,

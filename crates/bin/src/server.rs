@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use sundial_api::{AppState, health_router, router};
-use sundial_clock::{Clock, OffsetClock, SystemClock};
+use sundial_clock::{Clock, SystemClock};
 use sundial_scheduler::{Scheduler, SchedulerConfig};
 use sundial_store::Store;
 use sundial_store::maintenance::{HistoryRetention, NodeHeartbeat, Runner, Service};
@@ -100,17 +100,7 @@ async fn shutdown_signal() {
 /// # Errors
 /// A store that cannot be opened, a scheduler refused the store, a listen address in use.
 pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
-    let clock: Arc<dyn Clock> = if config.clock_offset_ms == 0 {
-        Arc::new(SystemClock)
-    } else {
-        tracing::warn!(
-            offset_ms = config.clock_offset_ms,
-            "this node's clock is shifted on purpose"
-        );
-        Arc::new(OffsetClock::new(jiff::SignedDuration::from_millis(
-            config.clock_offset_ms,
-        )))
-    };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     // Listening comes first: a taken address stops the start before the store is opened or
     // a shard lease taken. Every process listens: the api role serves the whole API, others
     // the probes alone.

@@ -559,12 +559,21 @@ async fn a_node_cut_off_from_the_database_is_replaced_and_fires_nothing_stale_on
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_node_with_a_skewed_clock_fires_nothing_early_and_nothing_late() {
     let _serial = SERIAL.lock().await;
+    // Node n1 runs under libfaketime (Debian's `faketime` package, scripts/services.sh): its
+    // wall clock, as every call in the process reads it, is 30 s ahead; its monotonic clock
+    // (timers, timeouts) is left alone, as on a machine whose clock is merely set wrong.
     let c = Cluster::start(
         &["api,scheduler,worker"; 2],
         None,
-        Some((1, ("SUNDIAL_CLOCK_OFFSET_MS".into(), "30000".into()))),
+        Some((1, skewed_clock("+30s"))),
     )
     .await;
+    let said = c.nodes[1].date_header().await;
+    let ahead = said.duration_since(Timestamp::now());
+    assert!(
+        ahead > SignedDuration::from_secs(25) && ahead < SignedDuration::from_secs(35),
+        "n1's clock is not 30 s ahead (its Date header said {said}, {ahead} from ours): is libfaketime installed?"
+    );
     let start = whole_second_after(Duration::from_secs(3));
     let jobs = c.every_second_jobs(40, start).await;
     tokio::time::sleep(Duration::from_secs(20)).await;
@@ -1251,4 +1260,20 @@ async fn an_embedded_store_process_killed_and_restarted_loses_no_slot_to_its_hel
     );
     v.assert_exactly_once_on_time(SignedDuration::from_secs(TTL_S + 4));
     server.kill9();
+}
+
+/// The environment that runs a process under libfaketime with its wall clock shifted by
+/// `offset` (`+30s`): `LD_PRELOAD` of the library (Debian's path), `FAKETIME`, and
+/// `FAKETIME_DONT_FAKE_MONOTONIC` so that its timers run at the real pace.
+fn skewed_clock(offset: &str) -> Vec<(String, String)> {
+    const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+    assert!(
+        std::path::Path::new(LIBFAKETIME).exists(),
+        "{LIBFAKETIME} is missing: scripts/services.sh installs Debian's faketime package"
+    );
+    vec![
+        ("LD_PRELOAD".into(), LIBFAKETIME.into()),
+        ("FAKETIME".into(), offset.into()),
+        ("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()),
+    ]
 }

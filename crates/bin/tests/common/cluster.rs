@@ -52,7 +52,7 @@ impl Cluster {
     pub async fn start(
         roles: &[&str],
         proxy_for: Option<(usize, String)>,
-        env_for: Option<(usize, (String, String))>,
+        env_for: Option<(usize, Vec<(String, String)>)>,
     ) -> Cluster {
         Cluster::start_configured(roles, proxy_for, env_for, None).await
     }
@@ -61,7 +61,7 @@ impl Cluster {
     pub async fn start_configured(
         roles: &[&str],
         proxy_for: Option<(usize, String)>,
-        env_for: Option<(usize, (String, String))>,
+        env_for: Option<(usize, Vec<(String, String)>)>,
         config: Option<&str>,
     ) -> Cluster {
         let db = TestDatabase::create("sundial_f").await;
@@ -75,7 +75,7 @@ impl Cluster {
         url: &str,
         roles: &[&str],
         proxy_for: Option<(usize, String)>,
-        env_for: Option<(usize, (String, String))>,
+        env_for: Option<(usize, Vec<(String, String)>)>,
         config: Option<&str>,
     ) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
@@ -93,7 +93,7 @@ impl Cluster {
                 _ => url.to_owned(),
             };
             let env = match &env_for {
-                Some((k, kv)) if *k == i => vec![kv.clone()],
+                Some((k, kv)) if *k == i => kv.clone(),
                 _ => Vec::new(),
             };
             let opts = ServerOpts {

@@ -367,6 +367,16 @@ impl Server {
         format!("http://{}{path}", self.addr)
     }
 
+    /// This process's wall clock as its HTTP server reports it: the `Date` header of a
+    /// `/healthz` answer (whole seconds, RFC 9110 §6.6.1).
+    pub async fn date_header(&self) -> Timestamp {
+        let resp = self.http.get(self.url("/healthz")).send().await.unwrap();
+        let date = resp.headers()["date"].to_str().unwrap().to_owned();
+        jiff::fmt::rfc2822::DateTimeParser::new()
+            .parse_timestamp(&date)
+            .unwrap_or_else(|e| panic!("Date header {date:?}: {e}"))
+    }
+
     pub async fn request(
         &self,
         method: reqwest::Method,
