@@ -15,6 +15,7 @@
 pub mod auth;
 pub mod backfills;
 pub mod calendars;
+mod cron;
 pub mod error;
 mod executions;
 mod jobs;
@@ -186,7 +187,7 @@ fn routes(state: AppState) -> Router {
     .routes(routes!(openapi_json))
     .routes(routes!(cluster))
     .routes(routes!(namespaces))
-    .routes(routes!(jobs::cron_next))
+    .routes(routes!(cron::cron_next))
     .routes(routes!(jobs::list, jobs::create))
     .routes(routes!(jobs::apply_many))
     .routes(routes!(plan::plan_many))
