@@ -193,10 +193,12 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
             },
             worker_wake.clone(),
         );
-        maintenance.add([
-            Arc::new(Reaper::new(worker.clone(), config.maintenance.reaper_every))
-                as Arc<dyn Service>,
-        ]);
+        maintenance.add([Arc::new(Reaper::new(
+            store.clone(),
+            worker_wake.clone(),
+            config.lease_ttl,
+            config.maintenance.reaper_every,
+        )) as Arc<dyn Service>]);
         let rx = rx.clone();
         tasks.spawn(async move {
             worker.run(rx).await;

@@ -1,5 +1,6 @@
-//! The completion transition: what a completed attempt writes, decided once for every store
-//! (docs/guarantees.md, "G3 Fencing"). A store applies each [`CompletionWrite`] fenced by its
+//! The completion transition: where an execution goes after an attempt ([`next_after`]: the
+//! retry-or-dead decision, pure, its jitter given by the caller) and what a completed attempt
+//! writes, decided once for every store (docs/guarantees.md, "G3 Fencing"). A store applies each [`CompletionWrite`] fenced by its
 //! attempt number, in one statement for the batch; a workflow's release (planned:
 //! ARCHITECTURE.md, the code map's workflows row) joins here, from the writes that applied.
 //!
@@ -17,8 +18,48 @@
 
 use sundial_core::Dur;
 use sundial_core::execution::ExecutionState;
+use sundial_core::retry::RetryPolicy;
 
-use crate::AttemptComplete;
+use crate::{AttemptComplete, NextStep};
+
+/// How an attempt ended, as the retry decision reads it (docs/failure-classes.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptEnd {
+    /// The target accepted the delivery.
+    Succeeded,
+    /// A permanent failure: another attempt cannot succeed (a 4xx other than 408 and 429, a
+    /// message the broker refused for good).
+    Permanent,
+    /// A transient failure: a retryable target error, a timeout, a lease that lapsed;
+    /// `after` is the delay the target asked for (`Retry-After`), if any.
+    Transient {
+        /// The target's own delay before the next attempt.
+        after: Option<Dur>,
+    },
+}
+
+/// Where an execution goes after its attempt number `attempt` (from 1) of `max_attempts`
+/// ended as `end`: `succeeded`, `failed` for a permanent failure, and for a transient one
+/// `dead` once the attempts are spent, else a retry after `retry`'s delay for that attempt
+/// ([`RetryPolicy::delay`]: exponential backoff, full jitter from `jitter` in `[0, 1)`, the
+/// target's `after` capped at `max_interval`). Pure: the caller draws `jitter` (a worker from
+/// its jitter source), so the decision is the same for the same inputs.
+pub fn next_after(
+    end: AttemptEnd,
+    attempt: u32,
+    max_attempts: u32,
+    retry: &RetryPolicy,
+    jitter: f64,
+) -> NextStep {
+    match end {
+        AttemptEnd::Succeeded => NextStep::Succeeded,
+        AttemptEnd::Permanent => NextStep::Failed,
+        AttemptEnd::Transient { .. } if attempt >= max_attempts => NextStep::Dead,
+        AttemptEnd::Transient { after } => {
+            NextStep::RetryAfter(retry.delay(attempt, jitter, after))
+        }
+    }
+}
 
 /// What one completion writes.
 #[derive(Debug, Clone, Copy)]
@@ -107,6 +148,70 @@ mod tests {
                 prop_assert_eq!(w.state, ExecutionState::RetryWait);
                 prop_assert_eq!(w.due_at(now), Some(now + delay.as_millis_i64()));
             }
+        }
+    }
+
+    fn attempt_end() -> impl Strategy<Value = AttemptEnd> {
+        prop_oneof![
+            Just(AttemptEnd::Succeeded),
+            Just(AttemptEnd::Permanent),
+            proptest::option::of(0u64..10_000_000).prop_map(|ms| AttemptEnd::Transient {
+                after: ms.map(sundial_core::Dur::from_millis)
+            }),
+        ]
+    }
+
+    fn retry_policy() -> impl Strategy<Value = RetryPolicy> {
+        (
+            1u32..10,
+            0u64..100_000,
+            1.0f64..4.0,
+            0u64..3_600_000,
+            any::<bool>(),
+        )
+            .prop_map(
+                |(max_attempts, initial, multiplier, max, jitter)| RetryPolicy {
+                    max_attempts,
+                    initial_interval: sundial_core::Dur::from_millis(initial),
+                    multiplier,
+                    max_interval: sundial_core::Dur::from_millis(max),
+                    jitter,
+                },
+            )
+    }
+
+    proptest! {
+        /// docs/failure-classes.md: a success and a permanent failure end the execution
+        /// whatever the attempt; a transient failure retries while attempts are left, with a
+        /// delay within the policy's cap, and is dead on the last.
+        #[test]
+        fn the_next_step_follows_the_ending_and_the_attempts_left(
+            end in attempt_end(),
+            attempt in 1u32..12,
+            max_attempts in 1u32..12,
+            retry in retry_policy(),
+            jitter in 0.0f64..1.0,
+        ) {
+            let next = next_after(end, attempt, max_attempts, &retry, jitter);
+            match end {
+                AttemptEnd::Succeeded => prop_assert_eq!(next, NextStep::Succeeded),
+                AttemptEnd::Permanent => prop_assert_eq!(next, NextStep::Failed),
+                AttemptEnd::Transient { .. } if attempt >= max_attempts => {
+                    prop_assert_eq!(next, NextStep::Dead)
+                }
+                AttemptEnd::Transient { .. } => match next {
+                    NextStep::RetryAfter(d) => {
+                        prop_assert!(d <= retry.max_interval);
+                        prop_assert_eq!(d, retry.delay(attempt, jitter, match end {
+                            AttemptEnd::Transient { after } => after,
+                            _ => None,
+                        }));
+                    }
+                    other => prop_assert!(false, "a transient failure with attempts left went {:?}", other),
+                },
+            }
+            // The same inputs give the same step.
+            prop_assert_eq!(next, next_after(end, attempt, max_attempts, &retry, jitter));
         }
     }
 }

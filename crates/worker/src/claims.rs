@@ -216,4 +216,80 @@ impl Worker {
             .available_permits()
             .min(self.unwritten.available_permits())
     }
+
+    /// Holds a claimed execution until `start_at` (this node's clock), then runs its attempt
+    /// once it has a delivery slot and room for its completion; a cancel at any point before
+    /// drops it. While it waits for the permits its lease is renewed, and a refused renewal
+    /// abandons it (the reaper has given the execution to another attempt). `held` is the
+    /// `ahead` permit of an execution claimed ahead, given back once it has its `unwritten`
+    /// one.
+    pub(crate) async fn hold(
+        &self,
+        e: ClaimedExecution,
+        start_at: Timestamp,
+        held: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) {
+        let cancelled = self.register(&e.id);
+        // A lease lost meanwhile is found at the start ([`Worker::may_start`]): no watch per
+        // held execution (a burst holds up to `max_claimed_ahead`).
+        let due = tokio::select! {
+            _ = self.clock.sleep_until(start_at) => true,
+            _ = cancelled.notified() => false,
+        };
+        let attempt = AttemptRef {
+            id: e.id.clone(),
+            attempt: e.attempt,
+        };
+        // An attempt starts only while its worker's lease is known good (docs/guarantees.md,
+        // "Workers"); while the store is presumed unreachable, only after it confirmed a
+        // renewal asked for now, so that an outage does not turn it into a delivery whose
+        // completion cannot be written.
+        let due = due
+            && tokio::select! {
+                reached = self.may_start(&attempt, e.worker_epoch) => reached,
+                _ = cancelled.notified() => false,
+            };
+        if due {
+            let permits = async {
+                let waiting = Waiting::new(self);
+                let unwritten = self.unwritten.clone().acquire_owned().await;
+                let slot = self.slots.clone().acquire_owned().await;
+                drop(waiting);
+                (unwritten, slot)
+            };
+            // Under a worker lease, waiting for the permits writes nothing: the lease covers
+            // the attempt. Outside one, the attempt's own lease is renewed meanwhile.
+            let renewed = async {
+                match e.worker_epoch {
+                    Some(_) => std::future::pending::<LeaseLost>().await,
+                    None => {
+                        self.heartbeat(&attempt, e.run.heartbeat_timeout, start_at)
+                            .await
+                    }
+                }
+            };
+            tokio::select! {
+                (unwritten, slot) = permits => {
+                    if let (Ok(unwritten), Ok(slot)) = (unwritten, slot) {
+                        drop(held);
+                        // A lease lost while it waited drops it now.
+                        if e.worker_epoch.is_some() && self.liveness.epoch() != e.worker_epoch {
+                            log_dropped_before_start(&e);
+                        } else {
+                            self.attempt_inner(&e, &cancelled, slot).await;
+                        }
+                        drop(unwritten);
+                    }
+                }
+                lost = renewed => {
+                    tracing::warn!(execution = %e.id, attempt = e.attempt, reason = %lost,
+                        "attempt lease lost while waiting for a delivery slot; abandoning it");
+                }
+                _ = cancelled.notified() => log_dropped_before_start(&e),
+            }
+        } else {
+            log_dropped_before_start(&e);
+        }
+        self.unregister(&e.id);
+    }
 }

@@ -12,7 +12,8 @@
 //!  reaper: lapsed worker leases taken over; running attempts whose lease lapsed ──▶ complete(n, only if lapsed): retry_wait | dead
 //! ```
 //!
-//! The reaper is a maintenance service ([`Reaper`], `sundial_store::maintenance`), run by the
+//! The reaper is a maintenance service ([`Reaper`], `sundial_store::maintenance`) of its own,
+//! holding the store, not a [`Worker`], run by the
 //! process's maintenance runner beside [`Worker::run`], every `maintenance.reaper_every`.
 //!
 //! Invariants:
@@ -61,25 +62,30 @@
 #![warn(missing_docs)]
 
 mod alerts;
+mod attempts;
 mod claims;
+mod completions;
 mod liveness;
 mod reaper;
-mod writers;
+mod renewals;
 
 pub use alerts::{
     ALERT_BATCH, ALERT_DELIVERY_TIMEOUT, ALERT_LEASE, ALERT_MAX_BACKOFF, ALERT_MAX_ROUNDS,
     ALERTS_EVERY_DEFAULT, AlertDispatcher, AlertRule, backoff as alert_backoff,
     message as alert_message,
 };
+use attempts::{Failure, log_dropped_before_start};
+#[cfg(test)]
+use completions::defers_writing;
+pub use completions::{
+    BURST_DELIVERY_RATE, COMPLETION_BATCH, COMPLETION_DEFER_MAX, COMPLETION_DEFER_MIN,
+    COMPLETION_GATHER, UNWRITTEN_PER_SLOT, defer_budget, lease_cap,
+};
+use completions::{log_ending, unwritten_capacity};
 pub use liveness::{LeaseState, Liveness, RENEW_RETRY, start_margin};
 pub use reaper::{REAP_BATCH, REAP_PASS_MAX, Reaper, reap_grace};
-#[cfg(test)]
-use writers::defers_writing;
-pub use writers::{
-    BURST_DELIVERY_RATE, COMPLETION_BATCH, COMPLETION_DEFER_MAX, COMPLETION_DEFER_MIN,
-    COMPLETION_GATHER, RENEWAL_BATCH, RENEWAL_GATHER, UNWRITTEN_PER_SLOT, defer_budget, lease_cap,
-};
-use writers::{log_ending, unwritten_capacity};
+use renewals::{LeaseLost, Renewal};
+pub use renewals::{RENEWAL_BATCH, RENEWAL_GATHER};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -105,56 +111,12 @@ type Completion = (
     tokio::sync::oneshot::Sender<Result<bool, CompletionError>>,
 );
 
-/// A lease renewal waiting to be written, with where to send the store's answer.
-type Renewal = (AttemptRef, tokio::sync::oneshot::Sender<Renewed>);
-
-/// The store's answer to one lease renewal of a batch ([`Worker::renewal_writer`]).
-#[derive(Debug, Clone)]
-enum Renewed {
-    /// The lease was extended.
-    Extended,
-    /// The store refused it: the lease lapsed, or the execution was cancelled or given to
-    /// another attempt.
-    Refused,
-    /// The store failed the batch; `retry` is true when renewing again may succeed.
-    Failed { retry: bool, message: String },
-}
-
-impl Renewed {
-    /// A renewal the store judged: extended to `expiry`, or refused (`None`).
-    fn judged(expiry: Option<Timestamp>) -> Self {
-        if expiry.is_some() {
-            Renewed::Extended
-        } else {
-            Renewed::Refused
-        }
-    }
-
-    fn failed(e: &StoreError) -> Self {
-        Renewed::Failed {
-            retry: e.is_retryable_when_idempotent(),
-            message: e.to_string(),
-        }
-    }
-}
-
 /// Takes a writer's queue out of the worker, once: the first [`Worker::run`] spawns the
 /// writer; without it (a worker driven by hand) callers write alone.
 fn take<T>(
     queue: &std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<T>>>,
 ) -> Option<tokio::sync::mpsc::UnboundedReceiver<T>> {
     queue.lock().unwrap_or_else(|p| p.into_inner()).take()
-}
-
-/// Why an attempt's lease renewals stopped: the attempt is abandoned.
-#[derive(Debug, Clone, thiserror::Error)]
-enum LeaseLost {
-    /// The store refused a renewal.
-    #[error("the lease lapsed, or the execution was cancelled or given to another attempt")]
-    Refused,
-    /// The store failed a renewal in a way retrying cannot fix, or the renewal writer stopped.
-    #[error("{0}")]
-    Failed(String),
 }
 
 /// Why a completion was not written.
@@ -227,14 +189,6 @@ const DEFER_LOOK: Duration = Duration::from_millis(2);
 /// How long before its fire time a worker claims an execution by default (1 s): the
 /// `claim_ahead` setting's default (docs/configuration.md, "claim_ahead").
 pub const DEFAULT_CLAIM_AHEAD: Dur = Dur::from_secs(1);
-
-/// Logs a claimed execution dropped before its attempt started: cancelled, or its lease
-/// refused after the store was unreachable.
-fn log_dropped_before_start(e: &ClaimedExecution) {
-    tracing::info!(namespace = %e.namespace, job = %e.job, slot = %e.scheduled_at,
-        execution = %e.id, attempt = e.attempt,
-        "attempt dropped before it started: the execution was cancelled or its lease lost");
-}
 
 /// Waits for at least one item of `queue`, then, unless `cap` are already there, lets more
 /// arrive for `wait` and takes those too, up to `cap` in `batch` (group commit). Returns how
@@ -414,46 +368,8 @@ pub struct Worker {
     /// Whether claims go under the liveness lease: set by [`Worker::run`]. A worker driven by
     /// hand claims outside any, each attempt with a lease of its own.
     leased: Arc<std::sync::atomic::AtomicBool>,
-}
-
-/// Settles an attempt whose task panics: dropped while unwinding, it writes the attempt's end
-/// as a transient failure (retried, or dead once attempts are exhausted) from a task of its
-/// own. An attempt under a worker lease has no lease of its own before its first heartbeat, so
-/// without it a panicked attempt would stay `running` as long as its worker lives.
-struct Unwinding<'a> {
-    worker: &'a Worker,
-    execution: &'a ClaimedExecution,
-}
-
-impl Drop for Unwinding<'_> {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            return;
-        }
-        let (worker, e) = (self.worker.clone(), self.execution.clone());
-        worker.unregister(&e.id);
-        tokio::spawn(async move {
-            let attempt = AttemptRef {
-                id: e.id.clone(),
-                attempt: e.attempt,
-            };
-            let failure = Failure::Target(TargetError::Retryable {
-                after: None,
-                status_code: None,
-                message: "the attempt's task panicked in the worker".into(),
-            });
-            let completion = worker.completion(&e, attempt, Err(failure), false);
-            let (next, error) = (completion.next, completion.error.clone());
-            let written = worker
-                .complete(completion, e.run.heartbeat_timeout.as_std(), e.worker_epoch)
-                .await;
-            tracing::error!(execution = %e.id, attempt = e.attempt, written,
-                "an attempt's task panicked; its end is recorded as a transient failure");
-            if written {
-                log_ending(&e, next, error.as_deref());
-            }
-        });
-    }
+    /// The jitter of retry delays ([`Jitter`]).
+    jitter: Jitter,
 }
 
 /// Counts an attempt past its start among the worker's `waiting` ones while it lives.
@@ -539,7 +455,14 @@ impl Worker {
             none_waiting: Arc::default(),
             liveness,
             leased: Arc::default(),
+            jitter: random_jitter(),
         }
+    }
+
+    /// This worker with `jitter` as the source of its retry delays' jitter.
+    pub fn with_jitter(mut self, jitter: Jitter) -> Self {
+        self.jitter = jitter;
+        self
     }
 
     /// This worker's liveness lease.
@@ -624,366 +547,16 @@ impl Worker {
         let _ = lease.await;
         rewake.abort();
     }
-
-    /// Runs one claimed attempt to its completion (or abandons it when the lease is lost),
-    /// giving back its delivery `slot` as soon as the target has answered.
-    async fn attempt(&self, e: ClaimedExecution, slot: tokio::sync::OwnedSemaphorePermit) {
-        let cancelled = self.register(&e.id);
-        self.attempt_inner(&e, &cancelled, slot).await;
-        self.unregister(&e.id);
-    }
-
-    /// Holds a claimed execution until `start_at` (this node's clock), then runs its attempt
-    /// once it has a delivery slot and room for its completion; a cancel at any point before
-    /// drops it. While it waits for the permits its lease is renewed, and a refused renewal
-    /// abandons it (the reaper has given the execution to another attempt). `held` is the
-    /// `ahead` permit of an execution claimed ahead, given back once it has its `unwritten`
-    /// one.
-    async fn hold(
-        &self,
-        e: ClaimedExecution,
-        start_at: Timestamp,
-        held: Option<tokio::sync::OwnedSemaphorePermit>,
-    ) {
-        let cancelled = self.register(&e.id);
-        // A lease lost meanwhile is found at the start ([`Worker::may_start`]): no watch per
-        // held execution (a burst holds up to `max_claimed_ahead`).
-        let due = tokio::select! {
-            _ = self.clock.sleep_until(start_at) => true,
-            _ = cancelled.notified() => false,
-        };
-        let attempt = AttemptRef {
-            id: e.id.clone(),
-            attempt: e.attempt,
-        };
-        // An attempt starts only while its worker's lease is known good (docs/guarantees.md,
-        // "Workers"); while the store is presumed unreachable, only after it confirmed a
-        // renewal asked for now, so that an outage does not turn it into a delivery whose
-        // completion cannot be written.
-        let due = due
-            && tokio::select! {
-                reached = self.may_start(&attempt, e.worker_epoch) => reached,
-                _ = cancelled.notified() => false,
-            };
-        if due {
-            let permits = async {
-                let waiting = Waiting::new(self);
-                let unwritten = self.unwritten.clone().acquire_owned().await;
-                let slot = self.slots.clone().acquire_owned().await;
-                drop(waiting);
-                (unwritten, slot)
-            };
-            // Under a worker lease, waiting for the permits writes nothing: the lease covers
-            // the attempt. Outside one, the attempt's own lease is renewed meanwhile.
-            let renewed = async {
-                match e.worker_epoch {
-                    Some(_) => std::future::pending::<LeaseLost>().await,
-                    None => {
-                        self.heartbeat(&attempt, e.run.heartbeat_timeout, start_at)
-                            .await
-                    }
-                }
-            };
-            tokio::select! {
-                (unwritten, slot) = permits => {
-                    if let (Ok(unwritten), Ok(slot)) = (unwritten, slot) {
-                        drop(held);
-                        // A lease lost while it waited drops it now.
-                        if e.worker_epoch.is_some() && self.liveness.epoch() != e.worker_epoch {
-                            log_dropped_before_start(&e);
-                        } else {
-                            self.attempt_inner(&e, &cancelled, slot).await;
-                        }
-                        drop(unwritten);
-                    }
-                }
-                lost = renewed => {
-                    tracing::warn!(execution = %e.id, attempt = e.attempt, reason = %lost,
-                        "attempt lease lost while waiting for a delivery slot; abandoning it");
-                }
-                _ = cancelled.notified() => log_dropped_before_start(&e),
-            }
-        } else {
-            log_dropped_before_start(&e);
-        }
-        self.unregister(&e.id);
-    }
-
-    /// Resolves once the worker lease `epoch` is lost (never for `None`, an attempt outside
-    /// any worker lease).
-    async fn lost(&self, epoch: Option<i64>) {
-        match epoch {
-            Some(epoch) => self.liveness.lost(epoch).await,
-            None => std::future::pending().await,
-        }
-    }
-
-    /// Whether a held attempt may start now: under a worker lease, once the lease is known
-    /// good ([`Liveness::confirm`], afresh while the store is presumed unreachable); outside
-    /// one, once the store is reachable and the attempt's lease renewed
-    /// ([`Worker::store_reachable`]). `false` when the lease was lost or refused.
-    async fn may_start(&self, attempt: &AttemptRef, epoch: Option<i64>) -> bool {
-        match epoch {
-            Some(epoch) => {
-                let fresh = *self.store_down.borrow();
-                let good = self.liveness.confirm(epoch, fresh).await;
-                if good && fresh {
-                    self.store_reached(true);
-                }
-                good
-            }
-            None => self.store_reachable(attempt).await,
-        }
-    }
-
-    /// Records whether a store call of this worker succeeded (`true`) or failed in a way a
-    /// retry may fix (`false`).
-    fn store_reached(&self, reached: bool) {
-        let now_down = !reached;
-        self.store_down.send_if_modified(|down| {
-            let changed = *down != now_down;
-            *down = now_down;
-            changed
-        });
-    }
-
-    /// Returns `true` at once while the store is presumed reachable. Else waits until another
-    /// store call of this worker succeeds (the claim loop keeps trying), then renews
-    /// `attempt`'s lease, whose time may have run out meanwhile: `true` once renewed, `false`
-    /// when refused (the execution was cancelled or given to another attempt).
-    async fn store_reachable(&self, attempt: &AttemptRef) -> bool {
-        let mut down = self.store_down.subscribe();
-        if !*down.borrow_and_update() {
-            return true;
-        }
-        loop {
-            if down.wait_for(|down| !*down).await.is_err() {
-                return false;
-            }
-            match self.store.attempt_heartbeat(attempt).await {
-                Ok(_) => return true,
-                Err(StoreError::StaleFence(_)) => return false,
-                Err(e) if e.is_retryable_when_idempotent() => self.store_reached(false),
-                Err(e) => {
-                    tracing::error!(error = %e, execution = %attempt.id,
-                        "lease renewal refused for a reason retrying cannot fix; dropping the attempt");
-                    return false;
-                }
-            }
-        }
-    }
-
-    /// Registers an attempt of this worker for cancellation: the signal that stops it.
-    fn register(&self, id: &str) -> Arc<Notify> {
-        let cancelled = Arc::new(Notify::new());
-        self.running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.to_owned(), cancelled.clone());
-        cancelled
-    }
-
-    /// Removes an attempt's cancellation signal once the attempt has ended.
-    fn unregister(&self, id: &str) {
-        self.running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id);
-    }
-
-    async fn attempt_inner(
-        &self,
-        e: &ClaimedExecution,
-        cancelled: &Notify,
-        slot: tokio::sync::OwnedSemaphorePermit,
-    ) {
-        let _unwinding = Unwinding {
-            worker: self,
-            execution: e,
-        };
-        let started = self.clock.now();
-        if e.attempt == 1 {
-            let lag = started.duration_since(e.fire_at).as_secs_f64().max(0.0);
-            metrics::histogram!("sundial_trigger_lag_seconds").record(lag);
-        }
-        let attempt = AttemptRef {
-            id: e.id.clone(),
-            attempt: e.attempt,
-        };
-        let delivery = Delivery {
-            execution_id: &e.id,
-            attempt: e.attempt,
-            scheduled_at: e.scheduled_at,
-            now: started,
-            target: &e.run.target,
-            keep_output: e.run.output,
-        };
-        // The attempt's span (exported only with OTLP on): the child of the execution's
-        // trigger span, with the id this delivery's `traceparent` names.
-        let span = sundial_trace::attempt(&sundial_trace::Attempt {
-            execution_id: &e.id,
-            attempt: e.attempt,
-            namespace: &e.namespace,
-            job: &e.job,
-            scheduled_at: e.scheduled_at,
-            fire_at: e.fire_at,
-            node: &self.config.node,
-        });
-        let deadline = started + e.run.timeout.as_signed();
-        // One lease renewal loop from the claim until the completion is written, so a store
-        // slow to write outcomes does not let the reaper retry an attempt that already ran.
-        let heartbeat = self.heartbeat(&attempt, e.run.heartbeat_timeout, started);
-        tokio::pin!(heartbeat);
-        // The worker lease lost: the store refuses whatever this attempt would write, so its
-        // delivery is dropped. (Its completion, once the target answered, is refused by the
-        // store; no watch is kept per attempt waiting for its write.)
-        let lost = self.lost(e.worker_epoch);
-        let result = tokio::select! {
-            r = self.target.dispatch(&delivery).instrument(span.clone()) => {
-                Some(r.map_err(Failure::Target))
-            }
-            _ = self.clock.sleep_until(deadline) => Some(Err(Failure::TimedOut)),
-            lost = &mut heartbeat => {
-                tracing::warn!(execution = %e.id, attempt = e.attempt, reason = %lost,
-                    "attempt lease lost; abandoning the attempt");
-                sundial_trace::attempt_ended(&span, "abandoned", Some("attempt lease lost"));
-                None
-            }
-            _ = lost => {
-                tracing::warn!(execution = %e.id, attempt = e.attempt,
-                    "worker lease lost; abandoning the attempt");
-                sundial_trace::attempt_ended(&span, "abandoned", Some("worker lease lost"));
-                None
-            }
-            _ = cancelled.notified() => {
-                // The store recorded the cancellation; dropping the dispatch stops the work.
-                tracing::info!(namespace = %e.namespace, job = %e.job, slot = %e.scheduled_at,
-                    execution = %e.id, state = "cancelled", attempt = e.attempt,
-                    "execution cancelled; attempt stopped");
-                sundial_trace::attempt_ended(&span, "cancelled", None);
-                None
-            }
-        };
-        drop(slot);
-        let Some(result) = result else { return };
-        let completion = self.completion(e, attempt.clone(), result, false);
-        let (next, error) = (completion.next, completion.error.clone());
-        sundial_trace::attempt_ended(&span, next.outcome(), error.as_deref());
-        drop(span);
-        // An attempt under a worker lease that ended before its first heartbeat has no lease
-        // of its own: the worker's lease covers its outcome until it is written, with no
-        // renewal per attempt, however long the store takes (docs/guarantees.md, "Workers").
-        // One that ran longer renews its own lease until then.
-        let own_lease = e.worker_epoch.is_none()
-            || self.clock.now() >= started + e.run.heartbeat_timeout.as_signed() / 3;
-        // How long the completion writer may defer it ([`lease_cap`]): without a lease of its
-        // own, as long as its budget says.
-        let deferrable = if own_lease {
-            e.run.heartbeat_timeout.as_std()
-        } else {
-            Duration::MAX
-        };
-        let heartbeat = async {
-            if own_lease {
-                heartbeat.await
-            } else {
-                std::future::pending().await
-            }
-        };
-        tokio::select! {
-            written = self.complete(completion, deferrable, e.worker_epoch) => if written {
-                log_ending(e, next, error.as_deref());
-            },
-            lost = heartbeat => {
-                tracing::warn!(execution = %e.id, attempt = e.attempt, reason = %lost,
-                    "attempt lease lost before its completion was written");
-            }
-        }
-    }
-
-    /// Stops the local attempts of executions cancelled anywhere in the cluster.
-    async fn cancel_loop(self, mut cancelled: tokio::sync::broadcast::Receiver<String>) {
-        loop {
-            match cancelled.recv().await {
-                Ok(id) => {
-                    let running = self
-                        .running
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .get(&id)
-                        .cloned();
-                    if let Some(stop) = running {
-                        stop.notify_one();
-                    }
-                }
-                // Missed some: the heartbeat's refusal still stops those attempts.
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-            }
-        }
-    }
-
-    /// Returns attempts whose lease lapsed to the queue with backoff (or dead-letters them),
-    /// and fails the workflow runs past their `run_timeout`; returns how many attempts were
-    /// reaped.
-    ///
-    /// # Errors
-    /// The store's, when listing fails.
-    pub async fn reap_once(&self) -> Result<usize, StoreError> {
-        let started = std::time::Instant::now();
-        let mut reaped = 0;
-        loop {
-            let lapsed = self.store.attempt_list_lapsed(reaper::REAP_BATCH).await?;
-            let completions: Vec<AttemptComplete> = lapsed
-                .iter()
-                .map(|e| {
-                    let attempt = AttemptRef {
-                        id: e.id.clone(),
-                        attempt: e.attempt,
-                    };
-                    self.completion(e, attempt, Err(Failure::LeaseLapsed), true)
-                })
-                .collect();
-            // Each is fenced on its own: one its worker renewed meanwhile is left (false).
-            let applied = self.store.attempt_complete_batch(&completions).await?;
-            for ((e, completion), applied) in lapsed.iter().zip(&completions).zip(applied) {
-                if applied {
-                    reaped += 1;
-                    tracing::debug!(execution = %e.id, attempt = e.attempt, "reaped an attempt whose lease lapsed");
-                    log_ending(e, completion.next, completion.error.as_deref());
-                }
-            }
-            // A full batch may have left more behind it (a worker that died holding a burst):
-            // go on, within the pass's budget.
-            if lapsed.len() < reaper::REAP_BATCH as usize
-                || started.elapsed() >= reaper::REAP_PASS_MAX
-            {
-                break;
-            }
-        }
-        if reaped > 0 {
-            tracing::info!(attempts = reaped, "reaped attempts whose lease lapsed");
-        }
-        // Workflow runs past their `run_timeout` fail, their running tasks stopped
-        // (docs/workflows.md#runs), by the store's clock.
-        let expired = self.store.run_expire(reaper::RUN_EXPIRE_BATCH).await?;
-        if expired > 0 {
-            tracing::info!(
-                runs = expired,
-                "workflow runs failed past their run_timeout"
-            );
-        }
-        if reaped > 0 {
-            self.wake.notify_one();
-        }
-        Ok(reaped)
-    }
 }
 
-enum Failure {
-    Target(TargetError),
-    TimedOut,
-    LeaseLapsed,
+/// Where a worker draws the jitter of its retry delays: a number in `[0, 1)` per call
+/// (`rand::random` by default; [`Worker::with_jitter`] and [`Reaper::with_jitter`] give another,
+/// as tests do for delays they can predict).
+pub type Jitter = Arc<dyn Fn() -> f64 + Send + Sync>;
+
+/// The default [`Jitter`]: a uniform random number in `[0, 1)`.
+pub fn random_jitter() -> Jitter {
+    Arc::new(rand::random::<f64>)
 }
 
 #[cfg(test)]

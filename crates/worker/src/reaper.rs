@@ -18,15 +18,20 @@
 //! worker renews its lease within a renewal interval of the store's return, and what a store outage
 //! made look lapsed is not taken from a live worker (docs/guarantees.md, "Workers").
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use sundial_core::Dur;
+use sundial_core::execution::AttemptOutcome;
+use sundial_store::completion::{AttemptEnd, next_after};
 use sundial_store::maintenance::Service;
+use sundial_store::{AttemptComplete, AttemptRef, ClaimedExecution, Error as StoreError, Store};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::Worker;
+use crate::completions::log_ending;
+use crate::{Jitter, random_jitter};
 
 /// Most attempts one reaper batch handles, in one store transaction (1,000).
 pub const REAP_BATCH: u32 = 1000;
@@ -50,11 +55,24 @@ pub fn reap_grace(lease_ttl: Dur) -> Duration {
 
 /// The reaper of one worker process, every `maintenance.reaper_every` (default 1 s,
 /// [`sundial_store::maintenance::REAPER_EVERY_DEFAULT`]).
-#[derive(Debug)]
 pub struct Reaper {
-    worker: Worker,
+    store: Arc<dyn Store>,
+    /// Notified after a pass that returned attempts to the queue (this process's worker).
+    wake: Arc<Notify>,
+    /// The worker leases' `lease_ttl`, which sets [`reap_grace`].
+    lease_ttl: Dur,
     every: Dur,
+    jitter: Jitter,
     touch: Mutex<Touch>,
+}
+
+impl std::fmt::Debug for Reaper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reaper")
+            .field("lease_ttl", &self.lease_ttl)
+            .field("every", &self.every)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Since when the reaper has been in touch with the store without a gap, and its last pass
@@ -92,15 +110,99 @@ impl Touch {
 }
 
 impl Reaper {
-    /// The reaper of `worker`'s store, completing lapsed attempts as `worker` would (its retry
-    /// policy, its node id), every `every`; it takes over the worker leases that lapsed by the
-    /// store's clock, once in touch with the store for [`reap_grace`] of `worker`'s `lease_ttl`.
-    pub fn new(worker: Worker, every: Dur) -> Self {
+    /// The reaper of `store`, every `every`: it retries (or dead-letters) the attempts whose
+    /// lease lapsed, by each execution's own retry policy, and takes over the worker leases
+    /// that lapsed by the store's clock once in touch with the store for [`reap_grace`] of
+    /// `lease_ttl` (the worker leases' TTL); it notifies `wake` after a pass that returned
+    /// attempts to the queue.
+    pub fn new(store: Arc<dyn Store>, wake: Arc<Notify>, lease_ttl: Dur, every: Dur) -> Self {
         Reaper {
-            worker,
+            store,
+            wake,
+            lease_ttl,
             every,
+            jitter: random_jitter(),
             touch: Mutex::default(),
         }
+    }
+
+    /// This reaper with `jitter` as the source of its retry delays' jitter.
+    pub fn with_jitter(mut self, jitter: Jitter) -> Self {
+        self.jitter = jitter;
+        self
+    }
+
+    /// What the reaper writes for the lapsed attempt of `e`: outcome `lease_lapsed`, the
+    /// execution retried by its policy or dead once its attempts are spent, fenced to apply
+    /// only while the lease is still lapsed.
+    fn lapsed(&self, e: &ClaimedExecution) -> AttemptComplete {
+        let next = next_after(
+            AttemptEnd::Transient { after: None },
+            e.attempt,
+            e.max_attempts,
+            &e.run.retry,
+            (self.jitter)(),
+        );
+        metrics::counter!("sundial_attempts_total", "outcome" => AttemptOutcome::LeaseLapsed.as_str())
+            .increment(1);
+        AttemptComplete {
+            attempt: AttemptRef {
+                id: e.id.clone(),
+                attempt: e.attempt,
+            },
+            outcome: AttemptOutcome::LeaseLapsed,
+            status_code: None,
+            error: Some("the worker's lease lapsed (worker crashed or lost the store)".into()),
+            detail: None,
+            next,
+            only_if_lapsed: true,
+            output: None,
+        }
+    }
+
+    /// Returns attempts whose lease lapsed to the queue with backoff (or dead-letters them),
+    /// and fails the workflow runs past their `run_timeout`; returns how many attempts were
+    /// reaped.
+    ///
+    /// # Errors
+    /// The store's, when listing or completing fails.
+    pub async fn reap_once(&self) -> Result<usize, StoreError> {
+        let started = std::time::Instant::now();
+        let mut reaped = 0;
+        loop {
+            let lapsed = self.store.attempt_list_lapsed(REAP_BATCH).await?;
+            let completions: Vec<AttemptComplete> = lapsed.iter().map(|e| self.lapsed(e)).collect();
+            // Each is fenced on its own: one its worker renewed meanwhile is left (false).
+            let applied = self.store.attempt_complete_batch(&completions).await?;
+            for ((e, completion), applied) in lapsed.iter().zip(&completions).zip(applied) {
+                if applied {
+                    reaped += 1;
+                    tracing::debug!(execution = %e.id, attempt = e.attempt, "reaped an attempt whose lease lapsed");
+                    log_ending(e, completion.next, completion.error.as_deref());
+                }
+            }
+            // A full batch may have left more behind it (a worker that died holding a burst):
+            // go on, within the pass's budget.
+            if lapsed.len() < REAP_BATCH as usize || started.elapsed() >= REAP_PASS_MAX {
+                break;
+            }
+        }
+        if reaped > 0 {
+            tracing::info!(attempts = reaped, "reaped attempts whose lease lapsed");
+        }
+        // Workflow runs past their `run_timeout` fail, their running tasks stopped
+        // (docs/workflows.md#runs), by the store's clock.
+        let expired = self.store.run_expire(RUN_EXPIRE_BATCH).await?;
+        if expired > 0 {
+            tracing::info!(
+                runs = expired,
+                "workflow runs failed past their run_timeout"
+            );
+        }
+        if reaped > 0 {
+            self.wake.notify_one();
+        }
+        Ok(reaped)
     }
 }
 
@@ -115,13 +217,13 @@ impl Service for Reaper {
     }
 
     /// Takes over the lapsed worker leases (once in touch with the store for [`reap_grace`]),
-    /// then one pass of [`Worker::reap_once`]; returns how many attempts it reaped.
+    /// then one pass of [`Reaper::reap_once`]; returns how many attempts it reaped.
     ///
     /// # Errors
     /// The store's, when taking over, listing or completing fails.
     async fn run_once(&self) -> sundial_store::Result<u64> {
         let started = Instant::now();
-        let grace = reap_grace(self.worker.config.lease_ttl);
+        let grace = reap_grace(self.lease_ttl);
         let take_over = self.touch.lock().unwrap_or_else(|p| p.into_inner()).begin(
             started,
             self.every.as_std(),
@@ -129,17 +231,13 @@ impl Service for Reaper {
         );
         let pass = async {
             if take_over {
-                let epochs = self
-                    .worker
-                    .store
-                    .worker_lease_reap(LEASE_REAP_BATCH)
-                    .await?;
+                let epochs = self.store.worker_lease_reap(LEASE_REAP_BATCH).await?;
                 if !epochs.is_empty() {
                     tracing::info!(epochs = ?epochs,
                         "worker leases lapsed and taken over; their attempts are retried");
                 }
             }
-            self.worker.reap_once().await
+            self.reap_once().await
         };
         let reaped = pass.await;
         self.touch

@@ -203,12 +203,11 @@ async fn a_burst_held_by_a_dead_worker_is_reaped_in_one_pass() {
     assert_eq!(claimed.len(), n, "the dead worker held the whole burst");
     // Its leases run from the fire time for the job's heartbeat_timeout (30 s).
     clock.set(fire + SignedDuration::from_secs(31));
-    let reaper = sundial_worker::Worker::new(
+    let reaper = sundial_worker::Reaper::new(
         store.clone(),
-        clock.clone(),
-        Arc::new(sundial_target::Targets::new().expect("targets")),
-        WorkerConfig::new("w2"),
         Arc::new(tokio::sync::Notify::new()),
+        WorkerConfig::new("w2").lease_ttl,
+        sundial_core::Dur::from_secs(1),
     );
     assert_eq!(reaper.reap_once().await.expect("reap"), n);
     let after = states(&*store).await;
@@ -247,12 +246,11 @@ async fn a_worker_whose_lease_was_taken_over_drops_what_it_held_and_claims_afres
     // A reaper takes the worker's first lease (epoch 1) over and retries what it held.
     store.worker_lease_release(1).await.expect("release");
     assert_eq!(store.worker_lease_reap(10).await.expect("reap"), vec![1]);
-    let reaper = sundial_worker::Worker::new(
+    let reaper = sundial_worker::Reaper::new(
         store.clone(),
-        clock.clone(),
-        Arc::new(sundial_target::Targets::new().expect("targets")),
-        WorkerConfig::new("w2"),
         Arc::new(tokio::sync::Notify::new()),
+        WorkerConfig::new("w2").lease_ttl,
+        sundial_core::Dur::from_secs(1),
     );
     assert_eq!(reaper.reap_once().await.expect("reap"), 1);
     // The worker renews within a second, finds its lease gone and takes lease 2.

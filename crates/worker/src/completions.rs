@@ -1,11 +1,11 @@
-//! A worker's store writers: the lease renewals of attempts that run long (one renewal loop
-//! per attempt, written in batches by [`Worker::renewal_writer`]), the decision of where an
-//! execution goes after an attempt ([`Worker::completion`]), and the completions, written in
-//! batches by [`Worker::completion_batcher`], deferred while a burst waits for delivery slots
+//! A worker's completions: the decision of where an execution goes after an attempt
+//! ([`Worker::completion`]), and the completions, written in batches by
+//! [`Worker::completion_batcher`], deferred while a burst waits for delivery slots
 //! ([`defer_budget`]), with the bounds they keep (the unwritten completions per delivery slot,
 //! batch sizes and gathers) and the log line of an ending. The invariants are the crate's (lib.rs).
 
 use super::*;
+use sundial_store::completion::{AttemptEnd, next_after};
 
 /// Claimed attempts whose completion is not yet written, per delivery slot (4): the bound on
 /// the work a worker holds while the store catches up with its completions.
@@ -24,18 +24,6 @@ pub(crate) fn unwritten_capacity(config: &WorkerConfig) -> usize {
 
 /// Most completions written in one store call.
 pub const COMPLETION_BATCH: usize = 256;
-
-/// Most lease renewals written in one store call (512).
-pub const RENEWAL_BATCH: usize = 512;
-
-/// How long the renewal writer lets renewals gather when fewer than a full
-/// [`RENEWAL_BATCH`] are waiting (10 ms), a small part of the shortest renewal interval
-/// (`heartbeat_timeout` / 3). The attempts held for a burst all renew their leases at the
-/// same instant, a third of `heartbeat_timeout` after their fire time if still waiting for a
-/// delivery slot: written one by one, 100,000 of them took the embedded store's writer for
-/// seconds (BENCHMARKS.md, "Bookkeeping after the whole burst"). Wall time (tokio's timer),
-/// as [`COMPLETION_GATHER`].
-pub const RENEWAL_GATHER: Duration = Duration::from_millis(10);
 
 /// How long the completion writer lets completions gather when fewer than a full
 /// [`COMPLETION_BATCH`] are waiting (10 ms): group commit. Without it, a worker keeping up
@@ -111,100 +99,9 @@ pub(crate) fn defers_writing(
 }
 
 impl Worker {
-    /// Renews the attempt's lease every third of the heartbeat timeout, through the renewal
-    /// writer; returns only when the store refuses a renewal (the lease lapsed, the execution
-    /// was cancelled or re-claimed) or fails in a way retrying cannot fix (a defect);
-    /// retryable failures are retried at the next renewal.
-    ///
-    /// The first renewal is due a third of the timeout after `from`, when the lease was last
-    /// set (the fire time of an execution held after a claim ahead, the attempt's start
-    /// otherwise), however late this is first polled: a task polled late in a burst renews
-    /// at once rather than a third of the timeout after it was polled, past its lease.
-    pub(crate) async fn heartbeat(
-        &self,
-        attempt: &AttemptRef,
-        heartbeat_timeout: Dur,
-        from: Timestamp,
-    ) -> LeaseLost {
-        let every = (heartbeat_timeout.as_signed() / 3).max(jiff::SignedDuration::from_millis(100));
-        let mut next = from + every;
-        loop {
-            self.clock.sleep_until(next).await;
-            next = self.clock.now() + every;
-            match self.renew(attempt).await {
-                Renewed::Extended => self.store_reached(true),
-                Renewed::Refused => return LeaseLost::Refused,
-                // A renewal changes nothing but the lease's expiry: one of unknown outcome
-                // is retried like a retryable failure.
-                Renewed::Failed {
-                    retry: true,
-                    message,
-                } => {
-                    self.store_reached(false);
-                    tracing::warn!(error = %message, execution = %attempt.id, "heartbeat failed; retrying")
-                }
-                Renewed::Failed {
-                    retry: false,
-                    message,
-                } => {
-                    tracing::error!(error = %message, execution = %attempt.id,
-                        "heartbeat refused for a reason retrying cannot fix; abandoning the attempt");
-                    return LeaseLost::Failed(message);
-                }
-            }
-        }
-    }
-
-    /// One lease renewal, written with the others waiting ([`Worker::renewal_writer`]), or
-    /// alone when no writer runs (the worker is driven by hand).
-    pub(crate) async fn renew(&self, attempt: &AttemptRef) -> Renewed {
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        if self.renewals.send((attempt.clone(), reply)).is_ok() {
-            return answer.await.unwrap_or_else(|_| Renewed::Failed {
-                retry: false,
-                message: "the lease renewal writer has stopped".into(),
-            });
-        }
-        match self
-            .store
-            .attempt_heartbeat_batch(std::slice::from_ref(attempt))
-            .await
-        {
-            Ok(renewed) => Renewed::judged(renewed.into_iter().next().flatten()),
-            Err(e) => Renewed::failed(&e),
-        }
-    }
-
-    /// Writes the lease renewals waiting in the queue, up to [`RENEWAL_BATCH`] per store call
-    /// after at most [`RENEWAL_GATHER`] for a batch to fill, and answers each: each is judged
-    /// on its own ([`Store::attempt_heartbeat_batch`]).
-    pub(crate) async fn renewal_writer(
-        self,
-        mut queue: tokio::sync::mpsc::UnboundedReceiver<Renewal>,
-    ) {
-        let mut batch = Vec::with_capacity(RENEWAL_BATCH);
-        while gather(&mut queue, &mut batch, RENEWAL_BATCH, RENEWAL_GATHER).await > 0 {
-            let attempts: Vec<AttemptRef> = batch.iter().map(|(a, _)| a.clone()).collect();
-            match self.store.attempt_heartbeat_batch(&attempts).await {
-                Ok(renewed) => {
-                    for ((_, reply), expiry) in batch
-                        .drain(..)
-                        .zip(renewed.into_iter().chain(std::iter::repeat(None)))
-                    {
-                        let _ = reply.send(Renewed::judged(expiry));
-                    }
-                }
-                Err(e) => {
-                    let failed = Renewed::failed(&e);
-                    for (_, reply) in batch.drain(..) {
-                        let _ = reply.send(failed.clone());
-                    }
-                }
-            }
-        }
-    }
-
-    /// Decides where the execution goes after an attempt (docs/failure-classes.md).
+    /// The completion of an attempt of `e` that ended with `result`: its outcome and error as
+    /// recorded, and where the execution goes ([`sundial_store::completion::next_after`], with
+    /// this worker's jitter source).
     pub(crate) fn completion(
         &self,
         e: &ClaimedExecution,
@@ -212,16 +109,8 @@ impl Worker {
         result: Result<sundial_target::Outcome, Failure>,
         only_if_lapsed: bool,
     ) -> AttemptComplete {
-        let retry = |after: Option<Dur>| {
-            if e.attempt >= e.max_attempts {
-                NextStep::Dead
-            } else {
-                let delay = e.run.retry.delay(e.attempt, rand::random::<f64>(), after);
-                NextStep::RetryAfter(delay)
-            }
-        };
         let (mut detail, mut output) = (None, None);
-        let (outcome, status_code, error, next) = match result {
+        let (outcome, status_code, error, end) = match result {
             Ok(ok) => {
                 detail = ok.detail;
                 output = ok.output;
@@ -229,7 +118,7 @@ impl Worker {
                     AttemptOutcome::Succeeded,
                     ok.status_code,
                     None,
-                    NextStep::Succeeded,
+                    AttemptEnd::Succeeded,
                 )
             }
             Err(Failure::Target(TargetError::Permanent {
@@ -239,7 +128,7 @@ impl Worker {
                 AttemptOutcome::PermanentFailure,
                 status_code,
                 Some(message),
-                NextStep::Failed,
+                AttemptEnd::Permanent,
             ),
             Err(Failure::Target(TargetError::Retryable {
                 after,
@@ -249,21 +138,22 @@ impl Worker {
                 AttemptOutcome::TransientFailure,
                 status_code,
                 Some(message),
-                retry(after),
+                AttemptEnd::Transient { after },
             ),
             Err(Failure::TimedOut) => (
                 AttemptOutcome::TimedOut,
                 None,
                 Some(format!("attempt timed out after {}", e.run.timeout)),
-                retry(None),
-            ),
-            Err(Failure::LeaseLapsed) => (
-                AttemptOutcome::LeaseLapsed,
-                None,
-                Some("the worker's lease lapsed (worker crashed or lost the store)".into()),
-                retry(None),
+                AttemptEnd::Transient { after: None },
             ),
         };
+        let next = next_after(
+            end,
+            e.attempt,
+            e.max_attempts,
+            &e.run.retry,
+            (self.jitter)(),
+        );
         metrics::counter!("sundial_attempts_total", "outcome" => outcome.as_str()).increment(1);
         AttemptComplete {
             detail,
