@@ -35,7 +35,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::json;
-use sundial_store::Store;
+use sundial_store::ApiStore;
 use tokio::sync::Notify;
 
 /// Largest request body accepted, in bytes (1 MiB); larger bodies get 413.
@@ -44,8 +44,8 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// What the handlers share.
 #[derive(Debug, Clone)]
 pub struct AppState {
-    /// The store.
-    pub store: Arc<dyn Store>,
+    /// The store, through the API's steps and reads.
+    pub store: Arc<dyn ApiStore>,
     /// Notified after a job write, so an in-process scheduler triggers at once.
     pub scheduler_wake: Arc<Notify>,
     /// Notified after a manual trigger or re-drive, so an in-process worker claims at once.

@@ -6,7 +6,7 @@
 //! backfill's token bucket, plans a step from the stored cursor
 //! ([`sundial_core::backfill::choose`] over the slots from the cursor and which of them
 //! already have an execution or run) and commits it fenced by the shard lease
-//! ([`Store::backfill_step`]).
+//! ([`SchedulerStore::backfill_step`]).
 //!
 //! Invariants:
 //! - Progress lives in the store only: a step's slots, cursor and counts commit together, so
@@ -39,7 +39,7 @@ use sundial_core::job::{ConcurrencyPolicy, ScheduleSpec};
 use sundial_core::schedule::Schedule;
 use sundial_store::{
     BackfillOf, BackfillRecord, BackfillStep, BackfillStepped, Error as StoreError, NewExecution,
-    NewRun, RunSpec, ShardLease, Store,
+    NewRun, RunSpec, SchedulerStore, ShardLease,
 };
 use tokio::sync::{Notify, watch};
 
@@ -75,7 +75,7 @@ struct Bucket {
 /// The driver of one scheduler process.
 #[derive(Debug)]
 pub struct Backfiller {
-    store: Arc<dyn Store>,
+    store: Arc<dyn SchedulerStore>,
     clock: Arc<dyn Clock>,
     node: String,
     leases: watch::Receiver<Vec<ShardLease>>,
@@ -97,7 +97,7 @@ impl Backfiller {
     /// ([`crate::Scheduler::lease_watch`]). `triggered` is notified when a step created
     /// executions (an in-process worker waits on it).
     pub fn new(
-        store: Arc<dyn Store>,
+        store: Arc<dyn SchedulerStore>,
         clock: Arc<dyn Clock>,
         node: impl Into<String>,
         leases: watch::Receiver<Vec<ShardLease>>,

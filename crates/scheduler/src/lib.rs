@@ -46,9 +46,9 @@ use sundial_core::plan::{JobTiming, Plan, plan};
 use sundial_core::schedule::Schedule;
 use sundial_core::workflow::RunState;
 use sundial_store::{
-    DueJob, Error as StoreError, JobTrigger, NewExecution, NewRun, RunSpec, ShardLease,
-    ShardLeaseRequest, Store, TriggerCommit, TriggerDueSeconds, TriggerListDue, TriggerNextDue,
-    WorkflowTrigger,
+    DueJob, Error as StoreError, JobTrigger, NewExecution, NewRun, RunSpec, SchedulerStore,
+    ShardLease, ShardLeaseRequest, TriggerCommit, TriggerDueSeconds, TriggerListDue,
+    TriggerNextDue, WorkflowTrigger,
 };
 use tokio::sync::{Notify, watch};
 
@@ -156,7 +156,7 @@ pub struct PassReport {
 /// The scheduler role.
 #[derive(Debug)]
 pub struct Scheduler {
-    store: Arc<dyn Store>,
+    store: Arc<dyn SchedulerStore>,
     clock: Arc<dyn Clock>,
     config: SchedulerConfig,
     leases: Vec<ShardLease>,
@@ -208,7 +208,7 @@ impl Scheduler {
     /// A scheduler over a store. `triggered` is notified after each commit that inserted
     /// executions (an in-process worker waits on it).
     pub fn new(
-        store: Arc<dyn Store>,
+        store: Arc<dyn SchedulerStore>,
         clock: Arc<dyn Clock>,
         config: SchedulerConfig,
         triggered: Arc<Notify>,

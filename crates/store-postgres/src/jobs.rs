@@ -14,7 +14,7 @@ pub(crate) const LAST_EXECUTION: &str = "(SELECT e.id || '|' || e.state || '|' |
     (SELECT min(e.fire_at) FROM execution_queue q JOIN executions e ON e.id = q.id \
     WHERE q.job_uid = j.uid AND q.due_at IS NOT NULL AND e.attempt = 0) AS pending_fire_at";
 
-/// Writes one job inside `tx` (see [`Store::job_write_batch`]).
+/// Writes one job inside `tx` (see [`ApiStore::job_write_batch`]).
 /// Inserts new jobs in one statement (UNNEST of column arrays), as [`write_job`] would one by
 /// one; [`Error::Conflict`] naming the first that already exists (the caller's transaction
 /// is then dropped, so nothing is written).

@@ -12,7 +12,7 @@
 //!   commit after a takeover writes nothing.
 //! - Workers claim with `FOR UPDATE SKIP LOCKED`: no execution is handed to two claimers,
 //!   and claimers never wait on each other. A commit that makes executions due sends
-//!   `NOTIFY sundial_due`, which wakes idle workers ([`Store::signals`]).
+//!   `NOTIFY sundial_due`, which wakes idle workers ([`StoreBase::signals`]).
 //! - `execution_queue` (migration 0004) has a row exactly for each unfinished execution, and
 //!   its `due_at` / `lease_expires_at` equal the execution row's: every statement that
 //!   changes one changes the other in the same transaction. Lookups of waiting or running
@@ -65,11 +65,14 @@ use sundial_core::job::ConcurrencyPolicy;
 use sundial_store::claim::{ActiveExecution, ClaimPlan, DueExecution, JobFacts};
 use sundial_store::concurrency::refill;
 use sundial_store::{
+    ApiStore, MaintenanceStore, SchedulerStore, StoreBase, StoreShared, WorkerStore,
+};
+use sundial_store::{
     AttemptComplete, AttemptRef, ClaimedExecution, ClusterStatus, DueJob, Error, ExecutionClaim,
     ExecutionListQuery, ExecutionRecord, FutureSlots, JobListQuery, JobRecord, JobWrite,
     NewExecution, NextDue, PendingExecutions, Result, RunSpec, ShardLease, ShardLeaseRequest,
-    Signals, Store, TriggerCommit, TriggerCommitted, TriggerDueSeconds, TriggerListDue,
-    TriggerNextDue, WorkerLease, is_plain_insert,
+    Signals, TriggerCommit, TriggerCommitted, TriggerDueSeconds, TriggerListDue, TriggerNextDue,
+    WorkerLease, is_plain_insert,
 };
 use sundial_store::{
     NewRun, RunListQuery, RunRecord, WorkflowListQuery, WorkflowRecord, WorkflowWrite,
@@ -124,7 +127,7 @@ pub(crate) async fn now_ms<'e, E: sqlx::PgExecutor<'e>>(
 /// taken over; the store's transactions never wait on their client for that long.
 pub const IDLE_IN_TRANSACTION: &str = "5s";
 
-/// The PostgreSQL-backed [`Store`].
+/// The PostgreSQL-backed [`Store`](sundial_store::Store).
 #[derive(Debug)]
 pub struct PgStore {
     pool: PgPool,
@@ -134,7 +137,7 @@ pub struct PgStore {
     signals: OnceLock<Signals>,
     /// Workflow versions parsed once (they never change once written).
     workflow_specs: sundial_store::workflow::SpecCache,
-    /// The notification listener, started with the first [`Store::signals`] call and
+    /// The notification listener, started with the first [`StoreBase::signals`] call and
     /// stopped when the store is dropped.
     background: std::sync::Mutex<Vec<tokio::task::AbortHandle>>,
 }
@@ -217,7 +220,7 @@ impl PgStore {
 }
 
 #[async_trait]
-impl Store for PgStore {
+impl StoreBase for PgStore {
     async fn now(&self) -> Result<Timestamp> {
         ts(self.now_ms(&self.pool).await?)
     }
@@ -236,23 +239,10 @@ impl Store for PgStore {
             })
             .clone()
     }
+}
 
-    fn maintenance(
-        &self,
-        config: &sundial_store::maintenance::MaintenanceConfig,
-    ) -> Vec<Arc<dyn sundial_store::maintenance::Service>> {
-        vec![
-            Arc::new(QueueVacuum::new(
-                self.pool.clone(),
-                config.queue_vacuum_every,
-            )),
-            Arc::new(HistoryPartitions::new(
-                self.pool.clone(),
-                self.clock.clone(),
-            )),
-        ]
-    }
-
+#[async_trait]
+impl StoreShared for PgStore {
     async fn job_get(&self, namespace: &str, name: &str) -> Result<Option<JobRecord>> {
         jobs::job_get(self, namespace, name).await
     }
@@ -265,19 +255,107 @@ impl Store for PgStore {
         jobs::job_list(self, q).await
     }
 
-    async fn job_write_batch(&self, writes: &[JobWrite]) -> Result<Vec<JobRecord>> {
-        jobs::job_write_batch(self, writes).await
+    async fn execution_get(&self, namespace: &str, id: &str) -> Result<Option<ExecutionRecord>> {
+        executions::execution_get(self, namespace, id).await
     }
 
-    async fn job_delete(
+    async fn execution_list(&self, q: &ExecutionListQuery) -> Result<Vec<ExecutionRecord>> {
+        executions::execution_list(self, q).await
+    }
+
+    async fn workflow_get(&self, namespace: &str, name: &str) -> Result<Option<WorkflowRecord>> {
+        workflows::workflow_get(self, namespace, name).await
+    }
+
+    async fn workflow_list(&self, q: &WorkflowListQuery) -> Result<Vec<WorkflowRecord>> {
+        workflows::workflow_list(self, q).await
+    }
+
+    async fn run_get(&self, namespace: &str, id: &str) -> Result<Option<RunRecord>> {
+        workflows::run_get(self, namespace, id).await
+    }
+
+    async fn run_list(&self, q: &RunListQuery) -> Result<Vec<RunRecord>> {
+        workflows::run_list(self, q).await
+    }
+
+    async fn calendar_get(
         &self,
         namespace: &str,
         name: &str,
-        expected_version: Option<i64>,
-    ) -> Result<()> {
-        jobs::job_delete(self, namespace, name, expected_version).await
+    ) -> Result<Option<sundial_store::CalendarRecord>> {
+        calendars::calendar_get(self, namespace, name).await
     }
 
+    async fn calendar_list(&self, namespace: &str) -> Result<Vec<sundial_store::CalendarRecord>> {
+        calendars::calendar_list(self, namespace).await
+    }
+
+    async fn calendar_users(&self, namespace: &str, name: &str) -> Result<Vec<String>> {
+        calendars::calendar_users(self, namespace, name).await
+    }
+
+    async fn backfill_get(
+        &self,
+        namespace: &str,
+        id: &str,
+    ) -> Result<Option<sundial_store::BackfillRecord>> {
+        backfills::backfill_get(self, namespace, id).await
+    }
+
+    async fn backfill_list(
+        &self,
+        namespace: &str,
+        of: sundial_store::BackfillOf,
+        name: &str,
+    ) -> Result<Vec<sundial_store::BackfillRecord>> {
+        backfills::backfill_list(self, namespace, of, name).await
+    }
+
+    async fn backfill_taken(
+        &self,
+        of: sundial_store::BackfillOf,
+        ids: &[String],
+    ) -> Result<std::collections::HashSet<String>> {
+        backfills::backfill_taken(self, of, ids).await
+    }
+
+    async fn backfill_unfinished(&self, of: sundial_store::BackfillOf, uid: &str) -> Result<u64> {
+        backfills::backfill_unfinished(self, of, uid).await
+    }
+
+    async fn namespace_list(&self) -> Result<Vec<String>> {
+        // A skip scan: one index lookup per namespace, on each table's primary key.
+        sqlx::query_scalar(
+            "WITH RECURSIVE j AS ( \
+           SELECT min(namespace) AS ns FROM jobs \
+           UNION ALL SELECT (SELECT min(namespace) FROM jobs WHERE namespace > j.ns) FROM j WHERE j.ns IS NOT NULL), \
+         w AS ( \
+           SELECT min(namespace) AS ns FROM workflows \
+           UNION ALL SELECT (SELECT min(namespace) FROM workflows WHERE namespace > w.ns) FROM w WHERE w.ns IS NOT NULL) \
+         SELECT ns FROM j WHERE ns IS NOT NULL UNION SELECT ns FROM w WHERE ns IS NOT NULL ORDER BY 1",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)
+    }
+
+    async fn cluster_status(&self) -> Result<ClusterStatus> {
+        nodes::cluster_status(self).await
+    }
+
+    async fn backfill_cancel(
+        &self,
+        namespace: &str,
+        id: &str,
+        reason: Option<&str>,
+    ) -> Result<sundial_store::BackfillRecord> {
+        backfills::backfill_cancel(self, namespace, id, reason).await
+    }
+}
+
+#[async_trait]
+impl SchedulerStore for PgStore {
     async fn shard_lease_renew(&self, request: &ShardLeaseRequest) -> Result<Vec<ShardLease>> {
         leases::shard_lease_renew(self, request).await
     }
@@ -302,10 +380,28 @@ impl Store for PgStore {
         trigger::trigger_commit(self, c).await
     }
 
-    async fn execution_insert(&self, e: &NewExecution) -> Result<ExecutionRecord> {
-        trigger::execution_insert(self, e).await
+    async fn workflow_list_due(&self, q: &TriggerListDue) -> Result<Vec<WorkflowRecord>> {
+        workflows::workflow_list_due(self, q).await
     }
 
+    async fn workflow_trigger(&self, t: &sundial_store::WorkflowTrigger) -> Result<u32> {
+        workflows::workflow_trigger(self, t).await
+    }
+
+    async fn backfill_running(&self, shards: &[u16]) -> Result<Vec<sundial_store::BackfillRecord>> {
+        backfills::backfill_running(self, shards).await
+    }
+
+    async fn backfill_step(
+        &self,
+        step: &sundial_store::BackfillStep,
+    ) -> Result<sundial_store::BackfillStepped> {
+        backfills::backfill_step(self, step).await
+    }
+}
+
+#[async_trait]
+impl WorkerStore for PgStore {
     async fn execution_claim(&self, claim: &ExecutionClaim) -> Result<Vec<ClaimedExecution>> {
         claim::execution_claim(self, claim).await
     }
@@ -338,24 +434,56 @@ impl Store for PgStore {
         complete::attempt_list_lapsed(self, limit).await
     }
 
-    async fn execution_get(&self, namespace: &str, id: &str) -> Result<Option<ExecutionRecord>> {
-        executions::execution_get(self, namespace, id).await
+    async fn run_expire(&self, limit: u32) -> Result<u32> {
+        workflows::run_expire(self, limit).await
     }
 
-    async fn execution_list(&self, q: &ExecutionListQuery) -> Result<Vec<ExecutionRecord>> {
-        executions::execution_list(self, q).await
+    async fn worker_lease_acquire(
+        &self,
+        worker: &str,
+        ttl: sundial_core::Dur,
+    ) -> Result<WorkerLease> {
+        liveness::worker_lease_acquire(self, worker, ttl).await
+    }
+
+    async fn worker_lease_renew(
+        &self,
+        epoch: i64,
+        ttl: sundial_core::Dur,
+    ) -> Result<Option<Timestamp>> {
+        liveness::worker_lease_renew(self, epoch, ttl).await
+    }
+
+    async fn worker_lease_release(&self, epoch: i64) -> Result<()> {
+        liveness::worker_lease_release(self, epoch).await
+    }
+
+    async fn worker_lease_reap(&self, limit: u32) -> Result<Vec<i64>> {
+        liveness::worker_lease_reap(self, limit).await
+    }
+}
+
+#[async_trait]
+impl ApiStore for PgStore {
+    async fn job_write_batch(&self, writes: &[JobWrite]) -> Result<Vec<JobRecord>> {
+        jobs::job_write_batch(self, writes).await
+    }
+
+    async fn job_delete(
+        &self,
+        namespace: &str,
+        name: &str,
+        expected_version: Option<i64>,
+    ) -> Result<()> {
+        jobs::job_delete(self, namespace, name, expected_version).await
+    }
+
+    async fn execution_insert(&self, e: &NewExecution) -> Result<ExecutionRecord> {
+        trigger::execution_insert(self, e).await
     }
 
     async fn execution_cancel(&self, namespace: &str, id: &str) -> Result<ExecutionRecord> {
         executions::execution_cancel(self, namespace, id).await
-    }
-
-    async fn workflow_get(&self, namespace: &str, name: &str) -> Result<Option<WorkflowRecord>> {
-        workflows::workflow_get(self, namespace, name).await
-    }
-
-    async fn workflow_list(&self, q: &WorkflowListQuery) -> Result<Vec<WorkflowRecord>> {
-        workflows::workflow_list(self, q).await
     }
 
     async fn workflow_write_batch(&self, writes: &[WorkflowWrite]) -> Result<Vec<WorkflowRecord>> {
@@ -375,26 +503,6 @@ impl Store for PgStore {
         workflows::run_create(self, run).await
     }
 
-    async fn workflow_list_due(&self, q: &TriggerListDue) -> Result<Vec<WorkflowRecord>> {
-        workflows::workflow_list_due(self, q).await
-    }
-
-    async fn workflow_trigger(&self, t: &sundial_store::WorkflowTrigger) -> Result<u32> {
-        workflows::workflow_trigger(self, t).await
-    }
-
-    async fn run_expire(&self, limit: u32) -> Result<u32> {
-        workflows::run_expire(self, limit).await
-    }
-
-    async fn run_get(&self, namespace: &str, id: &str) -> Result<Option<RunRecord>> {
-        workflows::run_get(self, namespace, id).await
-    }
-
-    async fn run_list(&self, q: &RunListQuery) -> Result<Vec<RunRecord>> {
-        workflows::run_list(self, q).await
-    }
-
     async fn run_cancel(&self, namespace: &str, id: &str) -> Result<RunRecord> {
         workflows::run_cancel(self, namespace, id).await
     }
@@ -412,13 +520,6 @@ impl Store for PgStore {
         executions::execution_redrive(self, namespace, id, extra_attempts).await
     }
 
-    async fn history_prune(
-        &self,
-        prune: &sundial_store::HistoryPrune,
-    ) -> Result<sundial_store::HistoryPruned> {
-        retention::history_prune(self, prune).await
-    }
-
     async fn calendar_put(
         &self,
         namespace: &str,
@@ -426,22 +527,6 @@ impl Store for PgStore {
         spec: &sundial_core::calendar::CalendarSpec,
     ) -> Result<(sundial_store::CalendarRecord, bool)> {
         calendars::calendar_put(self, namespace, name, spec).await
-    }
-
-    async fn calendar_get(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Option<sundial_store::CalendarRecord>> {
-        calendars::calendar_get(self, namespace, name).await
-    }
-
-    async fn calendar_list(&self, namespace: &str) -> Result<Vec<sundial_store::CalendarRecord>> {
-        calendars::calendar_list(self, namespace).await
-    }
-
-    async fn calendar_users(&self, namespace: &str, name: &str) -> Result<Vec<String>> {
-        calendars::calendar_users(self, namespace, name).await
     }
 
     async fn calendar_delete(&self, namespace: &str, name: &str) -> Result<()> {
@@ -454,70 +539,31 @@ impl Store for PgStore {
     ) -> Result<sundial_store::BackfillRecord> {
         backfills::backfill_create(self, backfill).await
     }
+}
 
-    async fn backfill_get(
+#[async_trait]
+impl MaintenanceStore for PgStore {
+    fn maintenance(
         &self,
-        namespace: &str,
-        id: &str,
-    ) -> Result<Option<sundial_store::BackfillRecord>> {
-        backfills::backfill_get(self, namespace, id).await
+        config: &sundial_store::maintenance::MaintenanceConfig,
+    ) -> Vec<Arc<dyn sundial_store::maintenance::Service>> {
+        vec![
+            Arc::new(QueueVacuum::new(
+                self.pool.clone(),
+                config.queue_vacuum_every,
+            )),
+            Arc::new(HistoryPartitions::new(
+                self.pool.clone(),
+                self.clock.clone(),
+            )),
+        ]
     }
 
-    async fn backfill_list(
+    async fn history_prune(
         &self,
-        namespace: &str,
-        of: sundial_store::BackfillOf,
-        name: &str,
-    ) -> Result<Vec<sundial_store::BackfillRecord>> {
-        backfills::backfill_list(self, namespace, of, name).await
-    }
-
-    async fn backfill_running(&self, shards: &[u16]) -> Result<Vec<sundial_store::BackfillRecord>> {
-        backfills::backfill_running(self, shards).await
-    }
-
-    async fn backfill_taken(
-        &self,
-        of: sundial_store::BackfillOf,
-        ids: &[String],
-    ) -> Result<std::collections::HashSet<String>> {
-        backfills::backfill_taken(self, of, ids).await
-    }
-
-    async fn backfill_unfinished(&self, of: sundial_store::BackfillOf, uid: &str) -> Result<u64> {
-        backfills::backfill_unfinished(self, of, uid).await
-    }
-
-    async fn backfill_step(
-        &self,
-        step: &sundial_store::BackfillStep,
-    ) -> Result<sundial_store::BackfillStepped> {
-        backfills::backfill_step(self, step).await
-    }
-
-    async fn backfill_cancel(
-        &self,
-        namespace: &str,
-        id: &str,
-        reason: Option<&str>,
-    ) -> Result<sundial_store::BackfillRecord> {
-        backfills::backfill_cancel(self, namespace, id, reason).await
-    }
-
-    async fn namespace_list(&self) -> Result<Vec<String>> {
-        // A skip scan: one index lookup per namespace, on each table's primary key.
-        sqlx::query_scalar(
-            "WITH RECURSIVE j AS ( \
-           SELECT min(namespace) AS ns FROM jobs \
-           UNION ALL SELECT (SELECT min(namespace) FROM jobs WHERE namespace > j.ns) FROM j WHERE j.ns IS NOT NULL), \
-         w AS ( \
-           SELECT min(namespace) AS ns FROM workflows \
-           UNION ALL SELECT (SELECT min(namespace) FROM workflows WHERE namespace > w.ns) FROM w WHERE w.ns IS NOT NULL) \
-         SELECT ns FROM j WHERE ns IS NOT NULL UNION SELECT ns FROM w WHERE ns IS NOT NULL ORDER BY 1",
-        )
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db_err)
+        prune: &sundial_store::HistoryPrune,
+    ) -> Result<sundial_store::HistoryPruned> {
+        retention::history_prune(self, prune).await
     }
 
     async fn alert_states_add(&self, states: &[String]) -> Result<()> {
@@ -548,33 +594,5 @@ impl Store for PgStore {
         ttl: sundial_core::Dur,
     ) -> Result<()> {
         nodes::node_heartbeat(self, node, roles, ttl).await
-    }
-
-    async fn worker_lease_acquire(
-        &self,
-        worker: &str,
-        ttl: sundial_core::Dur,
-    ) -> Result<WorkerLease> {
-        liveness::worker_lease_acquire(self, worker, ttl).await
-    }
-
-    async fn worker_lease_renew(
-        &self,
-        epoch: i64,
-        ttl: sundial_core::Dur,
-    ) -> Result<Option<Timestamp>> {
-        liveness::worker_lease_renew(self, epoch, ttl).await
-    }
-
-    async fn worker_lease_release(&self, epoch: i64) -> Result<()> {
-        liveness::worker_lease_release(self, epoch).await
-    }
-
-    async fn worker_lease_reap(&self, limit: u32) -> Result<Vec<i64>> {
-        liveness::worker_lease_reap(self, limit).await
-    }
-
-    async fn cluster_status(&self) -> Result<ClusterStatus> {
-        nodes::cluster_status(self).await
     }
 }

@@ -1,4 +1,4 @@
-//! History retention (`Store::history_prune`, docs/configuration.md "history_retention"):
+//! History retention (`MaintenanceStore::history_prune`, docs/configuration.md "history_retention"):
 //! the history walked in (slot, id) order from where the last call stopped, the expired rows
 //! of each step deleted in one short transaction that skips rows another holds.
 //!

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use sqlx::{Connection, PgConnection};
 use sundial_clock::{Clock, ManualClock};
-use sundial_store::Store;
 use sundial_store::maintenance::{MaintenanceConfig, Service};
+use sundial_store::prelude::*;
 use sundial_store::testkit::{
     claim_and_complete_all, create_workflow, first_slots_commit, manual_run, new_job_writes, t0,
 };

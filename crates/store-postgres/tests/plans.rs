@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use sqlx::Connection;
 use sundial_clock::{Clock, ManualClock};
-use sundial_store::Store;
+use sundial_store::prelude::*;
 use sundial_store::testkit::{claim_and_complete_all, first_slots_commit, new_job_writes, t0};
 use sundial_store_postgres::PgStore;
 use sundial_store_postgres::testing::TestDatabase;

@@ -1,10 +1,10 @@
-//! Cost of the claim path of the embedded SQLite store: [`Store::execution_claim`] of a batch
-//! of due executions, alone and followed by their completion ([`Store::attempt_complete_batch`]).
+//! Cost of the claim path of the embedded SQLite store: [`WorkerStore::execution_claim`] of a batch
+//! of due executions, alone and followed by their completion ([`WorkerStore::attempt_complete_batch`]).
 //!
 //! Each batch size `n` (256 and 1,000 executions per claim) has a fresh database file in a
 //! temp dir with `n` every-10 s jobs (`allow` concurrency, the default). One iteration:
 //! 1. setup, not measured: the clock (a [`ManualClock`]) moves to the next slot and one
-//!    [`Store::trigger_commit`] inserts one execution per job for it, so `n` executions are
+//!    [`SchedulerStore::trigger_commit`] inserts one execution per job for it, so `n` executions are
 //!    due exactly now (no misfire judgement, nothing early);
 //! 2. measured: one `execution_claim` with a limit of `n`, which hands out all `n`;
 //! 3. `claim`: completions not measured; `claim_complete`: measured too — every attempt
@@ -21,6 +21,7 @@
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use sundial_store::prelude::*;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use jiff::{SignedDuration, Timestamp};
@@ -30,7 +31,7 @@ use sundial_core::execution::AttemptOutcome;
 use sundial_store::testkit::{execution, job_trigger, new_job_writes, t0};
 use sundial_store::{
     AttemptComplete, AttemptRef, ClaimedExecution, ExecutionClaim, JobRecord, NextStep, ShardLease,
-    ShardLeaseRequest, Store, TriggerCommit,
+    ShardLeaseRequest, TriggerCommit,
 };
 use sundial_store_sqlite::SqliteStore;
 use tokio::runtime::Runtime;

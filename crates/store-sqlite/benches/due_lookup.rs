@@ -1,4 +1,4 @@
-//! Cost of one due-job lookup of the scheduler ([`Store::trigger_list_due`]) on the embedded
+//! Cost of one due-job lookup of the scheduler ([`SchedulerStore::trigger_list_due`]) on the embedded
 //! SQLite store, by number of stored jobs.
 //!
 //! Each size is a fresh database file in a temp dir holding `stored` far-future jobs (next fire
@@ -12,20 +12,21 @@
 //! `jobs_due` index on `next_fire_at` makes the lookup proportional to what is due, not to
 //! what is stored, so the figure should be flat across sizes. Loading is outside the
 //! measurement, once per size, in transactions of [`CHUNK`] jobs through
-//! [`Store::job_write_batch`]; its wall time is printed to stderr.
+//! [`ApiStore::job_write_batch`]; its wall time is printed to stderr.
 //!
 //! Run: `cargo bench -p sundial-store-sqlite --bench due_lookup` (`-- --quick` for a smoke run).
 
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Instant;
+use sundial_store::prelude::*;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use jiff::{SignedDuration, Timestamp};
 use sundial_clock::{Clock, ManualClock};
 use sundial_core::SHARD_COUNT;
 use sundial_store::testkit::{job_record, t0};
-use sundial_store::{JobWrite, PendingExecutions, Store, TriggerListDue};
+use sundial_store::{JobWrite, PendingExecutions, TriggerListDue};
 use sundial_store_sqlite::SqliteStore;
 use tokio::runtime::Runtime;
 

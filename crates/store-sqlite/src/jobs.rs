@@ -54,7 +54,7 @@ pub(crate) async fn insert_jobs(
     sundial_store::inserted_jobs(writes, inserted, now)
 }
 
-/// Writes one job inside `tx` (see [`Store::job_write_batch`]).
+/// Writes one job inside `tx` (see [`ApiStore::job_write_batch`]).
 pub(crate) async fn write_job(
     tx: &mut Tx<'_>,
     w: &JobWrite,

@@ -1,7 +1,7 @@
 //! Sundial's embedded store: SQLite in one file, for one process.
 //!
 //! Invariants (beyond those of [`sundial_store`]):
-//! - One process at most runs the scheduler on a file: the first [`Store::shard_lease_renew`]
+//! - One process at most runs the scheduler on a file: the first [`SchedulerStore::shard_lease_renew`]
 //!   takes an exclusive OS lock on `<file>.scheduler.lock`, which the OS drops when the process
 //!   dies, so a crashed scheduler's successor starts at once and a second live one is refused
 //!   with [`Error::InUse`].
@@ -48,11 +48,14 @@ use sundial_core::execution::ExecutionState;
 use sundial_store::claim::{ActiveExecution, ClaimPlan, DueExecution, JobFacts};
 use sundial_store::concurrency::refill;
 use sundial_store::{
+    ApiStore, MaintenanceStore, SchedulerStore, StoreBase, StoreShared, WorkerStore,
+};
+use sundial_store::{
     AttemptComplete, AttemptRef, ClaimedExecution, ClusterStatus, DueJob, Error, ExecutionClaim,
     ExecutionListQuery, ExecutionRecord, FutureSlots, JobListQuery, JobRecord, JobWrite,
     NewExecution, NextDue, PendingExecutions, Result, RunSpec, ShardLease, ShardLeaseRequest,
-    Signals, Store, TriggerCommit, TriggerCommitted, TriggerDueSeconds, TriggerListDue,
-    TriggerNextDue, WorkerLease, is_plain_insert,
+    Signals, TriggerCommit, TriggerCommitted, TriggerDueSeconds, TriggerListDue, TriggerNextDue,
+    WorkerLease, is_plain_insert,
 };
 use sundial_store::{
     NewRun, RunListQuery, RunRecord, WorkflowListQuery, WorkflowRecord, WorkflowWrite,
@@ -83,7 +86,7 @@ pub const WRITER_CHECKPOINT_PAGES: u32 = 16_384;
 /// busy tokio worker polled the claiming task again, holding the one writer idle meanwhile.
 pub const ROW_BUFFER: usize = 4_096;
 
-/// The SQLite-backed [`Store`].
+/// The SQLite-backed [`Store`](sundial_store::Store).
 #[derive(Debug)]
 pub struct SqliteStore {
     writer: SqlitePool,
@@ -202,61 +205,18 @@ impl SqliteStore {
 }
 
 #[async_trait]
-impl Store for SqliteStore {
+impl StoreBase for SqliteStore {
     async fn now(&self) -> Result<Timestamp> {
         Ok(self.clock.now())
-    }
-
-    fn maintenance(
-        &self,
-        config: &sundial_store::maintenance::MaintenanceConfig,
-    ) -> Vec<Arc<dyn sundial_store::maintenance::Service>> {
-        self.checkpointer
-            .iter()
-            .map(|pool| {
-                Arc::new(Checkpoint::new(pool.clone(), config.checkpoint_every))
-                    as Arc<dyn sundial_store::maintenance::Service>
-            })
-            .collect()
     }
 
     fn signals(&self) -> Signals {
         self.signals.clone()
     }
+}
 
-    async fn node_heartbeat(
-        &self,
-        node: &str,
-        roles: &[String],
-        ttl: sundial_core::Dur,
-    ) -> Result<()> {
-        nodes::node_heartbeat(self, node, roles, ttl).await
-    }
-
-    async fn worker_lease_acquire(
-        &self,
-        worker: &str,
-        ttl: sundial_core::Dur,
-    ) -> Result<WorkerLease> {
-        liveness::worker_lease_acquire(self, worker, ttl).await
-    }
-
-    async fn worker_lease_renew(
-        &self,
-        epoch: i64,
-        ttl: sundial_core::Dur,
-    ) -> Result<Option<Timestamp>> {
-        liveness::worker_lease_renew(self, epoch, ttl).await
-    }
-
-    async fn worker_lease_release(&self, epoch: i64) -> Result<()> {
-        liveness::worker_lease_release(self, epoch).await
-    }
-
-    async fn worker_lease_reap(&self, limit: u32) -> Result<Vec<i64>> {
-        liveness::worker_lease_reap(self, limit).await
-    }
-
+#[async_trait]
+impl StoreShared for SqliteStore {
     async fn cluster_status(&self) -> Result<ClusterStatus> {
         nodes::cluster_status(self).await
     }
@@ -273,19 +233,103 @@ impl Store for SqliteStore {
         jobs::job_list(self, q).await
     }
 
-    async fn job_write_batch(&self, writes: &[JobWrite]) -> Result<Vec<JobRecord>> {
-        jobs::job_write_batch(self, writes).await
+    async fn execution_get(&self, namespace: &str, id: &str) -> Result<Option<ExecutionRecord>> {
+        executions::execution_get(self, namespace, id).await
     }
 
-    async fn job_delete(
+    async fn execution_list(&self, q: &ExecutionListQuery) -> Result<Vec<ExecutionRecord>> {
+        executions::execution_list(self, q).await
+    }
+
+    async fn workflow_get(&self, namespace: &str, name: &str) -> Result<Option<WorkflowRecord>> {
+        workflows::workflow_get(self, namespace, name).await
+    }
+
+    async fn workflow_list(&self, q: &WorkflowListQuery) -> Result<Vec<WorkflowRecord>> {
+        workflows::workflow_list(self, q).await
+    }
+
+    async fn run_get(&self, namespace: &str, id: &str) -> Result<Option<RunRecord>> {
+        workflows::run_get(self, namespace, id).await
+    }
+
+    async fn run_list(&self, q: &RunListQuery) -> Result<Vec<RunRecord>> {
+        workflows::run_list(self, q).await
+    }
+
+    async fn calendar_get(
         &self,
         namespace: &str,
         name: &str,
-        expected_version: Option<i64>,
-    ) -> Result<()> {
-        jobs::job_delete(self, namespace, name, expected_version).await
+    ) -> Result<Option<sundial_store::CalendarRecord>> {
+        calendars::calendar_get(self, namespace, name).await
     }
 
+    async fn calendar_list(&self, namespace: &str) -> Result<Vec<sundial_store::CalendarRecord>> {
+        calendars::calendar_list(self, namespace).await
+    }
+
+    async fn calendar_users(&self, namespace: &str, name: &str) -> Result<Vec<String>> {
+        calendars::calendar_users(self, namespace, name).await
+    }
+
+    async fn backfill_get(
+        &self,
+        namespace: &str,
+        id: &str,
+    ) -> Result<Option<sundial_store::BackfillRecord>> {
+        backfills::backfill_get(self, namespace, id).await
+    }
+
+    async fn backfill_list(
+        &self,
+        namespace: &str,
+        of: sundial_store::BackfillOf,
+        name: &str,
+    ) -> Result<Vec<sundial_store::BackfillRecord>> {
+        backfills::backfill_list(self, namespace, of, name).await
+    }
+
+    async fn backfill_taken(
+        &self,
+        of: sundial_store::BackfillOf,
+        ids: &[String],
+    ) -> Result<std::collections::HashSet<String>> {
+        backfills::backfill_taken(self, of, ids).await
+    }
+
+    async fn backfill_unfinished(&self, of: sundial_store::BackfillOf, uid: &str) -> Result<u64> {
+        backfills::backfill_unfinished(self, of, uid).await
+    }
+
+    async fn namespace_list(&self) -> Result<Vec<String>> {
+        // A skip scan: one index lookup per namespace, on each table's primary key.
+        sqlx::query_scalar(
+            "WITH RECURSIVE j AS ( \
+           SELECT min(namespace) AS ns FROM jobs \
+           UNION ALL SELECT (SELECT min(namespace) FROM jobs WHERE namespace > j.ns) FROM j WHERE j.ns IS NOT NULL), \
+         w AS ( \
+           SELECT min(namespace) AS ns FROM workflows \
+           UNION ALL SELECT (SELECT min(namespace) FROM workflows WHERE namespace > w.ns) FROM w WHERE w.ns IS NOT NULL) \
+         SELECT ns FROM j WHERE ns IS NOT NULL UNION SELECT ns FROM w WHERE ns IS NOT NULL ORDER BY 1",
+        )
+        .fetch_all(&self.reader)
+        .await
+        .map_err(db_err)
+    }
+
+    async fn backfill_cancel(
+        &self,
+        namespace: &str,
+        id: &str,
+        reason: Option<&str>,
+    ) -> Result<sundial_store::BackfillRecord> {
+        backfills::backfill_cancel(self, namespace, id, reason).await
+    }
+}
+
+#[async_trait]
+impl SchedulerStore for SqliteStore {
     async fn shard_lease_renew(&self, request: &ShardLeaseRequest) -> Result<Vec<ShardLease>> {
         leases::shard_lease_renew(self, request).await
     }
@@ -310,8 +354,50 @@ impl Store for SqliteStore {
         trigger::trigger_commit(self, c).await
     }
 
-    async fn execution_insert(&self, e: &NewExecution) -> Result<ExecutionRecord> {
-        trigger::execution_insert(self, e).await
+    async fn workflow_list_due(&self, q: &TriggerListDue) -> Result<Vec<WorkflowRecord>> {
+        workflows::workflow_list_due(self, q).await
+    }
+
+    async fn workflow_trigger(&self, t: &sundial_store::WorkflowTrigger) -> Result<u32> {
+        workflows::workflow_trigger(self, t).await
+    }
+
+    async fn backfill_running(&self, shards: &[u16]) -> Result<Vec<sundial_store::BackfillRecord>> {
+        backfills::backfill_running(self, shards).await
+    }
+
+    async fn backfill_step(
+        &self,
+        step: &sundial_store::BackfillStep,
+    ) -> Result<sundial_store::BackfillStepped> {
+        backfills::backfill_step(self, step).await
+    }
+}
+
+#[async_trait]
+impl WorkerStore for SqliteStore {
+    async fn worker_lease_acquire(
+        &self,
+        worker: &str,
+        ttl: sundial_core::Dur,
+    ) -> Result<WorkerLease> {
+        liveness::worker_lease_acquire(self, worker, ttl).await
+    }
+
+    async fn worker_lease_renew(
+        &self,
+        epoch: i64,
+        ttl: sundial_core::Dur,
+    ) -> Result<Option<Timestamp>> {
+        liveness::worker_lease_renew(self, epoch, ttl).await
+    }
+
+    async fn worker_lease_release(&self, epoch: i64) -> Result<()> {
+        liveness::worker_lease_release(self, epoch).await
+    }
+
+    async fn worker_lease_reap(&self, limit: u32) -> Result<Vec<i64>> {
+        liveness::worker_lease_reap(self, limit).await
     }
 
     async fn execution_claim(&self, claim: &ExecutionClaim) -> Result<Vec<ClaimedExecution>> {
@@ -346,24 +432,32 @@ impl Store for SqliteStore {
         complete::attempt_list_lapsed(self, limit).await
     }
 
-    async fn execution_get(&self, namespace: &str, id: &str) -> Result<Option<ExecutionRecord>> {
-        executions::execution_get(self, namespace, id).await
+    async fn run_expire(&self, limit: u32) -> Result<u32> {
+        workflows::run_expire(self, limit).await
+    }
+}
+
+#[async_trait]
+impl ApiStore for SqliteStore {
+    async fn job_write_batch(&self, writes: &[JobWrite]) -> Result<Vec<JobRecord>> {
+        jobs::job_write_batch(self, writes).await
     }
 
-    async fn execution_list(&self, q: &ExecutionListQuery) -> Result<Vec<ExecutionRecord>> {
-        executions::execution_list(self, q).await
+    async fn job_delete(
+        &self,
+        namespace: &str,
+        name: &str,
+        expected_version: Option<i64>,
+    ) -> Result<()> {
+        jobs::job_delete(self, namespace, name, expected_version).await
+    }
+
+    async fn execution_insert(&self, e: &NewExecution) -> Result<ExecutionRecord> {
+        trigger::execution_insert(self, e).await
     }
 
     async fn execution_cancel(&self, namespace: &str, id: &str) -> Result<ExecutionRecord> {
         executions::execution_cancel(self, namespace, id).await
-    }
-
-    async fn workflow_get(&self, namespace: &str, name: &str) -> Result<Option<WorkflowRecord>> {
-        workflows::workflow_get(self, namespace, name).await
-    }
-
-    async fn workflow_list(&self, q: &WorkflowListQuery) -> Result<Vec<WorkflowRecord>> {
-        workflows::workflow_list(self, q).await
     }
 
     async fn workflow_write_batch(&self, writes: &[WorkflowWrite]) -> Result<Vec<WorkflowRecord>> {
@@ -383,26 +477,6 @@ impl Store for SqliteStore {
         workflows::run_create(self, run).await
     }
 
-    async fn workflow_list_due(&self, q: &TriggerListDue) -> Result<Vec<WorkflowRecord>> {
-        workflows::workflow_list_due(self, q).await
-    }
-
-    async fn workflow_trigger(&self, t: &sundial_store::WorkflowTrigger) -> Result<u32> {
-        workflows::workflow_trigger(self, t).await
-    }
-
-    async fn run_expire(&self, limit: u32) -> Result<u32> {
-        workflows::run_expire(self, limit).await
-    }
-
-    async fn run_get(&self, namespace: &str, id: &str) -> Result<Option<RunRecord>> {
-        workflows::run_get(self, namespace, id).await
-    }
-
-    async fn run_list(&self, q: &RunListQuery) -> Result<Vec<RunRecord>> {
-        workflows::run_list(self, q).await
-    }
-
     async fn run_cancel(&self, namespace: &str, id: &str) -> Result<RunRecord> {
         workflows::run_cancel(self, namespace, id).await
     }
@@ -420,13 +494,6 @@ impl Store for SqliteStore {
         executions::execution_redrive(self, namespace, id, extra_attempts).await
     }
 
-    async fn history_prune(
-        &self,
-        prune: &sundial_store::HistoryPrune,
-    ) -> Result<sundial_store::HistoryPruned> {
-        retention::history_prune(self, prune).await
-    }
-
     async fn calendar_put(
         &self,
         namespace: &str,
@@ -434,22 +501,6 @@ impl Store for SqliteStore {
         spec: &sundial_core::calendar::CalendarSpec,
     ) -> Result<(sundial_store::CalendarRecord, bool)> {
         calendars::calendar_put(self, namespace, name, spec).await
-    }
-
-    async fn calendar_get(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Option<sundial_store::CalendarRecord>> {
-        calendars::calendar_get(self, namespace, name).await
-    }
-
-    async fn calendar_list(&self, namespace: &str) -> Result<Vec<sundial_store::CalendarRecord>> {
-        calendars::calendar_list(self, namespace).await
-    }
-
-    async fn calendar_users(&self, namespace: &str, name: &str) -> Result<Vec<String>> {
-        calendars::calendar_users(self, namespace, name).await
     }
 
     async fn calendar_delete(&self, namespace: &str, name: &str) -> Result<()> {
@@ -462,70 +513,37 @@ impl Store for SqliteStore {
     ) -> Result<sundial_store::BackfillRecord> {
         backfills::backfill_create(self, backfill).await
     }
+}
 
-    async fn backfill_get(
+#[async_trait]
+impl MaintenanceStore for SqliteStore {
+    fn maintenance(
         &self,
-        namespace: &str,
-        id: &str,
-    ) -> Result<Option<sundial_store::BackfillRecord>> {
-        backfills::backfill_get(self, namespace, id).await
+        config: &sundial_store::maintenance::MaintenanceConfig,
+    ) -> Vec<Arc<dyn sundial_store::maintenance::Service>> {
+        self.checkpointer
+            .iter()
+            .map(|pool| {
+                Arc::new(Checkpoint::new(pool.clone(), config.checkpoint_every))
+                    as Arc<dyn sundial_store::maintenance::Service>
+            })
+            .collect()
     }
 
-    async fn backfill_list(
+    async fn node_heartbeat(
         &self,
-        namespace: &str,
-        of: sundial_store::BackfillOf,
-        name: &str,
-    ) -> Result<Vec<sundial_store::BackfillRecord>> {
-        backfills::backfill_list(self, namespace, of, name).await
+        node: &str,
+        roles: &[String],
+        ttl: sundial_core::Dur,
+    ) -> Result<()> {
+        nodes::node_heartbeat(self, node, roles, ttl).await
     }
 
-    async fn backfill_running(&self, shards: &[u16]) -> Result<Vec<sundial_store::BackfillRecord>> {
-        backfills::backfill_running(self, shards).await
-    }
-
-    async fn backfill_taken(
+    async fn history_prune(
         &self,
-        of: sundial_store::BackfillOf,
-        ids: &[String],
-    ) -> Result<std::collections::HashSet<String>> {
-        backfills::backfill_taken(self, of, ids).await
-    }
-
-    async fn backfill_unfinished(&self, of: sundial_store::BackfillOf, uid: &str) -> Result<u64> {
-        backfills::backfill_unfinished(self, of, uid).await
-    }
-
-    async fn backfill_step(
-        &self,
-        step: &sundial_store::BackfillStep,
-    ) -> Result<sundial_store::BackfillStepped> {
-        backfills::backfill_step(self, step).await
-    }
-
-    async fn backfill_cancel(
-        &self,
-        namespace: &str,
-        id: &str,
-        reason: Option<&str>,
-    ) -> Result<sundial_store::BackfillRecord> {
-        backfills::backfill_cancel(self, namespace, id, reason).await
-    }
-
-    async fn namespace_list(&self) -> Result<Vec<String>> {
-        // A skip scan: one index lookup per namespace, on each table's primary key.
-        sqlx::query_scalar(
-            "WITH RECURSIVE j AS ( \
-           SELECT min(namespace) AS ns FROM jobs \
-           UNION ALL SELECT (SELECT min(namespace) FROM jobs WHERE namespace > j.ns) FROM j WHERE j.ns IS NOT NULL), \
-         w AS ( \
-           SELECT min(namespace) AS ns FROM workflows \
-           UNION ALL SELECT (SELECT min(namespace) FROM workflows WHERE namespace > w.ns) FROM w WHERE w.ns IS NOT NULL) \
-         SELECT ns FROM j WHERE ns IS NOT NULL UNION SELECT ns FROM w WHERE ns IS NOT NULL ORDER BY 1",
-        )
-        .fetch_all(&self.reader)
-        .await
-        .map_err(db_err)
+        prune: &sundial_store::HistoryPrune,
+    ) -> Result<sundial_store::HistoryPruned> {
+        retention::history_prune(self, prune).await
     }
 
     async fn alert_states_add(&self, states: &[String]) -> Result<()> {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use sundial_clock::{Clock, ManualClock};
-use sundial_store::Store;
+use sundial_store::prelude::*;
 use sundial_store::testkit::{self, Harness};
 use sundial_store_sqlite::SqliteStore;
 

@@ -3,7 +3,7 @@
 //! Invariants every backend keeps:
 //! - An event is written by the transaction that ends the execution or the run (a trigger on
 //!   the state column, so no path that ends one can skip it), and only for a state some
-//!   process registered with [`crate::Store::alert_states_add`]: with no `[[alerts]]` nothing
+//!   process registered with [`crate::MaintenanceStore::alert_states_add`]: with no `[[alerts]]` nothing
 //!   is written.
 //! - An event is held by at most one dispatcher at a time, under a lease by the store's clock;
 //!   one whose lease lapsed is claimed again (delivery is at least once).
@@ -42,7 +42,7 @@ impl AlertSubject {
 pub struct AlertEvent {
     /// The event's sequence number (its key in the outbox).
     pub seq: i64,
-    /// The delivery round this claim is, from 1; [`crate::Store::alert_settle`] names it.
+    /// The delivery round this claim is, from 1; [`crate::MaintenanceStore::alert_settle`] names it.
     pub round: u32,
     /// Execution or run.
     pub subject: AlertSubject,
@@ -95,7 +95,7 @@ pub fn namespace_counts(rows: Vec<(String, i64)>) -> NamespaceCounts {
         .collect()
 }
 
-/// Checks states for [`crate::Store::alert_states_add`].
+/// Checks states for [`crate::MaintenanceStore::alert_states_add`].
 ///
 /// # Errors
 /// [`crate::Error::Defect`] naming the first state outside [`ALERT_STATES`].

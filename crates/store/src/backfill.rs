@@ -3,7 +3,7 @@
 //! A backfill row holds its range, its rate and its progress: the cursor (every slot of the
 //! range before it is dealt with), how many slots it created and how many it found done
 //! already. The scheduler that holds the shard of the backfilled job or workflow drives it
-//! ([`crate::Store::backfill_step`]), one step at a time.
+//! ([`crate::SchedulerStore::backfill_step`]), one step at a time.
 //!
 //! Invariants every backend keeps:
 //! - A step is fenced by the shard lease, as a trigger commit is, and applies only while the

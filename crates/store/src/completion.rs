@@ -1,8 +1,9 @@
 //! The completion transition: where an execution goes after an attempt ([`next_after`]: the
 //! retry-or-dead decision, pure, its jitter given by the caller) and what a completed attempt
 //! writes, decided once for every store (docs/guarantees.md, "G3 Fencing"). A store applies each [`CompletionWrite`] fenced by its
-//! attempt number, in one statement for the batch; a workflow's release (planned:
-//! ARCHITECTURE.md, the code map's workflows row) joins here, from the writes that applied.
+//! attempt number, in one statement for the batch; the workflow tasks among them that ended
+//! release their downstream in the same transaction, from the writes that applied (the
+//! release rule is `crate::workflow::release`).
 //!
 //! Rules (the state machine of ARCHITECTURE.md, "Execution states"):
 //! - `running` → `succeeded` | `failed` | `dead`: terminal; the execution leaves the queue and

@@ -12,7 +12,7 @@
 //! - A heartbeat or completion for an attempt that is not the execution's current running
 //!   attempt changes nothing and fails with [`Error::StaleFence`] (docs/guarantees.md#g3-fencing).
 //! - Time for every due check and lease comes from the store's own time authority
-//!   ([`Store::now`]): the database clock, or the injected clock of an embedded store.
+//!   ([`StoreBase::now`]): the database clock, or the injected clock of an embedded store.
 //! - A workflow task's ending releases its downstream in the same transaction, and only an
 //!   ending that applied does ([`workflow`]'s invariants, docs/workflows.md).
 
@@ -136,7 +136,7 @@ impl Error {
     }
 }
 
-/// Notifications a store delivers to the roles of one process (see [`Store::signals`]).
+/// Notifications a store delivers to the roles of one process (see [`StoreBase::signals`]).
 #[derive(Debug, Clone)]
 pub struct Signals {
     /// Notified when executions may have become due.
@@ -174,10 +174,27 @@ fn stale_attempt(attempt: &AttemptRef) -> Error {
     ))
 }
 
-/// The persistence and coordination surface of Sundial. See the module invariants; each
-/// method's `# Contract` states ordering, idempotency and conflict behaviour.
+/// The store traits together, for code that calls store methods on a concrete store
+/// (`SqliteStore`, `PgStore`) rather than through a `dyn` role trait: `use
+/// sundial_store::prelude::*;`.
+pub mod prelude {
+    pub use crate::{
+        ApiStore, MaintenanceStore, SchedulerStore, Store, StoreBase, StoreShared, WorkerStore,
+    };
+}
+
+/// The persistence and coordination surface of Sundial: every role's steps, which both stores
+/// implement (see the module invariants; each method's `# Contract` states ordering, idempotency
+/// and conflict behaviour). A role depends on its own trait ([`SchedulerStore`], [`WorkerStore`],
+/// [`ApiStore`], [`MaintenanceStore`]), so its reader sees what it may do; a `dyn Store` is
+/// each of them (trait upcasting).
+pub trait Store: SchedulerStore + WorkerStore + ApiStore + MaintenanceStore {}
+
+impl<T: SchedulerStore + WorkerStore + ApiStore + MaintenanceStore + ?Sized> Store for T {}
+
+/// What every role of the store reads: its clock and its signals.
 #[async_trait]
-pub trait Store: Send + Sync + std::fmt::Debug {
+pub trait StoreBase: Send + Sync + std::fmt::Debug {
     /// The store's time authority, UTC at millisecond resolution.
     async fn now(&self) -> Result<Timestamp>;
 
@@ -185,85 +202,15 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// become due, and executions cancelled while running — from this process or, for a
     /// shared store, any other.
     fn signals(&self) -> Signals;
+}
 
-    /// The maintenance services this store needs run in every process that opens it
-    /// ([`maintenance::Runner`]): the PostgreSQL queue vacuum, the SQLite log checkpoint.
-    /// None by default.
-    fn maintenance(
-        &self,
-        config: &maintenance::MaintenanceConfig,
-    ) -> Vec<std::sync::Arc<dyn maintenance::Service>> {
-        let _ = config;
-        Vec::new()
-    }
-
+/// Steps more than one role takes: the reads of jobs, executions, workflows, runs, calendars,
+/// backfills and the cluster (the API's and the scheduler's), and a backfill's cancel (the
+/// API's, and the scheduler's when the backfill's job or workflow is gone).
+#[async_trait]
+pub trait StoreShared: StoreBase {
     /// Nodes, their roles and shard ownership, and queue depth.
     async fn cluster_status(&self) -> Result<ClusterStatus>;
-
-    /// Records that this process is alive with `roles` until now + `ttl`.
-    ///
-    /// # Contract
-    /// [`Error::Conflict`] (and no change) while the node id is held by another live process.
-    async fn node_heartbeat(
-        &self,
-        node: &str,
-        roles: &[String],
-        ttl: sundial_core::Dur,
-    ) -> Result<()>;
-
-    /// Takes a new worker liveness lease for `worker` (the node id), live until now + `ttl` by
-    /// the store's clock (docs/guarantees.md, "Workers").
-    ///
-    /// # Contract
-    /// Every call takes a new lease with an epoch higher than every lease taken before in
-    /// this store, whatever the worker; leases of the same worker held by other processes
-    /// are left alone (each lapses on its own).
-    ///
-    /// # Errors
-    /// The store's, when the write fails; then no lease was taken.
-    async fn worker_lease_acquire(
-        &self,
-        worker: &str,
-        ttl: sundial_core::Dur,
-    ) -> Result<WorkerLease>;
-
-    /// Renews the worker lease `epoch` to now + `ttl` by the store's clock, in one statement
-    /// whatever the number of attempts held under it.
-    ///
-    /// # Contract
-    /// `Some(new expiry)` while no reaper has taken the lease over
-    /// ([`Store::worker_lease_reap`]), even past its expiry: nothing it held was given to
-    /// anyone else. `None`, and no change, once it was: the worker must drop everything it
-    /// holds under `epoch` and take a new lease.
-    ///
-    /// # Errors
-    /// The store's, when the write fails; the lease is then as it was.
-    async fn worker_lease_renew(
-        &self,
-        epoch: i64,
-        ttl: sundial_core::Dur,
-    ) -> Result<Option<Timestamp>>;
-
-    /// Gives the worker lease `epoch` up (a worker stopping): it lapses now, and the next
-    /// reaper pass retries whatever is still held under it.
-    ///
-    /// # Errors
-    /// The store's, when the write fails.
-    async fn worker_lease_release(&self, epoch: i64) -> Result<()>;
-
-    /// Takes over the worker leases that lapsed by the store's clock (their expiry before
-    /// now), at most `limit`: deletes them and, in the same transaction, marks every running
-    /// attempt recorded under their epochs (delivering, or held after a claim ahead) lapsed,
-    /// so that [`Store::attempt_list_lapsed`] lists them and the worker's heartbeats and
-    /// completions under those epochs are refused (G3). Returns the epochs taken over.
-    ///
-    /// # Contract
-    /// A claim under an epoch waits for, or is refused after, its take-over: no attempt is
-    /// recorded under an epoch once it was taken over. Idempotent: a lease is taken over once.
-    ///
-    /// # Errors
-    /// The store's, when the write fails; then nothing was taken over.
-    async fn worker_lease_reap(&self, limit: u32) -> Result<Vec<i64>>;
 
     /// One job by namespace and name, with its last execution.
     async fn job_get(&self, namespace: &str, name: &str) -> Result<Option<JobRecord>>;
@@ -274,7 +221,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     ///
     /// # Contract
     /// Reads only; [`Error::Unavailable`] when the store cannot be reached. The default reads
-    /// the names one by one with [`Store::job_get`]; both stores answer in one query.
+    /// the names one by one with [`StoreShared::job_get`]; both stores answer in one query.
     async fn job_get_many(&self, namespace: &str, names: &[String]) -> Result<Vec<JobRecord>> {
         let mut found = Vec::new();
         for name in names {
@@ -286,41 +233,98 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// A page of jobs of a namespace, ordered by name.
     async fn job_list(&self, query: &JobListQuery) -> Result<Vec<JobRecord>>;
 
-    /// Creates or replaces a job.
-    ///
-    /// # Contract
-    /// - `expected_version: None` creates; [`Error::Conflict`] if the job exists.
-    /// - `expected_version: Some(v)` replaces only while the stored version is `v`, else
-    ///   [`Error::StaleVersion`] (or [`Error::NotFound`]); the stored version becomes `v + 1`.
-    /// - Per `pending`, the job's executions that have not started (`scheduled` or `queued`
-    ///   with no attempt yet) are left, rewritten with the new definition, or `cancelled`, in
-    ///   the same transaction.
-    async fn job_write(&self, write: &JobWrite) -> Result<JobRecord> {
-        let mut written = self.job_write_batch(std::slice::from_ref(write)).await?;
-        written
-            .pop()
-            .ok_or_else(|| Error::Corrupt("a one-job batch wrote nothing".into()))
-    }
+    /// One execution of a namespace with its attempts.
+    async fn execution_get(&self, namespace: &str, id: &str) -> Result<Option<ExecutionRecord>>;
 
-    /// Writes many jobs in one transaction, each as [`Store::job_write`] would: all or none.
-    ///
-    /// # Contract
-    /// The first write that fails aborts the batch and its error is returned; nothing of the
-    /// batch is stored then. Results are in the order of `writes`.
-    async fn job_write_batch(&self, writes: &[JobWrite]) -> Result<Vec<JobRecord>>;
+    /// A page of executions, newest slot first.
+    async fn execution_list(&self, query: &ExecutionListQuery) -> Result<Vec<ExecutionRecord>>;
 
-    /// Deletes a job and cancels its not-yet-started executions; history is kept.
+    /// One workflow by namespace and name, with its last run.
+    async fn workflow_get(&self, namespace: &str, name: &str) -> Result<Option<WorkflowRecord>>;
+
+    /// A page of workflows of a namespace, ordered by name.
+    async fn workflow_list(&self, query: &WorkflowListQuery) -> Result<Vec<WorkflowRecord>>;
+
+    /// One run of a namespace with its tasks.
+    async fn run_get(&self, namespace: &str, id: &str) -> Result<Option<RunRecord>>;
+
+    /// A page of runs (without their tasks), newest slot first.
+    async fn run_list(&self, query: &RunListQuery) -> Result<Vec<RunRecord>>;
+
+    /// One calendar, if it exists.
+    async fn calendar_get(&self, namespace: &str, name: &str) -> Result<Option<CalendarRecord>>;
+
+    /// The namespace's calendars, by name (namespaces hold few: no paging).
+    async fn calendar_list(&self, namespace: &str) -> Result<Vec<CalendarRecord>>;
+
+    /// The jobs and workflows of `namespace` whose schedule names the calendar in
+    /// `exclude_calendars`, as `job NAME` / `workflow NAME`, by kind and name.
     ///
     /// # Contract
-    /// [`Error::NotFound`] if absent; [`Error::StaleVersion`] if `expected_version` is given and
-    /// differs.
-    async fn job_delete(
+    /// Reads only; on PostgreSQL through an index of only the jobs that name calendars.
+    async fn calendar_users(&self, namespace: &str, name: &str) -> Result<Vec<String>>;
+
+    /// One backfill of a namespace; `None` when the namespace holds no backfill `id`.
+    ///
+    /// # Contract
+    /// Reads only, by primary key.
+    async fn backfill_get(&self, namespace: &str, id: &str) -> Result<Option<BackfillRecord>>;
+
+    /// The backfills of one job or workflow (by name, every incarnation), newest first, at
+    /// most 100.
+    ///
+    /// # Contract
+    /// Reads only, through the index by (namespace, kind, name, creation).
+    async fn backfill_list(
         &self,
         namespace: &str,
+        of: BackfillOf,
         name: &str,
-        expected_version: Option<i64>,
-    ) -> Result<()>;
+    ) -> Result<Vec<BackfillRecord>>;
 
+    /// Of the given execution ids (for [`BackfillOf::Job`]) or run ids (for
+    /// [`BackfillOf::Workflow`]), those that exist. The ids are a slot's derived ids
+    /// (`sundial_core::ids`), so this says which slots have an execution or run.
+    ///
+    /// # Contract
+    /// Reads only; by primary key.
+    async fn backfill_taken(
+        &self,
+        of: BackfillOf,
+        ids: &[String],
+    ) -> Result<std::collections::HashSet<String>>;
+
+    /// How many of the job's executions (for [`BackfillOf::Job`]) or the workflow's runs are
+    /// unfinished, whatever made them: the backfill driver's back-pressure.
+    ///
+    /// # Contract
+    /// Reads only; through the index of unfinished executions (runs) by incarnation.
+    async fn backfill_unfinished(&self, of: BackfillOf, uid: &str) -> Result<u64>;
+
+    /// The namespaces that hold at least one job or workflow, sorted by name.
+    ///
+    /// # Contract
+    /// Reads only; costs a lookup per namespace (a skip scan of the primary keys), not a
+    /// scan of the jobs.
+    async fn namespace_list(&self) -> Result<Vec<String>>;
+
+    /// Cancels a running backfill: it creates nothing after this commits; what it created
+    /// stays. `reason` is kept when the store's driver ends it (the job was deleted).
+    ///
+    /// # Contract
+    /// [`Error::NotFound`]; [`Error::Conflict`] when it is not `running`.
+    async fn backfill_cancel(
+        &self,
+        namespace: &str,
+        id: &str,
+        reason: Option<&str>,
+    ) -> Result<BackfillRecord>;
+}
+
+/// The scheduler's steps: shard leases, the due jobs and workflows and their fenced trigger
+/// commits, backfill steps (docs/guarantees.md, "G1 Exactly-once triggering").
+#[async_trait]
+pub trait SchedulerStore: StoreShared {
     /// Renews this node's shard leases and takes the shards due to it.
     ///
     /// # Contract
@@ -371,8 +375,99 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// - Inserting an execution for a slot that already has one does nothing (idempotent).
     async fn trigger_commit(&self, commit: &TriggerCommit) -> Result<TriggerCommitted>;
 
-    /// Inserts one execution outside the schedule (a manual trigger), due at once.
-    async fn execution_insert(&self, execution: &NewExecution) -> Result<ExecutionRecord>;
+    /// Workflows of the given shards whose next fire time is at or before `horizon`, earliest
+    /// first, at most `limit` (their `last_run` is not read).
+    async fn workflow_list_due(&self, query: &TriggerListDue) -> Result<Vec<WorkflowRecord>>;
+
+    /// Commits one workflow's trigger in one transaction: advances its next slot and creates
+    /// its runs (each as [`ApiStore::run_create`] would). Returns the runs inserted.
+    ///
+    /// # Contract
+    /// - Fenced: unless the workflow's shard is leased to `node` with the epoch given,
+    ///   nothing is written and [`Error::StaleFence`] is returned.
+    /// - The advance applies only while the workflow has the version and next slot read;
+    ///   otherwise nothing is written and 0 is returned (it changed meanwhile).
+    /// - A slot that already has its run gets no second one (W1).
+    async fn workflow_trigger(&self, trigger: &WorkflowTrigger) -> Result<u32>;
+
+    /// The `running` backfills of the given shards, oldest first.
+    ///
+    /// # Contract
+    /// Reads only, through a partial index of the running ones (cheap while none runs).
+    async fn backfill_running(&self, shards: &[u16]) -> Result<Vec<BackfillRecord>>;
+
+    /// Applies one step of a backfill ([`backfill`]'s invariants): its executions or runs, its
+    /// cursor and counts, in one transaction.
+    ///
+    /// # Contract
+    /// - Fenced as [`SchedulerStore::trigger_commit`]: [`Error::StaleFence`] and nothing written unless
+    ///   the shard is leased to `node` with the epoch read.
+    /// - [`BackfillStepped::Stale`] (nothing written) unless the backfill is `running` with
+    ///   `expected_cursor`; [`BackfillStepped::Waiting`] for a serial step whose previous
+    ///   execution or run is unfinished.
+    /// - A workflow's runs are created as [`ApiStore::run_create`] creates them, with the version
+    ///   they name ([`Error::StaleVersion`] when it is no longer current).
+    async fn backfill_step(&self, step: &BackfillStep) -> Result<BackfillStepped>;
+}
+
+/// The worker's and the reaper's steps: the worker's liveness lease, claims, lease renewals and
+/// completions of attempts, the lapsed attempts, and the workflow runs past their timeout
+/// (docs/guarantees.md, "Workers").
+#[async_trait]
+pub trait WorkerStore: StoreBase {
+    /// Takes a new worker liveness lease for `worker` (the node id), live until now + `ttl` by
+    /// the store's clock (docs/guarantees.md, "Workers").
+    ///
+    /// # Contract
+    /// Every call takes a new lease with an epoch higher than every lease taken before in
+    /// this store, whatever the worker; leases of the same worker held by other processes
+    /// are left alone (each lapses on its own).
+    ///
+    /// # Errors
+    /// The store's, when the write fails; then no lease was taken.
+    async fn worker_lease_acquire(
+        &self,
+        worker: &str,
+        ttl: sundial_core::Dur,
+    ) -> Result<WorkerLease>;
+
+    /// Renews the worker lease `epoch` to now + `ttl` by the store's clock, in one statement
+    /// whatever the number of attempts held under it.
+    ///
+    /// # Contract
+    /// `Some(new expiry)` while no reaper has taken the lease over
+    /// ([`WorkerStore::worker_lease_reap`]), even past its expiry: nothing it held was given to
+    /// anyone else. `None`, and no change, once it was: the worker must drop everything it
+    /// holds under `epoch` and take a new lease.
+    ///
+    /// # Errors
+    /// The store's, when the write fails; the lease is then as it was.
+    async fn worker_lease_renew(
+        &self,
+        epoch: i64,
+        ttl: sundial_core::Dur,
+    ) -> Result<Option<Timestamp>>;
+
+    /// Gives the worker lease `epoch` up (a worker stopping): it lapses now, and the next
+    /// reaper pass retries whatever is still held under it.
+    ///
+    /// # Errors
+    /// The store's, when the write fails.
+    async fn worker_lease_release(&self, epoch: i64) -> Result<()>;
+
+    /// Takes over the worker leases that lapsed by the store's clock (their expiry before
+    /// now), at most `limit`: deletes them and, in the same transaction, marks every running
+    /// attempt recorded under their epochs (delivering, or held after a claim ahead) lapsed,
+    /// so that [`WorkerStore::attempt_list_lapsed`] lists them and the worker's heartbeats and
+    /// completions under those epochs are refused (G3). Returns the epochs taken over.
+    ///
+    /// # Contract
+    /// A claim under an epoch waits for, or is refused after, its take-over: no attempt is
+    /// recorded under an epoch once it was taken over. Idempotent: a lease is taken over once.
+    ///
+    /// # Errors
+    /// The store's, when the write fails; then nothing was taken over.
+    async fn worker_lease_reap(&self, limit: u32) -> Result<Vec<i64>>;
 
     /// Claims up to `limit` due executions for a worker: each becomes `running` with its
     /// attempt number incremented (the new fencing token) and a lease of its heartbeat timeout.
@@ -427,7 +522,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// # Contract
     /// Per attempt, in order: its new lease expiry (UTC), or `None`, and no change for it,
     /// unless its execution is `running` with this attempt number and a lease that has not
-    /// expired ([`Store::attempt_heartbeat`]'s test, each on its own).
+    /// expired ([`WorkerStore::attempt_heartbeat`]'s test, each on its own).
     ///
     /// # Errors
     /// The store's, when the write fails; then no lease was extended.
@@ -443,7 +538,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// attempt number and a lease that has not expired by the store's clock (a worker's
     /// completion), or, for `only_if_lapsed` (the reaper's), one that has. An attempt under a
     /// worker lease ([`ExecutionClaim::epoch`]) has lapsed once that lease was taken over
-    /// ([`Store::worker_lease_reap`]), or its own lease, once it has one, expired. A workflow task
+    /// ([`WorkerStore::worker_lease_reap`]), or its own lease, once it has one, expired. A workflow task
     /// that ends releases its downstream and, with its run's last task, ends the run, in the
     /// same transaction ([`workflow::release`]); a stale completion releases nothing (W3).
     async fn attempt_complete(&self, completion: &AttemptComplete) -> Result<()> {
@@ -462,7 +557,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// release.
     ///
     /// # Contract
-    /// Each completion is fenced on its own, as [`Store::attempt_complete`]: the result says,
+    /// Each completion is fenced on its own, as [`WorkerStore::attempt_complete`]: the result says,
     /// in order, which applied (`false`: stale, nothing changed). An `Err` means none of the
     /// workflow tasks' applied; the job executions' may have (a retry of the batch then
     /// reports them `false`), so a retry is safe.
@@ -471,11 +566,53 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Running attempts whose lease has lapsed (their worker is presumed dead), at most `limit`.
     async fn attempt_list_lapsed(&self, limit: u32) -> Result<Vec<ClaimedExecution>>;
 
-    /// One execution of a namespace with its attempts.
-    async fn execution_get(&self, namespace: &str, id: &str) -> Result<Option<ExecutionRecord>>;
+    /// Fails up to `limit` runs whose `run_timeout` has passed by the store's clock: their
+    /// unfinished tasks are cancelled (running attempts stopped) and the runs end `failed`.
+    /// Returns how many ended.
+    async fn run_expire(&self, limit: u32) -> Result<u32>;
+}
 
-    /// A page of executions, newest slot first.
-    async fn execution_list(&self, query: &ExecutionListQuery) -> Result<Vec<ExecutionRecord>>;
+/// The API's writes: jobs, manual executions and cancels, workflows and runs, re-drives,
+/// calendars and backfills.
+#[async_trait]
+pub trait ApiStore: StoreShared {
+    /// Creates or replaces a job.
+    ///
+    /// # Contract
+    /// - `expected_version: None` creates; [`Error::Conflict`] if the job exists.
+    /// - `expected_version: Some(v)` replaces only while the stored version is `v`, else
+    ///   [`Error::StaleVersion`] (or [`Error::NotFound`]); the stored version becomes `v + 1`.
+    /// - Per `pending`, the job's executions that have not started (`scheduled` or `queued`
+    ///   with no attempt yet) are left, rewritten with the new definition, or `cancelled`, in
+    ///   the same transaction.
+    async fn job_write(&self, write: &JobWrite) -> Result<JobRecord> {
+        let mut written = self.job_write_batch(std::slice::from_ref(write)).await?;
+        written
+            .pop()
+            .ok_or_else(|| Error::Corrupt("a one-job batch wrote nothing".into()))
+    }
+
+    /// Writes many jobs in one transaction, each as [`ApiStore::job_write`] would: all or none.
+    ///
+    /// # Contract
+    /// The first write that fails aborts the batch and its error is returned; nothing of the
+    /// batch is stored then. Results are in the order of `writes`.
+    async fn job_write_batch(&self, writes: &[JobWrite]) -> Result<Vec<JobRecord>>;
+
+    /// Deletes a job and cancels its not-yet-started executions; history is kept.
+    ///
+    /// # Contract
+    /// [`Error::NotFound`] if absent; [`Error::StaleVersion`] if `expected_version` is given and
+    /// differs.
+    async fn job_delete(
+        &self,
+        namespace: &str,
+        name: &str,
+        expected_version: Option<i64>,
+    ) -> Result<()>;
+
+    /// Inserts one execution outside the schedule (a manual trigger), due at once.
+    async fn execution_insert(&self, execution: &NewExecution) -> Result<ExecutionRecord>;
 
     /// Cancels a non-terminal execution; a running attempt is recorded `cancelled` and its
     /// worker's next heartbeat or completion is refused. A workflow task's cancel releases
@@ -484,12 +621,6 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// # Contract
     /// [`Error::NotFound`]; [`Error::Conflict`] for a terminal execution.
     async fn execution_cancel(&self, namespace: &str, id: &str) -> Result<ExecutionRecord>;
-
-    /// One workflow by namespace and name, with its last run.
-    async fn workflow_get(&self, namespace: &str, name: &str) -> Result<Option<WorkflowRecord>>;
-
-    /// A page of workflows of a namespace, ordered by name.
-    async fn workflow_list(&self, query: &WorkflowListQuery) -> Result<Vec<WorkflowRecord>>;
 
     /// Creates or replaces workflows in one transaction: all or none.
     ///
@@ -531,32 +662,6 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     ///   process's).
     async fn run_create(&self, run: &NewRun) -> Result<RunRecord>;
 
-    /// Workflows of the given shards whose next fire time is at or before `horizon`, earliest
-    /// first, at most `limit` (their `last_run` is not read).
-    async fn workflow_list_due(&self, query: &TriggerListDue) -> Result<Vec<WorkflowRecord>>;
-
-    /// Commits one workflow's trigger in one transaction: advances its next slot and creates
-    /// its runs (each as [`Store::run_create`] would). Returns the runs inserted.
-    ///
-    /// # Contract
-    /// - Fenced: unless the workflow's shard is leased to `node` with the epoch given,
-    ///   nothing is written and [`Error::StaleFence`] is returned.
-    /// - The advance applies only while the workflow has the version and next slot read;
-    ///   otherwise nothing is written and 0 is returned (it changed meanwhile).
-    /// - A slot that already has its run gets no second one (W1).
-    async fn workflow_trigger(&self, trigger: &WorkflowTrigger) -> Result<u32>;
-
-    /// Fails up to `limit` runs whose `run_timeout` has passed by the store's clock: their
-    /// unfinished tasks are cancelled (running attempts stopped) and the runs end `failed`.
-    /// Returns how many ended.
-    async fn run_expire(&self, limit: u32) -> Result<u32>;
-
-    /// One run of a namespace with its tasks.
-    async fn run_get(&self, namespace: &str, id: &str) -> Result<Option<RunRecord>>;
-
-    /// A page of runs (without their tasks), newest slot first.
-    async fn run_list(&self, query: &RunListQuery) -> Result<Vec<RunRecord>>;
-
     /// Cancels a run that is not terminal: its pending and queued tasks become `cancelled`,
     /// its running attempts are recorded `cancelled` and their workers told to stop, the run
     /// becomes `cancelled`, and nothing of it starts after this commits (W5).
@@ -582,13 +687,68 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     ///
     /// # Contract
     /// [`Error::NotFound`]; [`Error::Conflict`] for any other state, and for a workflow
-    /// task (a run is re-run with [`Store::run_retry`]).
+    /// task (a run is re-run with [`ApiStore::run_retry`]).
     async fn execution_redrive(
         &self,
         namespace: &str,
         id: &str,
         extra_attempts: u32,
     ) -> Result<ExecutionRecord>;
+
+    /// Creates the calendar `namespace`/`name` or replaces its spec; returns it as stored and
+    /// whether it was created. A write of the spec already stored changes nothing (its version
+    /// is kept).
+    ///
+    /// # Contract
+    /// One transaction; `version` counts changes from 1.
+    async fn calendar_put(
+        &self,
+        namespace: &str,
+        name: &str,
+        spec: &sundial_core::calendar::CalendarSpec,
+    ) -> Result<(CalendarRecord, bool)>;
+
+    /// Deletes a calendar no job or workflow names.
+    ///
+    /// # Contract
+    /// [`Error::NotFound`] when there is none; [`Error::Conflict`] naming the users (as
+    /// [`StoreShared::calendar_users`] gives them) when some job or workflow names it, deleting
+    /// nothing. The check and the delete are one transaction.
+    async fn calendar_delete(&self, namespace: &str, name: &str) -> Result<()>;
+
+    /// Creates a backfill (docs/time.md, "Backfill"): `running`, its cursor at
+    /// `from`, its counts 0. The scheduler holding its shard drives it from then on.
+    ///
+    /// # Contract
+    /// One insert; [`Error::Conflict`] if the id exists.
+    async fn backfill_create(&self, backfill: &NewBackfill) -> Result<BackfillRecord>;
+}
+
+/// The maintenance services' steps: the store's own services, the node heartbeat, history
+/// retention and the alert outbox.
+#[async_trait]
+pub trait MaintenanceStore: StoreBase {
+    /// The maintenance services this store needs run in every process that opens it
+    /// ([`maintenance::Runner`]): the PostgreSQL queue vacuum, the SQLite log checkpoint.
+    /// None by default.
+    fn maintenance(
+        &self,
+        config: &maintenance::MaintenanceConfig,
+    ) -> Vec<std::sync::Arc<dyn maintenance::Service>> {
+        let _ = config;
+        Vec::new()
+    }
+
+    /// Records that this process is alive with `roles` until now + `ttl`.
+    ///
+    /// # Contract
+    /// [`Error::Conflict`] (and no change) while the node id is held by another live process.
+    async fn node_heartbeat(
+        &self,
+        node: &str,
+        roles: &[String],
+        ttl: sundial_core::Dur,
+    ) -> Result<()>;
 
     /// History retention (docs/configuration.md, "history_retention"): deletes the
     /// expired history of `prune.kind`, or counts it with `dry_run`. Expired: a terminal
@@ -606,122 +766,6 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// unfinished, nor a row finished at or after `prune.before` by the time it deletes. A dry run writes nothing and counts
     /// everything expired.
     async fn history_prune(&self, prune: &HistoryPrune) -> Result<HistoryPruned>;
-
-    /// Creates the calendar `namespace`/`name` or replaces its spec; returns it as stored and
-    /// whether it was created. A write of the spec already stored changes nothing (its version
-    /// is kept).
-    ///
-    /// # Contract
-    /// One transaction; `version` counts changes from 1.
-    async fn calendar_put(
-        &self,
-        namespace: &str,
-        name: &str,
-        spec: &sundial_core::calendar::CalendarSpec,
-    ) -> Result<(CalendarRecord, bool)>;
-
-    /// One calendar, if it exists.
-    async fn calendar_get(&self, namespace: &str, name: &str) -> Result<Option<CalendarRecord>>;
-
-    /// The namespace's calendars, by name (namespaces hold few: no paging).
-    async fn calendar_list(&self, namespace: &str) -> Result<Vec<CalendarRecord>>;
-
-    /// The jobs and workflows of `namespace` whose schedule names the calendar in
-    /// `exclude_calendars`, as `job NAME` / `workflow NAME`, by kind and name.
-    ///
-    /// # Contract
-    /// Reads only; on PostgreSQL through an index of only the jobs that name calendars.
-    async fn calendar_users(&self, namespace: &str, name: &str) -> Result<Vec<String>>;
-
-    /// Deletes a calendar no job or workflow names.
-    ///
-    /// # Contract
-    /// [`Error::NotFound`] when there is none; [`Error::Conflict`] naming the users (as
-    /// [`Store::calendar_users`] gives them) when some job or workflow names it, deleting
-    /// nothing. The check and the delete are one transaction.
-    async fn calendar_delete(&self, namespace: &str, name: &str) -> Result<()>;
-
-    /// Creates a backfill (docs/time.md, "Backfill"): `running`, its cursor at
-    /// `from`, its counts 0. The scheduler holding its shard drives it from then on.
-    ///
-    /// # Contract
-    /// One insert; [`Error::Conflict`] if the id exists.
-    async fn backfill_create(&self, backfill: &NewBackfill) -> Result<BackfillRecord>;
-
-    /// One backfill of a namespace; `None` when the namespace holds no backfill `id`.
-    ///
-    /// # Contract
-    /// Reads only, by primary key.
-    async fn backfill_get(&self, namespace: &str, id: &str) -> Result<Option<BackfillRecord>>;
-
-    /// The backfills of one job or workflow (by name, every incarnation), newest first, at
-    /// most 100.
-    ///
-    /// # Contract
-    /// Reads only, through the index by (namespace, kind, name, creation).
-    async fn backfill_list(
-        &self,
-        namespace: &str,
-        of: BackfillOf,
-        name: &str,
-    ) -> Result<Vec<BackfillRecord>>;
-
-    /// The `running` backfills of the given shards, oldest first.
-    ///
-    /// # Contract
-    /// Reads only, through a partial index of the running ones (cheap while none runs).
-    async fn backfill_running(&self, shards: &[u16]) -> Result<Vec<BackfillRecord>>;
-
-    /// Of the given execution ids (for [`BackfillOf::Job`]) or run ids (for
-    /// [`BackfillOf::Workflow`]), those that exist. The ids are a slot's derived ids
-    /// (`sundial_core::ids`), so this says which slots have an execution or run.
-    ///
-    /// # Contract
-    /// Reads only; by primary key.
-    async fn backfill_taken(
-        &self,
-        of: BackfillOf,
-        ids: &[String],
-    ) -> Result<std::collections::HashSet<String>>;
-
-    /// How many of the job's executions (for [`BackfillOf::Job`]) or the workflow's runs are
-    /// unfinished, whatever made them: the backfill driver's back-pressure.
-    ///
-    /// # Contract
-    /// Reads only; through the index of unfinished executions (runs) by incarnation.
-    async fn backfill_unfinished(&self, of: BackfillOf, uid: &str) -> Result<u64>;
-
-    /// Applies one step of a backfill ([`backfill`]'s invariants): its executions or runs, its
-    /// cursor and counts, in one transaction.
-    ///
-    /// # Contract
-    /// - Fenced as [`Store::trigger_commit`]: [`Error::StaleFence`] and nothing written unless
-    ///   the shard is leased to `node` with the epoch read.
-    /// - [`BackfillStepped::Stale`] (nothing written) unless the backfill is `running` with
-    ///   `expected_cursor`; [`BackfillStepped::Waiting`] for a serial step whose previous
-    ///   execution or run is unfinished.
-    /// - A workflow's runs are created as [`Store::run_create`] creates them, with the version
-    ///   they name ([`Error::StaleVersion`] when it is no longer current).
-    async fn backfill_step(&self, step: &BackfillStep) -> Result<BackfillStepped>;
-
-    /// Cancels a running backfill: it creates nothing after this commits; what it created
-    /// stays. `reason` is kept when the store's driver ends it (the job was deleted).
-    ///
-    /// # Contract
-    /// [`Error::NotFound`]; [`Error::Conflict`] when it is not `running`.
-    async fn backfill_cancel(
-        &self,
-        namespace: &str,
-        id: &str,
-        reason: Option<&str>,
-    ) -> Result<BackfillRecord>;
-
-    /// The namespaces that hold at least one job or workflow, sorted by name.
-    ///
-    /// # Contract
-    /// Reads only; costs a lookup per namespace (a skip scan of the primary keys), not a
-    /// scan of the jobs.
-    async fn namespace_list(&self) -> Result<Vec<String>>;
 
     /// Registers alert states (of [`ALERT_STATES`]) so that executions and runs ending in
     /// them write an alert event from now on ([`alerts`]'s invariants). Adds to what other

@@ -3,7 +3,7 @@
 //!
 //! A service is one small job done again and again: the reaper (`sundial-worker`), the
 //! PostgreSQL queue vacuum and the SQLite log checkpoint (each store's
-//! [`crate::Store::maintenance`]), the node heartbeat ([`NodeHeartbeat`]), history retention
+//! [`crate::MaintenanceStore::maintenance`]), the node heartbeat ([`NodeHeartbeat`]), history retention
 //! ([`HistoryRetention`]). Each has a named default period and a `[maintenance]` key
 //! ([`MaintenanceConfig`]); its [`Service::run_once`] is one bounded pass that says what it
 //! did.
@@ -27,7 +27,7 @@ use sundial_clock::Clock;
 use sundial_core::Dur;
 use tokio::sync::{broadcast, watch};
 
-use crate::{Result, Store};
+use crate::{MaintenanceStore, Result};
 
 /// Default period of the reaper, which retries (or dead-letters) attempts whose lease lapsed:
 /// 1 s (`maintenance.reaper_every`).
@@ -208,7 +208,7 @@ impl Runner {
 /// Records the process alive, with its roles, every third of `ttl` (or the configured
 /// period): the `nodes` rows `GET /v1/cluster` shows and the shard share counts.
 pub struct NodeHeartbeat {
-    store: Arc<dyn Store>,
+    store: Arc<dyn MaintenanceStore>,
     node: String,
     roles: Vec<String>,
     ttl: Dur,
@@ -219,7 +219,7 @@ impl NodeHeartbeat {
     /// A heartbeat for `node` with `roles`, alive for `ttl` after each pass, every
     /// `every` (`None`: a third of `ttl`).
     pub fn new(
-        store: Arc<dyn Store>,
+        store: Arc<dyn MaintenanceStore>,
         node: impl Into<String>,
         roles: Vec<String>,
         ttl: Dur,
@@ -278,7 +278,7 @@ pub const RETENTION_CALLS_PER_PASS: u32 = 1_000;
 
 /// History retention (docs/configuration.md, "history_retention"): deletes the
 /// executions and runs that finished more than `retention` ago by the store's clock, keeping
-/// each job's and workflow's newest ([`Store::history_prune`]), every `every`.
+/// each job's and workflow's newest ([`MaintenanceStore::history_prune`]), every `every`.
 ///
 /// A pass walks the history of jobs and the runs, taking turns, in slot order,
 /// [`RETENTION_BATCH`] rows a call (a transaction of its own, followed by a pause
@@ -290,7 +290,7 @@ pub const RETENTION_CALLS_PER_PASS: u32 = 1_000;
 /// waits on it there; on SQLite, whose one writer it shares, they wait at most for one
 /// transaction of [`RETENTION_BATCH`] rows.
 pub struct HistoryRetention {
-    store: Arc<dyn Store>,
+    store: Arc<dyn MaintenanceStore>,
     retention: Dur,
     every: Dur,
     batch: u32,
@@ -303,7 +303,7 @@ pub struct HistoryRetention {
 
 impl HistoryRetention {
     /// Retention of `retention` on `store`, a pass every `every`.
-    pub fn new(store: Arc<dyn Store>, retention: Dur, every: Dur) -> Self {
+    pub fn new(store: Arc<dyn MaintenanceStore>, retention: Dur, every: Dur) -> Self {
         HistoryRetention {
             store,
             retention,

@@ -166,7 +166,7 @@ pub struct TriggerNextDue {
     pub cap: u32,
 }
 
-/// What [`crate::Store::trigger_next_due`] found: the earliest next fire time beyond the
+/// What [`crate::SchedulerStore::trigger_next_due`] found: the earliest next fire time beyond the
 /// horizon, and how many jobs come due within the span from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NextDue {
@@ -679,7 +679,7 @@ pub struct HistoryKey {
     pub id: String,
 }
 
-/// One call of history retention ([`crate::Store::history_prune`], docs/configuration.md,
+/// One call of history retention ([`crate::MaintenanceStore::history_prune`], docs/configuration.md,
 /// "history_retention").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HistoryPrune {

@@ -29,7 +29,7 @@ use serde_json::json;
 use sundial_core::Dur;
 use sundial_core::job::TargetSpec;
 use sundial_store::maintenance::Service;
-use sundial_store::{AlertEvent, AlertSettle, AlertSubject, Store};
+use sundial_store::{AlertEvent, AlertSettle, AlertSubject, MaintenanceStore};
 use sundial_target::{Delivery, Error as TargetError, Target, Targets};
 
 /// Most events one pass claims (100).
@@ -74,7 +74,7 @@ impl AlertRule {
 /// The alert dispatcher of one process (see the module invariants).
 #[derive(Debug)]
 pub struct AlertDispatcher {
-    store: Arc<dyn Store>,
+    store: Arc<dyn MaintenanceStore>,
     targets: Arc<Targets>,
     rules: Vec<AlertRule>,
     public_url: String,
@@ -85,7 +85,7 @@ impl AlertDispatcher {
     /// A dispatcher of `rules` through `targets`, a pass every `every`; its messages link to
     /// the UI under `public_url` (e.g. `https://sundial.example.com`, no trailing slash).
     pub fn new(
-        store: Arc<dyn Store>,
+        store: Arc<dyn MaintenanceStore>,
         targets: Arc<Targets>,
         rules: Vec<AlertRule>,
         public_url: String,
@@ -101,7 +101,7 @@ impl AlertDispatcher {
     }
 
     /// The states the rules fire on, each once, to register with
-    /// [`Store::alert_states_add`] before the first pass.
+    /// [`MaintenanceStore::alert_states_add`] before the first pass.
     pub fn states(&self) -> Vec<String> {
         let mut states: Vec<String> = self.rules.iter().flat_map(|r| r.on.clone()).collect();
         states.sort();

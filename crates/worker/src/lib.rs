@@ -97,7 +97,7 @@ use sundial_core::Dur;
 use sundial_core::execution::AttemptOutcome;
 use sundial_store::{
     AttemptComplete, AttemptRef, ClaimedExecution, Error as StoreError, ExecutionClaim, NextStep,
-    Store,
+    WorkerStore,
 };
 use sundial_target::{Delivery, Error as TargetError, Target};
 use tokio::sync::{Notify, Semaphore, watch};
@@ -333,7 +333,7 @@ impl WorkerConfig {
 /// The worker role.
 #[derive(Clone)]
 pub struct Worker {
-    store: Arc<dyn Store>,
+    store: Arc<dyn WorkerStore>,
     clock: Arc<dyn Clock>,
     target: Arc<dyn Target>,
     config: WorkerConfig,
@@ -418,7 +418,7 @@ impl Worker {
     /// A worker. Notify `wake` when executions may have become due (an in-process scheduler
     /// does after each commit).
     pub fn new(
-        store: Arc<dyn Store>,
+        store: Arc<dyn WorkerStore>,
         clock: Arc<dyn Clock>,
         target: Arc<dyn Target>,
         config: WorkerConfig,

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sundial_core::Dur;
-use sundial_store::{Error as StoreError, Store};
+use sundial_store::{Error as StoreError, WorkerStore};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
@@ -55,7 +55,7 @@ pub fn start_margin(ttl: Dur) -> Duration {
 /// every claim and by every held execution before it starts.
 #[derive(Debug)]
 pub struct Liveness {
-    store: Arc<dyn Store>,
+    store: Arc<dyn WorkerStore>,
     node: String,
     ttl: Dur,
     state: watch::Sender<LeaseState>,
@@ -69,7 +69,7 @@ pub struct Liveness {
 impl Liveness {
     /// The lease of worker `node` on `store`, `ttl` long, not yet taken ([`Liveness::run`]
     /// takes it).
-    pub fn new(store: Arc<dyn Store>, node: impl Into<String>, ttl: Dur) -> Self {
+    pub fn new(store: Arc<dyn WorkerStore>, node: impl Into<String>, ttl: Dur) -> Self {
         Liveness {
             store,
             node: node.into(),

@@ -11,7 +11,7 @@
 //!
 //! Worker leases (docs/guarantees.md, "Workers"): each pass first takes over the worker leases that
 //! lapsed by the store's clock
-//! ([`Store::worker_lease_reap`](sundial_store::Store::worker_lease_reap)), which marks every
+//! ([`WorkerStore::worker_lease_reap`](sundial_store::WorkerStore::worker_lease_reap)), which marks every
 //! attempt held under them lapsed, so the same pass retries them. A reaper takes leases over only
 //! once it has itself been in touch with the store for [`reap_grace`] (passes no further apart than
 //! twice its period): after an outage of the store, or a pause of its own process, every live
@@ -26,7 +26,9 @@ use sundial_core::Dur;
 use sundial_core::execution::AttemptOutcome;
 use sundial_store::completion::{AttemptEnd, next_after};
 use sundial_store::maintenance::Service;
-use sundial_store::{AttemptComplete, AttemptRef, ClaimedExecution, Error as StoreError, Store};
+use sundial_store::{
+    AttemptComplete, AttemptRef, ClaimedExecution, Error as StoreError, WorkerStore,
+};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -56,7 +58,7 @@ pub fn reap_grace(lease_ttl: Dur) -> Duration {
 /// The reaper of one worker process, every `maintenance.reaper_every` (default 1 s,
 /// [`sundial_store::maintenance::REAPER_EVERY_DEFAULT`]).
 pub struct Reaper {
-    store: Arc<dyn Store>,
+    store: Arc<dyn WorkerStore>,
     /// Notified after a pass that returned attempts to the queue (this process's worker).
     wake: Arc<Notify>,
     /// The worker leases' `lease_ttl`, which sets [`reap_grace`].
@@ -115,7 +117,7 @@ impl Reaper {
     /// that lapsed by the store's clock once in touch with the store for [`reap_grace`] of
     /// `lease_ttl` (the worker leases' TTL); it notifies `wake` after a pass that returned
     /// attempts to the queue.
-    pub fn new(store: Arc<dyn Store>, wake: Arc<Notify>, lease_ttl: Dur, every: Dur) -> Self {
+    pub fn new(store: Arc<dyn WorkerStore>, wake: Arc<Notify>, lease_ttl: Dur, every: Dur) -> Self {
         Reaper {
             store,
             wake,

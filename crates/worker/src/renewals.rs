@@ -129,7 +129,7 @@ impl Worker {
 
     /// Writes the lease renewals waiting in the queue, up to [`RENEWAL_BATCH`] per store call
     /// after at most [`RENEWAL_GATHER`] for a batch to fill, and answers each: each is judged
-    /// on its own ([`Store::attempt_heartbeat_batch`]).
+    /// on its own ([`WorkerStore::attempt_heartbeat_batch`]).
     pub(crate) async fn renewal_writer(
         self,
         mut queue: tokio::sync::mpsc::UnboundedReceiver<Renewal>,

@@ -219,7 +219,7 @@ pub async fn complete_as_a_late_worker(
     id: &str,
     attempt: u32,
 ) -> Result<(), sundial_store::Error> {
-    use sundial_store::Store;
+    use sundial_store::prelude::*;
     let store = sundial_store_postgres::PgStore::open(url, None)
         .await
         .expect("open the store");

@@ -226,7 +226,7 @@ pub fn execution(job: &JobRecord, slot: Timestamp) -> NewExecution {
 }
 
 /// Creations of `n` new jobs named `job-0000`, `job-0001`, … in `namespace`, each as
-/// [`job_record`] makes it (first slot `t0()`), for [`Store::job_write_batch`].
+/// [`job_record`] makes it (first slot `t0()`), for [`ApiStore::job_write_batch`].
 pub fn new_job_writes(namespace: &str, n: usize) -> Vec<JobWrite> {
     (0..n)
         .map(|i| JobWrite {

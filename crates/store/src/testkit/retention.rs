@@ -1,4 +1,4 @@
-//! Checks of history retention (`Store::history_prune`, docs/configuration.md
+//! Checks of history retention (`MaintenanceStore::history_prune`, docs/configuration.md
 //! "history_retention"): what finished before the cut-off goes, with its attempts, a run with
 //! its tasks; each job's and workflow's newest finished stays, and so does everything
 //! unfinished; a dry run counts and writes nothing; the walk goes on from where it stopped.
