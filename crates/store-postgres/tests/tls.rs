@@ -6,7 +6,7 @@
 //! in with a client certificate logs in with `sslcert` and `sslkey` and is refused without.
 //!
 //! The server runs as the `postgres` system user when the test runs as root (initdb refuses
-//! root), from the PostgreSQL binaries `pg_config --bindir` names; the certificates are made
+//! root), from PostgreSQL's server binaries (`server_bindir`); the certificates are made
 //! with the `openssl` command.
 
 use std::path::{Path, PathBuf};
@@ -125,6 +125,34 @@ fn make_cert(dir: &Path, ca: &str, name: &str, cn: &str, san: Option<&str>) {
     );
 }
 
+/// Where PostgreSQL's server binaries are: `pg_config --bindir`, else the newest
+/// `/usr/lib/postgresql/N/bin` (Debian's layout, where `pg_config` comes with `libpq-dev`).
+fn server_bindir() -> PathBuf {
+    let from_pg_config = Command::new("pg_config")
+        .arg("--bindir")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+        .filter(|d| d.join("initdb").exists());
+    from_pg_config.unwrap_or_else(|| {
+        let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+            .expect("PostgreSQL's server binaries: no pg_config and no /usr/lib/postgresql")
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let v = e.file_name().to_string_lossy().parse::<u32>().ok()?;
+                Some((v, e.path().join("bin")))
+            })
+            .filter(|(_, bin)| bin.join("initdb").exists())
+            .collect();
+        versions.sort();
+        versions
+            .pop()
+            .expect("an initdb under /usr/lib/postgresql/N/bin")
+            .1
+    })
+}
+
 fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
@@ -143,11 +171,7 @@ struct TlsServer {
 
 impl TlsServer {
     fn start() -> TlsServer {
-        let bindir = Command::new("pg_config")
-            .arg("--bindir")
-            .output()
-            .expect("pg_config (PostgreSQL's server binaries)");
-        let bin = PathBuf::from(String::from_utf8_lossy(&bindir.stdout).trim());
+        let bin = server_bindir();
         let user = is_root().then_some("postgres");
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path();
