@@ -26,7 +26,10 @@ if [ "$ready" != 1 ]; then
     cat "$dir/server.log" >&2
     exit 1
 fi
-# A fixed seed, so a failure here is reproduced by running this script again.
+# A fixed seed, so a failure here is reproduced by running this script again. It runs in the
+# temporary directory, where its example database and caches (.schemathesis/) go and are
+# removed with it: the checkout stays as it was.
+cd "$dir"
 schemathesis run "http://127.0.0.1:$port/v1/openapi.json" \
     --checks not_a_server_error,response_schema_conformance \
     --max-examples 30 --seed 20261202 --no-color

@@ -50,7 +50,12 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Sundial: a distributed job scheduler — cron at scale.
 #[derive(Debug, Parser)]
-#[command(name = "sundial", version, about, propagate_version = true)]
+#[command(
+    name = "sundial",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("SUNDIAL_COMMIT"), ")"),
+    about,
+    propagate_version = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

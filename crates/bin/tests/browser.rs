@@ -14,10 +14,13 @@ use common::{Receiver, Server, whole_second_after};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 
-/// A `chromedriver` child process on a free port, killed on drop.
+/// A `chromedriver` child process on a free port, killed on drop, with the temporary
+/// directory it and its Chromium write to (their `TMPDIR`: the profile, the `scoped_dir`
+/// copies), removed on drop, so a run leaves nothing in /tmp.
 struct Driver {
     child: Child,
     url: String,
+    _tmp: tempfile::TempDir,
 }
 
 impl Drop for Driver {
@@ -35,8 +38,10 @@ async fn browser() -> (Driver, Client) {
         .local_addr()
         .unwrap()
         .port();
+    let tmp = tempfile::tempdir().expect("a temporary directory for Chromium");
     let child = Command::new("chromedriver")
         .arg(format!("--port={port}"))
+        .env("TMPDIR", tmp.path())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -44,6 +49,7 @@ async fn browser() -> (Driver, Client) {
     let driver = Driver {
         child,
         url: format!("http://127.0.0.1:{port}"),
+        _tmp: tmp,
     };
     let mut caps = serde_json::Map::new();
     caps.insert(

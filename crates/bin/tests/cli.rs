@@ -24,6 +24,33 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// `sundial --version` names the version and the commit the binary was built from: in a Git
+/// checkout, its `HEAD` (crates/bin/build.rs).
+#[test]
+fn the_version_names_the_commit_it_was_built_from() {
+    let o = sundial(&["--version"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.starts_with(&format!("sundial {} (commit ", env!("CARGO_PKG_VERSION"))),
+        "{out}"
+    );
+    let head = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|h| h.status.success())
+        .map(|h| String::from_utf8_lossy(&h.stdout).trim().to_owned());
+    match (head, std::env::var("SUNDIAL_COMMIT").ok()) {
+        (_, Some(given)) if !given.trim().is_empty() => {
+            assert!(out.contains(&format!("(commit {given})")), "{out}")
+        }
+        (Some(head), _) => assert!(out.contains(&format!("(commit {head})")), "{out}"),
+        (None, _) => assert!(out.contains("(commit unknown)"), "{out}"),
+    }
+}
+
 #[test]
 fn cron_next_prints_instants_with_the_zone_offset() {
     let o = sundial(&[
