@@ -68,6 +68,23 @@ impl DstArgs {
     }
 }
 
+/// The refusal of an expression given as `expr` (the words after `--`), with a hint to quote
+/// it when a word of it names a file or folder here: the shell expanded an unquoted `*` into
+/// the folder's entries (`sundial cron next 0 2 * * *`).
+fn invalid_expression(expr: &[String], e: impl std::fmt::Display) -> ExitCode {
+    let expanded = expr
+        .iter()
+        .any(|w| w.chars().any(|c| c.is_ascii_alphabetic()) && std::path::Path::new(w).exists());
+    if expanded {
+        fail(format!(
+            "invalid cron expression: {e} (its words include file names: the shell expanded \
+             an unquoted `*`; quote the expression: sundial cron next -- '0 2 * * *')"
+        ))
+    } else {
+        fail(format!("invalid cron expression: {e}"))
+    }
+}
+
 fn fail(message: String) -> ExitCode {
     eprintln!("sundial: error: {message}");
     ExitCode::from(2)
@@ -85,7 +102,7 @@ pub fn run(args: CronArgs) -> ExitCode {
         } => {
             let cron = match Cron::parse(&expr.join(" ")) {
                 Ok(c) => c,
-                Err(e) => return fail(format!("invalid cron expression: {e}")),
+                Err(e) => return invalid_expression(&expr, e),
             };
             let Ok(zone) = TimeZone::get(&tz) else {
                 return fail(format!("--tz: '{tz}' is not a known IANA time zone"));
@@ -112,7 +129,7 @@ pub fn run(args: CronArgs) -> ExitCode {
         CronCommand::Explain { tz, dst, expr } => {
             let cron = match Cron::parse(&expr.join(" ")) {
                 Ok(c) => c,
-                Err(e) => return fail(format!("invalid cron expression: {e}")),
+                Err(e) => return invalid_expression(&expr, e),
             };
             let Ok(zone) = TimeZone::get(&tz) else {
                 return fail(format!("--tz: '{tz}' is not a known IANA time zone"));

@@ -176,6 +176,36 @@ fn cron_next_rejects_an_invalid_expression_with_exit_2_and_one_line() {
     assert_eq!(o.status.code(), Some(2));
 }
 
+/// `sundial cron next 0 2 * * *` unquoted: the shell turns each `*` into the folder's
+/// entries, and the refusal says to quote the expression.
+#[test]
+fn an_expression_the_shell_expanded_into_file_names_is_refused_with_a_hint_to_quote_it() {
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["Cargo.toml", "README.md"] {
+        std::fs::write(dir.path().join(f), "").unwrap();
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_sundial"))
+        .current_dir(dir.path())
+        .args([
+            "cron",
+            "next",
+            "0",
+            "2",
+            "Cargo.toml",
+            "README.md",
+            "Cargo.toml",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("quote the expression"), "{err}");
+    // A bad expression whose words name no file gets no such hint.
+    let o = sundial(&["cron", "next", "--", "61 * * * *"]);
+    assert!(!stderr(&o).contains("quote the expression"));
+}
+
 #[test]
 fn names_and_ids_that_would_leave_the_namespace_are_refused_before_any_request() {
     // Nothing listens on port 9: a request sent would fail with "cannot reach".

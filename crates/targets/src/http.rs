@@ -697,10 +697,24 @@ where
             if text.trim().is_empty() {
                 return String::new();
             }
-            let cut: String = text.chars().take(MAX).collect();
-            format!(": {}", cut.trim())
+            format!(": {}", one_line(&text, MAX))
         }
         Ok(Err(_)) | Err(_) => String::new(),
+    }
+}
+
+/// `text` on one line, cut to `max` characters: every run of whitespace (the line breaks of an
+/// HTML error page included) becomes one space, and a cut text ends with `…` (within the
+/// `max`), so an error
+/// message never breaks a table row or a log line.
+fn one_line(text: &str, max: usize) -> String {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let joined = words.join(" ");
+    if joined.chars().count() <= max {
+        joined
+    } else {
+        let cut: String = joined.chars().take(max.saturating_sub(1)).collect();
+        format!("{}…", cut.trim_end())
     }
 }
 
@@ -717,6 +731,20 @@ fn retry_after(headers: &HeaderMap, now: Timestamp) -> Option<Dur> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_error_body_is_shown_on_one_line_cut_to_its_limit() {
+        let page = "<html>\n  <head><title>502 Bad Gateway</title></head>\n<body>\r\n\t<h1>Bad</h1>\n</body>\n</html>\n";
+        assert_eq!(
+            one_line(page, 256),
+            "<html> <head><title>502 Bad Gateway</title></head> <body> <h1>Bad</h1> </body> </html>"
+        );
+        let long = "word ".repeat(200);
+        let cut = one_line(&long, 256);
+        assert!(cut.ends_with('…') && !cut.contains('\n'), "{cut}");
+        assert!(cut.chars().count() <= 256, "{cut}");
+        assert_eq!(one_line("  \n ", 256), "");
+    }
+
     use super::*;
 
     #[test]
