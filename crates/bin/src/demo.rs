@@ -3,11 +3,17 @@
 //! ends: a job's with its lag behind its fire time, a workflow task's with its workflow and
 //! run; each run is printed when it ends. The workflows without a schedule are triggered once.
 //!
-//! The receiver answers every path with 200 but `/flaky` (503 to the first attempt of each
-//! execution), `/reject` (400, a permanent failure), `/extract` (a JSON body with a
-//! `batch_id`, a task's output) and `/split` (a JSON body with a list of `shards`). The
-//! server runs one `[[alerts]]` entry on the demo namespace's failed and dead executions and
-//! failed runs, delivered to the receiver's `/sundial-alerts`, which prints each one as it arrives.
+//! The receiver listens on [`RECEIVER`] (the examples' targets), or on any free port when that
+//! one is taken, the examples' URLs then rewritten to it. It answers every path with 200 but
+//! `/flaky` (503 to the first attempt of each execution), `/reject` (400, a permanent
+//! failure), `/extract` (a JSON body with a `batch_id`, a task's output) and `/split` (a JSON
+//! body with a list of `shards`). `sundial demo --receiver-only` runs it alone and prints each
+//! delivery, so the examples applied to any server have somewhere to go.
+//!
+//! The server runs one `[[alerts]]` entry on the demo namespace's failed and dead executions
+//! and failed runs, delivered to the receiver's `/sundial-alerts`. An alert is printed with its
+//! time after the line of the execution or run it is about (or, if that line does not come,
+//! [`ALERT_WAIT`] after it arrived), so the output reads in order.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -34,17 +40,29 @@ pub struct DemoArgs {
     /// How long to run, e.g. 30s or 2m
     #[arg(long, default_value = "30s")]
     duration: String,
-    /// Jobs file; `${RECEIVER}` and `${IN_5S}` are filled in
+    /// Jobs file; a one-off job's `at` becomes five seconds after the start
     #[arg(short = 'f', long, default_value = "examples/jobs.yaml")]
     file: PathBuf,
-    /// Workflows file; `${RECEIVER}` is filled in, and the workflows without a schedule are
-    /// triggered once
+    /// Workflows file; the workflows without a schedule are triggered once
     #[arg(long, default_value = "examples/workflows.yaml")]
     workflows: PathBuf,
     /// Store URL [default: a fresh SQLite file in the temp directory]
     #[arg(long)]
     database_url: Option<String>,
+    /// Where the HTTP receiver listens; when the default is taken, any free port
+    #[arg(long, default_value = RECEIVER)]
+    receiver: SocketAddr,
+    /// Run the HTTP receiver alone, printing each delivery, until Ctrl-C
+    #[arg(long)]
+    receiver_only: bool,
 }
+
+/// The receiver's address in the examples' target URLs (`http://127.0.0.1:8181/...`).
+const RECEIVER: &str = "127.0.0.1:8181";
+
+/// How long an alert waits for the line of the execution or run it is about before it is
+/// printed anyway.
+const ALERT_WAIT: Duration = Duration::from_secs(3);
 
 const BUILTIN_JOBS: &str = include_str!("../../../examples/jobs.yaml");
 const BUILTIN_WORKFLOWS: &str = include_str!("../../../examples/workflows.yaml");
@@ -62,30 +80,25 @@ struct Receiver {
     count: Mutex<HashMap<String, u64>>,
     /// Execution ids seen by /flaky (the first attempt of each fails).
     flaky_seen: Mutex<HashSet<String>>,
+    /// Alert messages not printed yet, each with when it arrived.
+    alerts: Mutex<Vec<(tokio::time::Instant, Value)>>,
+    /// Print each delivery as it arrives (`--receiver-only`).
+    echo: bool,
 }
 
 async fn receive(
     State(r): State<Arc<Receiver>>,
+    method: axum::http::Method,
     Path(path): Path<String>,
     headers: HeaderMap,
     body: String,
 ) -> Response {
     if path == "sundial-alerts" {
         let alert: Value = serde_json::from_str(&body).unwrap_or_default();
-        let what = match (alert["job"].as_str(), alert["workflow"].as_str()) {
-            (Some(job), _) => format!("job {job}"),
-            (None, Some(wf)) => match alert["task"].as_str() {
-                Some(task) => format!("workflow {wf} task {task}"),
-                None => format!("workflow {wf} run"),
-            },
-            _ => "?".to_owned(),
-        };
-        outln!(
-            "ALERT {:<10} {:<34} {}",
-            alert["state"].as_str().unwrap_or("?"),
-            what,
-            alert["error"].as_str().unwrap_or("")
-        );
+        r.alerts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((tokio::time::Instant::now(), alert));
         return StatusCode::OK.into_response();
     }
     let seen = {
@@ -99,6 +112,22 @@ async fn receive(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
+    if r.echo {
+        let header = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("-")
+                .to_owned()
+        };
+        outln!(
+            "{}  {method} /{path}  execution {} attempt {} scheduled at {}",
+            Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.3fZ"),
+            header("sundial-execution-id"),
+            header("sundial-attempt"),
+            header("sundial-scheduled-at"),
+        );
+    }
     let json = |body: Value| {
         (
             StatusCode::OK,
@@ -123,17 +152,49 @@ async fn receive(
     }
 }
 
-/// Runs the demo.
+/// Runs the demo, or with `--receiver-only` its receiver alone until Ctrl-C.
+///
+/// # Errors
+/// A `--duration` that does not parse, a receiver address that cannot be bound (other than
+/// the default one taken, which falls back to any free port), a server that does not start,
+/// or an example the server refuses.
 pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let duration: sundial_core::Dur = args.duration.parse().context("--duration")?;
-    let receiver = Arc::new(Receiver::default());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .context("binding the receiver")?;
+    let receiver = Arc::new(Receiver {
+        echo: args.receiver_only,
+        ..Receiver::default()
+    });
+    let listener = match tokio::net::TcpListener::bind(args.receiver).await {
+        Ok(listener) => listener,
+        Err(e)
+            if e.kind() == std::io::ErrorKind::AddrInUse
+                && args.receiver.to_string() == RECEIVER
+                && !args.receiver_only =>
+        {
+            tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .context("binding the receiver")?
+        }
+        Err(e) => {
+            return Err(e).with_context(|| format!("binding the receiver to {}", args.receiver));
+        }
+    };
     let receiver_addr = listener.local_addr()?;
     let app = axum::Router::new()
         .route("/{*path}", axum::routing::any(receive))
         .with_state(receiver.clone());
+    if args.receiver_only {
+        outln!(
+            "HTTP receiver on http://{receiver_addr}; each delivery as it arrives (Ctrl-C stops)"
+        );
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await
+            .context("serving the receiver")?;
+        return Ok(ExitCode::SUCCESS);
+    }
     tokio::spawn(async move { axum::serve(listener, app).await });
 
     // The demo's own database files go when the demo does, on an error or Ctrl-C too.
@@ -186,13 +247,14 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     );
     outln!("HTTP receiver on http://{receiver_addr}; running for {duration}\n");
 
+    // The examples' targets name the receiver's default address; they go where it listens.
     let receiver_url = format!("http://{receiver_addr}");
-    let text = std::fs::read_to_string(&args.file).unwrap_or_else(|_| BUILTIN_JOBS.to_owned());
-    let in_5s = Timestamp::now() + jiff::SignedDuration::from_secs(5);
-    let text = text.replace("${RECEIVER}", &receiver_url).replace(
-        "${IN_5S}",
-        &in_5s.round(jiff::Unit::Second).unwrap_or(in_5s).to_string(),
+    let at_receiver = |text: String| text.replace(&format!("http://{RECEIVER}"), &receiver_url);
+    let text = at_receiver(
+        std::fs::read_to_string(&args.file).unwrap_or_else(|_| BUILTIN_JOBS.to_owned()),
     );
+    let in_5s = Timestamp::now() + jiff::SignedDuration::from_secs(5);
+    let in_5s = in_5s.round(jiff::Unit::Second).unwrap_or(in_5s).to_string();
     let api = Api::new(ClientOpts {
         server: format!("http://{api_addr}"),
         token: None,
@@ -201,7 +263,10 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         namespace: "demo".into(),
         output: Format::Table,
     });
-    for job in parse_jobs(&text)? {
+    for mut job in parse_jobs(&text)? {
+        if job["schedule"].get("at").is_some() {
+            job["schedule"]["at"] = Value::from(in_5s.as_str());
+        }
         let name = job["name"].as_str().unwrap_or_default().to_owned();
         let v = api
             .call(reqwest::Method::PUT, &format!("/jobs/{name}"), Some(&job))
@@ -211,9 +276,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             v["next_fire_at"].as_str().unwrap_or("-")
         );
     }
-    let text = std::fs::read_to_string(&args.workflows)
-        .unwrap_or_else(|_| BUILTIN_WORKFLOWS.to_owned())
-        .replace("${RECEIVER}", &receiver_url);
+    let text = at_receiver(
+        std::fs::read_to_string(&args.workflows).unwrap_or_else(|_| BUILTIN_WORKFLOWS.to_owned()),
+    );
     let mut workflows = Vec::new();
     for workflow in parse_items(&text, &WORKFLOWS)? {
         let name = workflow["name"].as_str().unwrap_or_default().to_owned();
@@ -246,7 +311,8 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     }
     outln!(
         "\nEach execution as it ends, a job's or a workflow task's (with the end of its run's id),\n\
-         and each workflow run. LAG MS: its start after its fire time; a task's, after it was queued.\n"
+         and each workflow run. LAG MS: its start after its fire time; a task's, after it was queued.\n\
+         A run's line and an alert's carry the time it ended; an alert follows what it is about.\n"
     );
     outln!(
         "{:<24}  {:<20}  {:<8}  {:<15}  {:>7}  {:>6}  {}",
@@ -262,7 +328,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let deadline = tokio::time::Instant::now() + duration.as_std();
     let mut printed = HashSet::new();
     let mut runs_ended = HashSet::new();
-    let (mut finished, mut tasks_finished) = (0, 0);
+    let (mut finished, mut tasks_finished, mut alerts) = (0, 0, 0);
+    // Attempts of the finished executions, and how many of them were retries.
+    let (mut attempts, mut retries) = (0u64, 0u64);
     let interrupted = tokio::signal::ctrl_c();
     tokio::pin!(interrupted);
     while tokio::time::Instant::now() < deadline {
@@ -312,6 +380,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
                 continue;
             }
             finished += 1;
+            let attempt = e["attempt"].as_u64().unwrap_or(0);
+            attempts += attempt;
+            retries += attempt.saturating_sub(1);
             let lag = match (e["started_at"].as_str(), e["fire_at"].as_str()) {
                 (Some(s), Some(f)) => match (s.parse::<Timestamp>(), f.parse::<Timestamp>()) {
                     (Ok(s), Ok(f)) => (s.as_millisecond() - f.as_millisecond()).to_string(),
@@ -371,8 +442,16 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
                 }
             );
         }
+        alerts += print_alerts(&receiver, |alert| {
+            let about = |key: &str| alert[key].as_str().unwrap_or_default();
+            match alert["kind"].as_str() {
+                Some("run") => runs_ended.contains(about("run_id")),
+                _ => printed.contains(about("execution_id")),
+            }
+        });
     }
     running.stop().await?;
+    alerts += print_alerts(&receiver, |_| true);
     let deliveries: u64 = receiver
         .count
         .lock()
@@ -381,10 +460,84 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .sum();
     outln!(
         "\n{finished} executions finished, {tasks_finished} of them workflow tasks; {} workflow \
-         runs ended; the receiver saw {deliveries} deliveries.",
+         runs ended; {alerts} alerts sent.",
         runs_ended.len()
     );
+    outln!("{}", delivery_summary(deliveries, attempts, retries));
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints, each on a line with its time, the alerts received that `ready` accepts (the line
+/// of what they are about is printed) or that waited [`ALERT_WAIT`]; keeps the others.
+/// Returns how many it printed.
+fn print_alerts(receiver: &Receiver, ready: impl Fn(&Value) -> bool) -> usize {
+    let now = tokio::time::Instant::now();
+    let mut due: Vec<Value> = Vec::new();
+    receiver
+        .alerts
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|(arrived, alert)| {
+            let keep = !ready(alert) && now.duration_since(*arrived) < ALERT_WAIT;
+            if !keep {
+                due.push(alert.clone());
+            }
+            keep
+        });
+    due.sort_by_key(|a| {
+        a["finished_at"]
+            .as_str()
+            .and_then(|t| t.parse::<Timestamp>().ok())
+    });
+    for alert in &due {
+        let what = match (alert["job"].as_str(), alert["workflow"].as_str()) {
+            (Some(job), _) => format!("job {job}"),
+            (None, Some(wf)) => match alert["task"].as_str() {
+                Some(task) => format!("workflow {wf} task {task}"),
+                None => format!("workflow {wf} run"),
+            },
+            _ => "?".to_owned(),
+        };
+        let line = format!(
+            "{:<24}  ALERT {} {:<10} {:<34} {}",
+            crate::output::when(&alert["finished_at"]),
+            alert["alert"].as_str().unwrap_or("?"),
+            alert["state"].as_str().unwrap_or("?"),
+            what,
+            alert["error"].as_str().unwrap_or("")
+        );
+        outln!("{}", line.trim_end());
+    }
+    due.len()
+}
+
+/// The closing sentence on the receiver's count: one delivery per attempt, so it differs from
+/// the executions finished by the retries and by the attempts of executions still under way at
+/// the stop (or, when lower, by attempts that never reached it).
+fn delivery_summary(deliveries: u64, attempts: u64, retries: u64) -> String {
+    let mut text = format!(
+        "The receiver saw {deliveries} deliveries, one per attempt: {attempts} for the finished \
+         executions"
+    );
+    if retries > 0 {
+        text += &format!(" ({retries} of them retries after a failed attempt)");
+    }
+    match deliveries.cmp(&attempts) {
+        std::cmp::Ordering::Greater => {
+            text += &format!(
+                " and {} for executions still under way when the demo stopped.",
+                deliveries - attempts
+            )
+        }
+        std::cmp::Ordering::Less => {
+            text += &format!(
+                "; {} attempts did not reach it (each execution's error says why).",
+                attempts - deliveries
+            )
+        }
+        std::cmp::Ordering::Equal => text += ".",
+    }
+    text
 }
 
 /// The demo's SQLite database in the temp directory: its files (the database, its log and
@@ -406,12 +559,31 @@ mod tests {
     use sundial_core::workflow::TriggerRule;
     use sundial_core::workflow::validate::workflow_from_json;
 
+    /// The closing sentence accounts for the receiver's count: retries, executions under way,
+    /// attempts that did not reach it.
+    #[test]
+    fn the_delivery_summary_says_why_the_counts_differ() {
+        assert_eq!(
+            delivery_summary(10, 10, 0),
+            "The receiver saw 10 deliveries, one per attempt: 10 for the finished executions."
+        );
+        let more = delivery_summary(12, 10, 2);
+        assert!(
+            more.contains("(2 of them retries after a failed attempt)"),
+            "{more}"
+        );
+        assert!(more.ends_with("and 2 for executions still under way when the demo stopped."));
+        let fewer = delivery_summary(8, 10, 0);
+        assert!(
+            fewer.ends_with("; 2 attempts did not reach it (each execution's error says why).")
+        );
+    }
+
     /// The workflows the demo applies are valid, and one of them ends in a failure that fires
     /// a `one_failed` alert (its upload goes to the receiver's `/reject`).
     #[test]
     fn the_example_workflows_are_valid_and_one_fails_into_an_alert() {
-        let text = BUILTIN_WORKFLOWS.replace("${RECEIVER}", "http://127.0.0.1:9");
-        let items = parse_items(&text, &WORKFLOWS).expect("the file parses");
+        let items = parse_items(BUILTIN_WORKFLOWS, &WORKFLOWS).expect("the file parses");
         let ctx = Context {
             namespace: "demo".into(),
             ..Default::default()
