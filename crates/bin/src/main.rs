@@ -1,43 +1,18 @@
-//! `sundial`: the one binary. Server roles (`server`, `migrate`), client commands (`job`,
-//! `exec`, `workflow`), tools (`cron`, `demo`). See docs/configuration.md for the command line
+//! `sundial`: the one binary. Server roles (`server`, `migrate`: the `sundial-server` crate),
+//! client commands (`job`, `exec`, `workflow`, `calendar`, `cron`, `history`: `sundial-cli`),
+//! tools (`bench`, `demo`: `sundial-tools`). See docs/configuration.md for the command line
 //! contract.
 //!
 //! Exit codes: 0 success; 1 a failure (server error, rejected request, unreachable server);
 //! 2 bad usage, an invalid cron expression, or an `apply` file refused as invalid
 //! ([`remote::InputError`]).
 
-/// `println!` that ignores a closed standard output (`sundial ... | head`), where `println!`
-/// would panic.
-macro_rules! outln {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
-    }};
-}
-
-mod backfill_cmd;
-mod bench;
-mod bench_capacity;
-mod bench_history;
-mod bench_load;
-mod bench_nodes;
-mod bench_report;
-mod bench_workflow;
-mod calendar_cmd;
-mod client;
-mod config;
-mod cron_cmd;
-mod demo;
-mod history;
-mod listener;
-mod output;
-mod remote;
-mod server;
-mod workflow_cmd;
-
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use sundial_cli::{calendar_cmd, client, cron_cmd, history, remote, workflow_cmd};
+use sundial_server::config;
+use sundial_tools::{bench, demo};
 
 /// mimalloc instead of the system allocator: the server's hot paths (row encoding and
 /// decoding, HTTP deliveries) allocate and free many small buffers per execution, and glibc's
@@ -99,8 +74,8 @@ async fn main() -> ExitCode {
         opts.namespace_given = namespace_given(&matches);
     }
     let result = match cli.command {
-        Command::Server(args) => server::run(args).await,
-        Command::Migrate(args) => server::migrate(args).await,
+        Command::Server(args) => sundial_server::run(args).await,
+        Command::Migrate(args) => sundial_server::migrate(args).await,
         Command::Job(args) => client::job(args).await,
         Command::Exec(args) => client::exec(args).await,
         Command::Workflow(args) => workflow_cmd::run(args).await,

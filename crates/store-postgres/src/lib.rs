@@ -34,6 +34,7 @@
 
 mod alerts;
 mod backfills;
+mod bench;
 mod calendars;
 mod claim;
 mod complete;
@@ -46,6 +47,7 @@ mod nodes;
 mod notify;
 mod retention;
 mod rows;
+pub mod scratch;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod trigger;

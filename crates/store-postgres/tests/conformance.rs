@@ -124,3 +124,12 @@ async fn live_scheduler_nodes_share_the_shards_and_a_takeover_bumps_the_epoch() 
         );
     }
 }
+
+/// The load generators' [`sundial_store::bench::BenchStore`] on PostgreSQL.
+#[tokio::test]
+async fn bench_store_loads_expired_history_that_retention_counts() {
+    let db = TestDatabase::create("sundial_t").await;
+    let clock = Arc::new(ManualClock::new(testkit::t0()));
+    let store = PgStore::open(db.url(), Some(clock)).await.expect("open");
+    testkit::bench_store_loads_expired_history_that_retention_counts(&store).await;
+}

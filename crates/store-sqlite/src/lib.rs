@@ -18,6 +18,7 @@
 
 mod alerts;
 mod backfills;
+mod bench;
 mod calendars;
 mod claim;
 mod complete;

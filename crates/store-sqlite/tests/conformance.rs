@@ -96,3 +96,13 @@ async fn a_second_scheduler_on_the_same_file_is_refused() {
         .expect("takeover");
     assert!(taken[0].epoch > leases[0].epoch);
 }
+
+/// The load generators' [`sundial_store::bench::BenchStore`] on SQLite.
+#[tokio::test]
+async fn bench_store_loads_expired_history_that_retention_counts() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("sqlite://{}", dir.path().join("sundial.db").display());
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(testkit::t0()));
+    let store = SqliteStore::open(&url, clock).await.expect("open");
+    testkit::bench_store_loads_expired_history_that_retention_counts(&store).await;
+}

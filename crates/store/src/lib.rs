@@ -20,6 +20,7 @@
 
 pub mod alerts;
 pub mod backfill;
+pub mod bench;
 pub mod claim;
 pub mod completion;
 pub mod concurrency;

@@ -12,6 +12,7 @@
 
 mod alerts;
 mod backfills;
+mod bench;
 mod calendars;
 mod claim;
 mod complete;
@@ -25,6 +26,7 @@ mod workflows;
 
 pub use alerts::*;
 pub use backfills::*;
+pub use bench::*;
 pub use calendars::*;
 pub use claim::*;
 pub use complete::*;

@@ -45,7 +45,7 @@ pub struct WorkflowArgs {
     #[command(subcommand)]
     command: WorkflowCommand,
     #[command(flatten)]
-    pub(crate) opts: ClientOpts,
+    pub opts: ClientOpts,
     /// Output format: table (the default) or json; for `graph`, text (the default) or dot
     #[arg(short = 'o', long, global = true, value_enum)]
     output: Option<WorkflowFormat>,

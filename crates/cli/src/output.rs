@@ -13,7 +13,7 @@ fn cell(v: &Value) -> String {
 }
 
 /// An instant in a table: UTC, always with milliseconds (`2026-12-02T05:00:00.120Z`), so
-/// the column lines up; anything that is not an instant as [`cell`] shows it.
+/// the column lines up; anything that is not an instant as a plain cell shows it.
 pub fn when(v: &Value) -> String {
     match v.as_str().and_then(|t| t.parse::<jiff::Timestamp>().ok()) {
         Some(t) => t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),

@@ -30,9 +30,9 @@ use clap::Args;
 use jiff::Timestamp;
 use serde_json::Value;
 
-use crate::client::{Bulk, parse_items, parse_jobs};
-use crate::config::{ROLES, ServerConfig};
-use crate::remote::{Api, ClientOpts, Format};
+use sundial_cli::client::{Bulk, parse_items, parse_jobs};
+use sundial_cli::remote::{Api, ClientOpts, Format};
+use sundial_server::config::{ROLES, ServerConfig};
 
 /// `sundial demo` flags.
 #[derive(Debug, Args)]
@@ -58,11 +58,11 @@ pub struct DemoArgs {
 }
 
 /// The receiver's address in the examples' target URLs (`http://127.0.0.1:8181/...`).
-const RECEIVER: &str = "127.0.0.1:8181";
+pub const RECEIVER: &str = "127.0.0.1:8181";
 
 /// How long an alert waits for the line of the execution or run it is about before it is
 /// printed anyway.
-const ALERT_WAIT: Duration = Duration::from_secs(3);
+pub const ALERT_WAIT: Duration = Duration::from_secs(3);
 
 const BUILTIN_JOBS: &str = include_str!("../../../examples/jobs.yaml");
 const BUILTIN_WORKFLOWS: &str = include_str!("../../../examples/workflows.yaml");
@@ -239,7 +239,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         public_url: String::new(),
         history_retention: sundial_store::maintenance::HISTORY_RETENTION_DEFAULT,
     };
-    let running = crate::server::start(&config).await?;
+    let running = sundial_server::start(&config).await?;
     let api_addr = running.addr;
     outln!(
         "Sundial {} — API on http://{api_addr}, store {database_url}",
@@ -404,7 +404,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             };
             let line = format!(
                 "{:<24}  {:<20}  {:<8}  {:<15}  {:>7}  {:>6}  {}",
-                crate::output::when(&e["scheduled_at"]),
+                sundial_cli::output::when(&e["scheduled_at"]),
                 what,
                 e["trigger"].as_str().unwrap_or("-"),
                 state,
@@ -433,7 +433,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             let tasks: Vec<String> = by_state.iter().map(|(s, n)| format!("{n} {s}")).collect();
             outln!(
                 "{:<24}  run {id} of {name} {}{}",
-                crate::output::when(&run["finished_at"]),
+                sundial_cli::output::when(&run["finished_at"]),
                 run["state"].as_str().unwrap_or("?"),
                 if tasks.is_empty() {
                     String::new()
@@ -500,7 +500,7 @@ fn print_alerts(receiver: &Receiver, ready: impl Fn(&Value) -> bool) -> usize {
         };
         let line = format!(
             "{:<24}  ALERT {} {:<10} {:<34} {}",
-            crate::output::when(&alert["finished_at"]),
+            sundial_cli::output::when(&alert["finished_at"]),
             alert["alert"].as_str().unwrap_or("?"),
             alert["state"].as_str().unwrap_or("?"),
             what,

@@ -8,8 +8,8 @@ use clap::{Args, Subcommand};
 use sundial_clock::SystemClock;
 use sundial_store::{HistoryKind, HistoryPrune, HistoryPruned, Store};
 
-use crate::config::{DEFAULT_DATABASE_URL, parse_retention};
-use crate::server::open_store;
+use sundial_server::config::{DEFAULT_DATABASE_URL, parse_retention};
+use sundial_server::open_store;
 
 /// `sundial history`.
 #[derive(Debug, Args)]

@@ -19,7 +19,7 @@ pub struct JobArgs {
     #[command(subcommand)]
     command: JobCommand,
     #[command(flatten)]
-    pub(crate) opts: ClientOpts,
+    pub opts: ClientOpts,
     #[command(flatten)]
     format: FormatArg,
 }
@@ -104,7 +104,7 @@ pub struct ExecArgs {
     #[command(subcommand)]
     command: ExecCommand,
     #[command(flatten)]
-    pub(crate) opts: ClientOpts,
+    pub opts: ClientOpts,
     #[command(flatten)]
     format: FormatArg,
 }

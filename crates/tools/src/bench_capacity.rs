@@ -19,8 +19,8 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use jiff::Timestamp;
 use serde_json::{Value, json};
-use sqlx::Connection as _;
 use sundial_core::job::{HttpTarget as HttpSpec, TargetSpec};
+use sundial_store_postgres::scratch::ScratchDatabase;
 use sundial_target::{DEFAULT_MAX_CONNECTIONS_PER_HOST, Delivery, HttpOptions, HttpTarget, Target};
 use tokio::io::AsyncBufReadExt;
 
@@ -247,15 +247,22 @@ pub async fn run(
         // Creating the jobs takes longer at higher rates: 5 s, plus 1 s per 4,000 jobs.
         probe.lead_s = probe.lead_s.max(5 + u64::from(rate) / 4000);
         let scratch = match &common.database_url {
-            Some(url) if !url.starts_with("sqlite:") => Some(ScratchDb::create(url).await?),
+            Some(url) if !url.starts_with("sqlite:") => Some(
+                ScratchDatabase::create(url, "sundial_capacity")
+                    .await
+                    .context("making a probe's database (the user needs CREATEDB)")?,
+            ),
             _ => None,
         };
         if let Some(db) = &scratch {
-            probe.database_url = Some(db.url.clone());
+            probe.database_url = Some(db.url().to_owned());
         }
         let report = measure(&steady(rate, duration, probe)).await;
         if let Some(db) = scratch {
-            db.drop_it().await;
+            let name = db.name().to_owned();
+            if let Err(e) = db.drop_it().await {
+                eprintln!("could not drop the probe's database {name}: {e}");
+            }
         }
         let report = report?;
         let ok = holds(&report);
@@ -327,86 +334,9 @@ pub async fn run(
     })
 }
 
-/// A PostgreSQL database of a probe's own, made on the server `url` names (beside its
-/// database) and dropped after the probe.
-struct ScratchDb {
-    admin: String,
-    name: String,
-    url: String,
-}
-
-impl ScratchDb {
-    async fn create(url: &str) -> anyhow::Result<Self> {
-        let name = format!(
-            "sundial_capacity_{}_{}",
-            std::process::id(),
-            Timestamp::now().as_millisecond()
-        );
-        let admin = with_database(url, "postgres")?;
-        let mut conn = sqlx::PgConnection::connect(&admin)
-            .await
-            .context("--database-url: connecting to the server's postgres database to make a probe's database")?;
-        sqlx::query(&format!("CREATE DATABASE {name}"))
-            .execute(&mut conn)
-            .await
-            .context("making a probe's database (the user needs CREATEDB)")?;
-        conn.close().await.ok();
-        Ok(ScratchDb {
-            admin,
-            url: with_database(url, &name)?,
-            name,
-        })
-    }
-
-    async fn drop_it(self) {
-        let dropped = async {
-            let mut conn = sqlx::PgConnection::connect(&self.admin).await?;
-            sqlx::query(&format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            ))
-            .execute(&mut conn)
-            .await?;
-            conn.close().await
-        }
-        .await;
-        if let Err(e) = dropped {
-            eprintln!("could not drop the probe's database {}: {e}", self.name);
-        }
-    }
-}
-
-/// `url` (`postgres://user@host:port/db?options`) naming the database `name` instead.
-///
-/// # Errors
-/// A URL without `://`.
-fn with_database(url: &str, name: &str) -> anyhow::Result<String> {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        bail!("--database-url: '{url}' is not a URL");
-    };
-    let (authority, path_and_query) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
-    let query = path_and_query
-        .find('?')
-        .map_or("", |at| &path_and_query[at..]);
-    Ok(format!("{scheme}://{authority}/{name}{query}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_probe_database_keeps_the_server_and_options() {
-        assert_eq!(
-            with_database("postgres://root@127.0.0.1:5432/bench?sslmode=disable", "p1").unwrap(),
-            "postgres://root@127.0.0.1:5432/p1?sslmode=disable"
-        );
-        assert_eq!(
-            with_database("postgresql://h", "p2").unwrap(),
-            "postgresql://h/p2"
-        );
-        assert!(with_database("nonsense", "p").is_err());
-    }
 
     #[test]
     fn the_search_doubles_halves_then_bisects_to_within_five_percent() {

@@ -94,27 +94,6 @@ const STALL: SignedDuration = SignedDuration::from_secs(10);
 /// slowly they still arrive.
 const WAIT_CAP: SignedDuration = SignedDuration::from_secs(600);
 
-/// Checkpoints PostgreSQL after the stored jobs are loaded, so that the measured phase does
-/// not pay for the load's write-ahead log (the checkpoint it forces, and the full-page writes
-/// that follow one): in a running system those jobs were written long before the slot, as
-/// `pgbench` vacuums before it measures. `CHECKPOINT` needs superuser or the `pg_checkpoint`
-/// role (PostgreSQL 15); without them the bench says so and goes on.
-async fn checkpoint_postgres(url: &str) {
-    use sqlx::Connection as _;
-    let result = async {
-        let mut conn = sqlx::PgConnection::connect(url).await?;
-        sqlx::query("CHECKPOINT").execute(&mut conn).await?;
-        conn.close().await
-    }
-    .await;
-    match result {
-        Ok(()) => eprintln!("checkpointed PostgreSQL after the load"),
-        Err(e) => eprintln!(
-            "could not checkpoint PostgreSQL after the load ({e}); the measured phase pays for the load's log"
-        ),
-    }
-}
-
 /// Whether the wait for deliveries ends at `now`: every expected one arrived (`received` of
 /// `expected`); or, past the last slot's fire time `last_slot`, none arrived for [`STALL`]
 /// (the last one at `last_arrival`), or [`WAIT_CAP`] has passed since that fire time.
@@ -500,9 +479,6 @@ pub(crate) async fn measure(workload: &Load) -> anyhow::Result<Value> {
 
     let history_before = if common.expired > 0 {
         crate::bench_history::load_expired(&url, common.expired).await?;
-        if store == "postgres" {
-            checkpoint_postgres(&url).await;
-        }
         // The load's pages reach the disk before the measured phase, as history written over
         // weeks would have: the kernel's write-back of gigabytes would stall every commit.
         let synced = tokio::process::Command::new("sync").status().await;
@@ -544,8 +520,11 @@ pub(crate) async fn measure(workload: &Load) -> anyhow::Result<Value> {
             common.stored,
             loading.elapsed().as_secs_f64()
         );
+        // Only PostgreSQL's: its next checkpoint and the full-page writes after it would
+        // fall in the measured phase, as the jobs of a running system were written long
+        // before the slot (`pgbench` vacuums before it measures, for the same reason).
         if store == "postgres" {
-            checkpoint_postgres(&url).await;
+            crate::bench_history::checkpoint(&url).await;
         }
     }
     // The slot is placed only now, after the stored jobs are in.

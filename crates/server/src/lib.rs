@@ -1,4 +1,25 @@
-//! Wiring: opens the store named by the URL and starts the roles this process runs.
+//! `sundial server` and `sundial migrate`: the server's settings ([`config`]: flags,
+//! `SUNDIAL_*` variables, the TOML file), its HTTP listener ([`listener`]: plain or TLS), and
+//! the wiring that opens the store named by the URL and starts the roles this process runs
+//! (docs/configuration.md is the contract of every setting).
+//!
+//! Invariants: the listen address is bound before the store is opened or a shard lease taken,
+//! so a taken address stops a start early; the store is opened (and migrated) before any role
+//! starts; on SIGTERM or Ctrl-C, or when one role fails, every role is told to stop and is
+//! waited for.
+
+/// `println!` that ignores a closed standard output (`sundial ... | head`), where `println!`
+/// would panic. Shared by the command line's crates.
+#[macro_export]
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+pub mod config;
+pub mod listener;
 
 use std::process::ExitCode;
 use std::sync::Arc;

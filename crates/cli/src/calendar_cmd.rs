@@ -17,7 +17,7 @@ pub struct CalendarArgs {
     #[command(subcommand)]
     command: CalendarCommand,
     #[command(flatten)]
-    pub(crate) opts: ClientOpts,
+    pub opts: ClientOpts,
     #[command(flatten)]
     format: FormatArg,
 }

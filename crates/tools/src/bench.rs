@@ -1,7 +1,7 @@
 //! `sundial bench`: the built-in load generator's command line (README.md "Sizing with sundial
 //! bench"). Each workload runs in a module of its own: bursts and steady loads in
-//! [`crate::bench_load`], the capacity search and the delivery ceiling in
-//! [`crate::bench_capacity`], workflow runs in [`crate::bench_workflow`].
+//! `bench_load.rs`, the capacity search and the delivery ceiling in
+//! `bench_capacity.rs`, workflow runs in `bench_workflow.rs`.
 
 use std::process::ExitCode;
 
