@@ -45,6 +45,7 @@ mod liveness;
 mod maintenance;
 mod nodes;
 mod notify;
+mod release;
 mod retention;
 mod rows;
 pub mod scratch;

@@ -15,9 +15,8 @@ use sundial_core::execution::Trigger;
 use sundial_core::job::ConcurrencyPolicy;
 use sundial_core::workflow::RunState;
 use sundial_store::workflow::{
-    NewTask, RunCreation, RunFacts, SpecCache, TaskFact, check_cancellable, check_not_deleted,
-    check_retryable, facts_in_order, order_tasks, release, retry_policy, retry_resets,
-    run_creation,
+    NewTask, RunCreation, SpecCache, TaskFact, check_cancellable, check_not_deleted,
+    check_retryable, facts_in_order, order_tasks, retry_policy, retry_resets, run_creation,
 };
 use sundial_store::{
     NewRun, RunListQuery, RunRecord, TriggerListDue, WorkflowListQuery, WorkflowRecord,
@@ -25,6 +24,8 @@ use sundial_store::{
 };
 
 use super::*;
+use crate::release::Release;
+use sundial_store::steps::release::release_runs;
 
 const WORKFLOW_COLUMNS: &str = "w.namespace, w.name, w.uid, w.shard, w.version, w.spec, w.created_at, \
     w.updated_at, w.next_slot_at, w.next_fire_at";
@@ -310,16 +311,24 @@ async fn version_spec<'e, E: sqlx::PgExecutor<'e>>(
     if let Some(parsed) = cache.get(uid, version) {
         return Ok(parsed);
     }
-    let text: Option<String> =
-        sqlx::query_scalar("SELECT spec FROM workflow_versions WHERE uid = $1 AND version = $2")
-            .bind(uid)
-            .bind(version)
-            .fetch_optional(executor)
-            .await
-            .map_err(db_err)?;
-    let text =
-        text.ok_or_else(|| Error::Corrupt(format!("workflow {uid} has no version {version}")))?;
+    let text = spec_text(executor, uid, version)
+        .await?
+        .ok_or_else(|| Error::Corrupt(format!("workflow {uid} has no version {version}")))?;
     cache.insert(uid, version, &text)
+}
+
+/// The stored spec (JSON text) of version `version` of workflow incarnation `uid`.
+pub(crate) async fn spec_text<'e, E: sqlx::PgExecutor<'e>>(
+    executor: E,
+    uid: &str,
+    version: i64,
+) -> Result<Option<String>> {
+    sqlx::query_scalar("SELECT spec FROM workflow_versions WHERE uid = $1 AND version = $2")
+        .bind(uid)
+        .bind(version)
+        .fetch_optional(executor)
+        .await
+        .map_err(db_err)
 }
 
 pub(crate) async fn run_create(store: &PgStore, run: &NewRun) -> Result<RunRecord> {
@@ -627,7 +636,7 @@ async fn insert_tasks(tx: &mut Tx<'_>, run: &NewRun, tasks: &[NewTask], now: i64
 }
 
 /// The attempt row of a task that failed without running (its target did not render).
-async fn record_failed_attempt(
+pub(crate) async fn record_failed_attempt(
     tx: &mut Tx<'_>,
     id: &str,
     attempt: i64,
@@ -663,128 +672,15 @@ pub(crate) async fn lock_runs_of(tx: &mut Tx<'_>, ids: &[&str]) -> Result<Vec<St
 }
 
 /// Applies the release of each run in `runs` (ids whose rows `tx` has locked; runs that are
-/// terminal are left alone) inside `tx`, as `sundial_store::workflow::release` decides from
-/// the run's task states now. Returns how many tasks became due (the caller notifies).
+/// terminal are left alone) inside `tx`: `sundial_store::steps::release` over [`Release`]'s
+/// statements. Returns how many tasks became due (the caller notifies).
 pub(crate) async fn release_runs_in_tx(
     tx: &mut Tx<'_>,
     cache: &SpecCache,
     runs: &[String],
     now: i64,
 ) -> Result<usize> {
-    if runs.is_empty() {
-        return Ok(0);
-    }
-    let run_rows: Vec<(String, String, i64, i64, String)> = sqlx::query_as(&format!(
-        "SELECT id, workflow_uid, workflow_version, scheduled_at, params FROM workflow_runs \
-         WHERE id = ANY($1) AND state IN {UNFINISHED_RUN}"
-    ))
-    .bind(runs)
-    .fetch_all(&mut **tx)
-    .await
-    .map_err(db_err)?;
-    if run_rows.is_empty() {
-        return Ok(0);
-    }
-    let live: Vec<&str> = run_rows.iter().map(|r| r.0.as_str()).collect();
-    let task_rows = sqlx::query(
-        "SELECT run_id, id, task, state, output FROM executions WHERE run_id = ANY($1)",
-    )
-    .bind(&live)
-    .fetch_all(&mut **tx)
-    .await
-    .map_err(db_err)?;
-    let mut facts_by_run: HashMap<String, HashMap<String, TaskFact>> = HashMap::new();
-    for row in &task_rows {
-        let run_id: String = row.try_get("run_id").map_err(db_err)?;
-        let (task, fact) = rows::task_fact(row)?;
-        facts_by_run.entry(run_id).or_default().insert(task, fact);
-    }
-    let (mut queued_ids, mut queued_runs) = (Vec::new(), Vec::new());
-    let (mut ended_ids, mut ended_states) = (Vec::new(), Vec::new());
-    let (mut run_ids, mut run_states) = (Vec::new(), Vec::new());
-    let mut failed = Vec::new();
-    for (run_id, uid, version, scheduled_at, params) in &run_rows {
-        let parsed = version_spec(&mut **tx, cache, uid, *version).await?;
-        let (spec, dag) = (&parsed.spec, &parsed.dag);
-        let by_task = facts_by_run.remove(run_id).unwrap_or_default();
-        let tasks = facts_in_order(spec, by_task, run_id)?;
-        let params: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(params).map_err(|e| Error::Corrupt(format!("params: {e}")))?;
-        let step = release(&RunFacts {
-            run_id,
-            scheduled_at: ts(*scheduled_at)?,
-            params: &params,
-            spec,
-            dag,
-            tasks,
-        });
-        for (id, run_spec) in step.queued {
-            queued_ids.push(id);
-            queued_runs.push(to_json(&run_spec)?);
-        }
-        for (id, state) in step.ended {
-            ended_ids.push(id);
-            ended_states.push(state.as_str());
-        }
-        failed.extend(step.failed);
-        if let Some(state) = step.run_state {
-            run_ids.push(run_id.clone());
-            run_states.push(state.as_str());
-        }
-    }
-    if !queued_ids.is_empty() {
-        sqlx::query(
-            "WITH q AS (SELECT * FROM UNNEST($1::text[], $2::text[]) AS q(id, run)), \
-             e AS (UPDATE executions x SET state = 'scheduled', due_at = $3, fire_at = $3, \
-                     queued_at = $3, run = q.run FROM q WHERE x.id = q.id \
-                   RETURNING x.id, x.namespace, x.job_uid) \
-             INSERT INTO execution_queue (id, namespace, job_uid, due_at) \
-             SELECT id, namespace, job_uid, $3 FROM e",
-        )
-        .bind(&queued_ids)
-        .bind(&queued_runs)
-        .bind(now)
-        .execute(&mut **tx)
-        .await
-        .map_err(db_err)?;
-    }
-    if !ended_ids.is_empty() {
-        sqlx::query(
-            "UPDATE executions x SET state = e.state, due_at = NULL, finished_at = $3 \
-             FROM UNNEST($1::text[], $2::text[]) AS e(id, state) WHERE x.id = e.id",
-        )
-        .bind(&ended_ids)
-        .bind(&ended_states)
-        .bind(now)
-        .execute(&mut **tx)
-        .await
-        .map_err(db_err)?;
-    }
-    for (id, error) in &failed {
-        let attempt: i64 = sqlx::query_scalar(
-            "UPDATE executions SET state = 'failed', due_at = NULL, finished_at = $2, \
-             attempt = attempt + 1 WHERE id = $1 RETURNING attempt",
-        )
-        .bind(id)
-        .bind(now)
-        .fetch_one(&mut **tx)
-        .await
-        .map_err(db_err)?;
-        record_failed_attempt(tx, id, attempt, error, now).await?;
-    }
-    if !run_ids.is_empty() {
-        sqlx::query(
-            "UPDATE workflow_runs r SET state = s.state, finished_at = $3, timeout_at = NULL \
-             FROM UNNEST($1::text[], $2::text[]) AS s(id, state) WHERE r.id = s.id",
-        )
-        .bind(&run_ids)
-        .bind(&run_states)
-        .bind(now)
-        .execute(&mut **tx)
-        .await
-        .map_err(db_err)?;
-    }
-    Ok(queued_ids.len())
+    release_runs(&mut Release(tx), cache, runs, now).await
 }
 
 pub(crate) async fn run_get(

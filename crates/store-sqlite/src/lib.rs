@@ -28,6 +28,7 @@ mod leases;
 mod liveness;
 mod maintenance;
 mod nodes;
+mod release;
 mod retention;
 mod rows;
 mod trigger;

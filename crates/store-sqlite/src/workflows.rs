@@ -9,10 +9,10 @@ use std::collections::HashMap;
 use sundial_core::execution::Trigger;
 use sundial_core::job::ConcurrencyPolicy;
 use sundial_core::workflow::RunState;
+use sundial_store::steps::release::{parsed_version, release_runs};
 use sundial_store::workflow::{
-    NewTask, RunCreation, RunFacts, SpecCache, TaskFact, check_cancellable, check_not_deleted,
-    check_retryable, facts_in_order, order_tasks, release, retry_policy, retry_resets,
-    run_creation,
+    NewTask, RunCreation, SpecCache, TaskFact, check_cancellable, check_not_deleted,
+    check_retryable, facts_in_order, order_tasks, retry_policy, retry_resets, run_creation,
 };
 use sundial_store::{
     NewRun, RunListQuery, RunRecord, TriggerListDue, WorkflowListQuery, WorkflowRecord,
@@ -20,6 +20,7 @@ use sundial_store::{
 };
 
 use super::*;
+use crate::release::Release;
 
 const WORKFLOW_COLUMNS: &str = "w.namespace, w.name, w.uid, w.shard, w.version, w.spec, w.created_at, \
     w.updated_at, w.next_slot_at, w.next_fire_at";
@@ -42,7 +43,7 @@ pub(crate) const UNFINISHED_RUN: &str = "('scheduled', 'running')";
 /// The states of an execution that is not terminal, as an SQL list.
 const UNFINISHED_EXECUTION: &str = "('pending', 'scheduled', 'queued', 'running', 'retry_wait')";
 
-fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
+pub(crate) fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
     serde_json::to_string(value).map_err(|e| Error::Corrupt(e.to_string()))
 }
 
@@ -304,19 +305,7 @@ async fn version_spec(
     uid: &str,
     version: i64,
 ) -> Result<std::sync::Arc<sundial_store::workflow::ParsedVersion>> {
-    if let Some(parsed) = cache.get(uid, version) {
-        return Ok(parsed);
-    }
-    let text: Option<String> =
-        sqlx::query_scalar("SELECT spec FROM workflow_versions WHERE uid = ?1 AND version = ?2")
-            .bind(uid)
-            .bind(version)
-            .fetch_optional(&mut **tx)
-            .await
-            .map_err(db_err)?;
-    let text =
-        text.ok_or_else(|| Error::Corrupt(format!("workflow {uid} has no version {version}")))?;
-    cache.insert(uid, version, &text)
+    parsed_version(&mut Release(tx), cache, uid, version).await
 }
 
 pub(crate) async fn run_create(store: &SqliteStore, run: &NewRun) -> Result<RunRecord> {
@@ -572,7 +561,7 @@ async fn insert_tasks(tx: &mut Tx<'_>, run: &NewRun, tasks: &[NewTask], now: i64
 }
 
 /// The attempt row of a task that failed without running (its target did not render).
-async fn record_failed_attempt(
+pub(crate) async fn record_failed_attempt(
     tx: &mut Tx<'_>,
     id: &str,
     attempt: i64,
@@ -594,145 +583,15 @@ async fn record_failed_attempt(
 }
 
 /// Applies the release of each run in `runs` (ids; repeats and runs that are terminal are
-/// ignored) inside `tx`, as `sundial_store::workflow::release` decides from the run's task
-/// states now. Returns how many tasks became due.
+/// ignored) inside `tx`: `sundial_store::steps::release` over [`Release`]'s statements.
+/// Returns how many tasks became due.
 pub(crate) async fn release_runs_in_tx(
     tx: &mut Tx<'_>,
     cache: &SpecCache,
     runs: &[String],
     now: i64,
 ) -> Result<usize> {
-    if runs.is_empty() {
-        return Ok(0);
-    }
-    let runs_json = to_json(&runs)?;
-    let run_rows: Vec<(String, String, i64, i64, String, String)> = sqlx::query_as(&format!(
-        "SELECT id, workflow_uid, workflow_version, scheduled_at, params, state FROM workflow_runs \
-         WHERE id IN (SELECT value FROM json_each(?1)) AND state IN {UNFINISHED_RUN}"
-    ))
-    .bind(&runs_json)
-    .fetch_all(&mut **tx)
-    .await
-    .map_err(db_err)?;
-    if run_rows.is_empty() {
-        return Ok(0);
-    }
-    let task_rows = sqlx::query(
-        "SELECT run_id, id, task, state, output FROM executions \
-         WHERE run_id IN (SELECT value FROM json_each(?1))",
-    )
-    .bind(&runs_json)
-    .fetch_all(&mut **tx)
-    .await
-    .map_err(db_err)?;
-    let mut facts_by_run: HashMap<String, HashMap<String, TaskFact>> = HashMap::new();
-    for row in &task_rows {
-        let run_id: String = row.try_get("run_id").map_err(db_err)?;
-        let (task, fact) = rows::task_fact(row)?;
-        facts_by_run.entry(run_id).or_default().insert(task, fact);
-    }
-    // Gathered over every run, then written one statement a kind whatever the fan-out: on
-    // SQLite a statement costs a round trip to the connection's thread (BENCHMARKS.md,
-    // "Claims side by side").
-    let mut queued: Vec<(String, String)> = Vec::new();
-    let mut ended: Vec<(String, &str)> = Vec::new();
-    let mut ended_runs: Vec<(String, &str)> = Vec::new();
-    let mut failed = Vec::new();
-    for (run_id, uid, version, scheduled_at, params, _) in run_rows {
-        let parsed = version_spec(tx, cache, &uid, version).await?;
-        let (spec, dag) = (&parsed.spec, &parsed.dag);
-        let by_task = facts_by_run.remove(&run_id).unwrap_or_default();
-        let tasks = facts_in_order(spec, by_task, &run_id)?;
-        let params: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(&params).map_err(|e| Error::Corrupt(format!("params: {e}")))?;
-        let step = release(&RunFacts {
-            run_id: &run_id,
-            scheduled_at: ts(scheduled_at)?,
-            params: &params,
-            spec,
-            dag,
-            tasks,
-        });
-        for (id, run_spec) in step.queued {
-            queued.push((id, to_json(&run_spec)?));
-        }
-        ended.extend(
-            step.ended
-                .into_iter()
-                .map(|(id, state)| (id, state.as_str())),
-        );
-        failed.extend(step.failed);
-        if let Some(state) = step.run_state {
-            ended_runs.push((run_id, state.as_str()));
-        }
-    }
-    update_by_pairs(
-        tx,
-        "executions",
-        "state = 'scheduled', due_at = ?2, fire_at = ?2, queued_at = ?2, run = q.v",
-        &queued,
-        now,
-    )
-    .await?;
-    update_by_pairs(
-        tx,
-        "executions",
-        "state = q.v, due_at = NULL, finished_at = ?2",
-        &ended,
-        now,
-    )
-    .await?;
-    for (id, error) in &failed {
-        let attempt: i64 = sqlx::query_scalar(
-            "UPDATE executions SET state = 'failed', due_at = NULL, finished_at = ?2, \
-             attempt = attempt + 1 WHERE id = ?1 RETURNING attempt",
-        )
-        .bind(id)
-        .bind(now)
-        .fetch_one(&mut **tx)
-        .await
-        .map_err(db_err)?;
-        record_failed_attempt(tx, id, attempt, error, now).await?;
-    }
-    update_by_pairs(
-        tx,
-        "workflow_runs",
-        "state = q.v, finished_at = ?2, timeout_at = NULL",
-        &ended_runs,
-        now,
-    )
-    .await?;
-    Ok(queued.len())
-}
-
-/// Updates the rows of `table` named by the first of each `(id, value)` pair, setting `set`,
-/// in which `q.v` is the pair's value and `?2` is `now` (ms): one statement however many
-/// pairs, none for none.
-///
-/// # Errors
-/// The store's, classified.
-async fn update_by_pairs<V: serde::Serialize>(
-    tx: &mut Tx<'_>,
-    table: &str,
-    set: &str,
-    pairs: &[(String, V)],
-    now: i64,
-) -> Result<()> {
-    if pairs.is_empty() {
-        return Ok(());
-    }
-    sqlx::query(&format!(
-        "UPDATE {table} SET {set} \
-         FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS v \
-               FROM json_each(?1)) AS q \
-         WHERE {table}.id = q.id"
-    ))
-    .bind(to_json(&pairs)?)
-    .bind(now)
-    .execute(&mut **tx)
-    .await
-    .map_err(db_err)?;
-    Ok(())
+    release_runs(&mut Release(tx), cache, runs, now).await
 }
 
 pub(crate) async fn run_get(

@@ -28,6 +28,7 @@ pub mod errors;
 pub mod maintenance;
 pub mod records;
 mod row_decoders;
+pub mod steps;
 /// The store conformance suite every backend runs from its own tests (feature `testkit`,
 /// never in the release binary).
 #[cfg(any(test, feature = "testkit"))]

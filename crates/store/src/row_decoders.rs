@@ -196,6 +196,15 @@ macro_rules! row_decoders {
             ))
         }
 
+        /// A task execution as a release sees it with its run: columns `run_id` and those of
+        /// `task_fact`.
+        pub(crate) fn run_task_fact(
+            row: &$row,
+        ) -> Result<(String, String, $crate::workflow::TaskFact)> {
+            let (task, fact) = task_fact(row)?;
+            Ok((get(row, "run_id")?, task, fact))
+        }
+
         /// A run's task as a reader sees it at `now` (UTC ms), its definition from `spec`:
         /// columns `id`, `task`, `state`, `fire_at`, `attempt`, `started_at`, `finished_at`,
         /// `output`.

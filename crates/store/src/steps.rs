@@ -1,0 +1,11 @@
+//! Store steps written once: each step's fetch → decide → apply loop, generic over the typed
+//! statements a dialect provides (ARCHITECTURE.md, "Code map": the SQL text and binds stay in
+//! each store, the loop and the decision it applies live here). A store implements a step's
+//! statements trait on a wrapper of its open transaction and calls the step, monomorphised:
+//! nothing on these paths is boxed.
+//!
+//! Invariants: a step reads what it decides from inside the caller's transaction and writes
+//! what it decided in the same transaction, one statement a kind of write whatever the number
+//! of rows; a step never commits (the caller does, with the rest of its transaction).
+
+pub mod release;

@@ -1,0 +1,208 @@
+//! The release applied inside every transaction that ends a task (docs/workflows.md,
+//! "Release"): the unfinished runs among those named are read with their tasks' states and
+//! outputs, [`crate::workflow::release`] decides each run's step, and what every run's step
+//! writes is gathered and written one statement a kind (on SQLite a statement costs a round
+//! trip to the connection's thread, BENCHMARKS.md "Claims side by side").
+//!
+//! Invariant: whatever a task's end releases is queued by the transaction that ends it; the
+//! caller holds the runs' rows (PostgreSQL locks them in id order first, SQLite's one writer
+//! serialises every step), so two endings in one run never release at once.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::workflow::{ParsedVersion, RunFacts, SpecCache, TaskFact, facts_in_order, release};
+use crate::{Error, Result};
+
+/// An unfinished run as the release reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRow {
+    /// The run's id.
+    pub id: String,
+    /// Its workflow's incarnation.
+    pub workflow_uid: String,
+    /// The workflow version it runs.
+    pub workflow_version: i64,
+    /// Its slot, Unix milliseconds (UTC).
+    pub scheduled_at: i64,
+    /// Its parameters, a JSON object as stored.
+    pub params: String,
+}
+
+impl From<(String, String, i64, i64, String)> for RunRow {
+    /// From the columns `id, workflow_uid, workflow_version, scheduled_at, params` in order.
+    fn from(
+        (id, workflow_uid, workflow_version, scheduled_at, params): (
+            String,
+            String,
+            i64,
+            i64,
+            String,
+        ),
+    ) -> Self {
+        RunRow {
+            id,
+            workflow_uid,
+            workflow_version,
+            scheduled_at,
+            params,
+        }
+    }
+}
+
+/// The statements of the release, in the dialect of one store, on the transaction that ends
+/// the tasks. Every method may fail with the store's classified error.
+pub trait ReleaseStatements: Send {
+    /// The runs among `runs` that are `scheduled` or `running` (repeats read once).
+    fn unfinished_runs(
+        &mut self,
+        runs: &[String],
+    ) -> impl Future<Output = Result<Vec<RunRow>>> + Send;
+
+    /// Every task execution of `runs`: (run id, task name, what the release sees of it).
+    fn task_facts(
+        &mut self,
+        runs: &[&str],
+    ) -> impl Future<Output = Result<Vec<(String, String, TaskFact)>>> + Send;
+
+    /// The stored spec (JSON text) of version `version` of the workflow incarnation `uid`,
+    /// `None` when there is none.
+    fn version_spec(
+        &mut self,
+        uid: &str,
+        version: i64,
+    ) -> impl Future<Output = Result<Option<String>>> + Send;
+
+    /// Makes each execution of `queued` (id, its rendered run definition as JSON) due at
+    /// `now` (Unix ms): `scheduled` with `due_at`, `fire_at` and `queued_at` = `now`, and in
+    /// the store's queue where it keeps one. Called with at least one.
+    fn queue_tasks(
+        &mut self,
+        queued: &[(String, String)],
+        now: i64,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Ends each execution of `ended` (id, terminal state) at `now` without running it.
+    /// Called with at least one.
+    fn end_tasks(
+        &mut self,
+        ended: &[(String, &'static str)],
+        now: i64,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Fails execution `id` for good at `now` without running it, recording an attempt
+    /// (`permanent_failure`, worker `''`) with `error`.
+    fn fail_task(
+        &mut self,
+        id: &str,
+        error: &str,
+        now: i64,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Ends each run of `ended` (id, terminal state) at `now`, clearing its timeout. Called
+    /// with at least one.
+    fn end_runs(
+        &mut self,
+        ended: &[(String, &'static str)],
+        now: i64,
+    ) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// Applies the release of each run in `runs` (ids; repeats and terminal runs are left alone),
+/// as [`release`] decides from the runs' task states now (`now`, Unix ms). Returns how many
+/// tasks became due (the caller wakes the workers).
+///
+/// # Errors
+/// A statement's error; [`Error::Corrupt`] for a run whose workflow version or parameters
+/// cannot be read, or whose tasks do not match its spec.
+pub async fn release_runs<S: ReleaseStatements>(
+    s: &mut S,
+    cache: &SpecCache,
+    runs: &[String],
+    now: i64,
+) -> Result<usize> {
+    if runs.is_empty() {
+        return Ok(0);
+    }
+    let run_rows = s.unfinished_runs(runs).await?;
+    if run_rows.is_empty() {
+        return Ok(0);
+    }
+    let live: Vec<&str> = run_rows.iter().map(|r| r.id.as_str()).collect();
+    let mut facts_by_run: HashMap<String, HashMap<String, TaskFact>> = HashMap::new();
+    for (run_id, task, fact) in s.task_facts(&live).await? {
+        facts_by_run.entry(run_id).or_default().insert(task, fact);
+    }
+    let mut queued: Vec<(String, String)> = Vec::new();
+    let mut ended: Vec<(String, &'static str)> = Vec::new();
+    let mut ended_runs: Vec<(String, &'static str)> = Vec::new();
+    let mut failed = Vec::new();
+    for run in &run_rows {
+        let parsed = parsed_version(s, cache, &run.workflow_uid, run.workflow_version).await?;
+        let (spec, dag) = (&parsed.spec, &parsed.dag);
+        let by_task = facts_by_run.remove(&run.id).unwrap_or_default();
+        let tasks = facts_in_order(spec, by_task, &run.id)?;
+        let params: Map<String, Value> = serde_json::from_str(&run.params)
+            .map_err(|e| Error::Corrupt(format!("params: {e}")))?;
+        let step = release(&RunFacts {
+            run_id: &run.id,
+            scheduled_at: jiff::Timestamp::from_millisecond(run.scheduled_at)
+                .map_err(|e| Error::Corrupt(format!("instant {}: {e}", run.scheduled_at)))?,
+            params: &params,
+            spec,
+            dag,
+            tasks,
+        });
+        for (id, run_spec) in step.queued {
+            let json = serde_json::to_string(&run_spec)
+                .map_err(|e| Error::Corrupt(format!("encoding a run definition: {e}")))?;
+            queued.push((id, json));
+        }
+        ended.extend(
+            step.ended
+                .into_iter()
+                .map(|(id, state)| (id, state.as_str())),
+        );
+        failed.extend(step.failed);
+        if let Some(state) = step.run_state {
+            ended_runs.push((run.id.clone(), state.as_str()));
+        }
+    }
+    if !queued.is_empty() {
+        s.queue_tasks(&queued, now).await?;
+    }
+    if !ended.is_empty() {
+        s.end_tasks(&ended, now).await?;
+    }
+    for (id, error) in &failed {
+        s.fail_task(id, error, now).await?;
+    }
+    if !ended_runs.is_empty() {
+        s.end_runs(&ended_runs, now).await?;
+    }
+    Ok(queued.len())
+}
+
+/// The parsed version `version` of workflow incarnation `uid`: from `cache`, else read
+/// through `s` and cached.
+///
+/// # Errors
+/// A statement's error; [`Error::Corrupt`] when the version is missing or does not parse.
+pub async fn parsed_version<S: ReleaseStatements>(
+    s: &mut S,
+    cache: &SpecCache,
+    uid: &str,
+    version: i64,
+) -> Result<Arc<ParsedVersion>> {
+    if let Some(parsed) = cache.get(uid, version) {
+        return Ok(parsed);
+    }
+    let text = s
+        .version_spec(uid, version)
+        .await?
+        .ok_or_else(|| Error::Corrupt(format!("workflow {uid} has no version {version}")))?;
+    cache.insert(uid, version, &text)
+}
