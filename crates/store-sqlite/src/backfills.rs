@@ -1,9 +1,12 @@
-//! Backfills (docs/time.md, "Backfill"): create, read, the driver's fenced step, cancel.
-//! A step and a cancel are transactions of the one writer, so a step after a cancel writes
-//! nothing.
+//! Backfills (docs/time.md, "Backfill"): create and read; the driver's fenced step and the
+//! cancel are `sundial_store::steps::backfill`, over this file's statements. A step and a
+//! cancel are transactions of the one writer, so a step after a cancel writes nothing.
 
 use super::*;
-use sundial_store::{BackfillOf, BackfillRecord, BackfillStep, BackfillStepped, NewBackfill};
+use sundial_store::steps::backfill::{self as steps, BackfillAdvance, BackfillStatements};
+use sundial_store::{
+    BackfillOf, BackfillRecord, BackfillStep, BackfillStepped, NewBackfill, NewExecution, NewRun,
+};
 
 const COLUMNS: &str = "id, namespace, of, name, uid, shard, from_at, to_at, max_per_second, \
     state, slots, created, existing, cursor_at, last_id, reason, created_at, updated_at, \
@@ -166,15 +169,47 @@ pub(crate) async fn backfill_unfinished(
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
-/// Whether a serial step must wait: the backfill's previous execution or run is unfinished,
-/// or (a workflow) another run of it is unfinished and past its fire time at `now`.
-async fn must_wait(
-    tx: &mut Tx<'_>,
-    step: &BackfillStep,
-    last_id: Option<&str>,
-    now: i64,
-) -> Result<bool> {
-    if let Some(uid) = step.runs.first().map(|r| &r.workflow_uid) {
+/// A backfill step's and cancel's statements ([`BackfillStatements`]) on the writer's
+/// transaction; what the step made due or stopped is signalled after the commit.
+struct Statements<'t, 'c, 's> {
+    tx: &'t mut Tx<'c>,
+    store: &'s SqliteStore,
+    /// Executions went in: the workers are woken on commit.
+    due: bool,
+    made_runs: Vec<workflows::CreatedRun>,
+}
+
+impl BackfillStatements for Statements<'_, '_, '_> {
+    async fn now(&mut self) -> Result<i64> {
+        Ok(ms(self.store.clock.now()))
+    }
+
+    async fn check_fence(
+        &mut self,
+        node: &str,
+        leases: &[ShardLease],
+        shard: u16,
+        _now: i64,
+    ) -> Result<()> {
+        trigger::check_fence(self.tx, self.store, node, leases, &[shard]).await
+    }
+
+    async fn running_at(&mut self, id: &str, cursor: i64) -> Result<Option<Option<String>>> {
+        sqlx::query_scalar(
+            "SELECT last_id FROM backfills WHERE id = ?1 AND state = 'running' AND cursor_at = ?2",
+        )
+        .bind(id)
+        .bind(cursor)
+        .fetch_optional(&mut **self.tx)
+        .await
+        .map_err(db_err)
+    }
+
+    async fn hold_workflow(&mut self, run: &NewRun) -> Result<()> {
+        workflows::check_run_version(self.tx, run).await
+    }
+
+    async fn unfinished_run_due(&mut self, uid: &str, now: i64) -> Result<bool> {
         let busy: Option<i32> = sqlx::query_scalar(&format!(
             "SELECT 1 FROM workflow_runs WHERE workflow_uid = ?1 AND state IN {} \
              AND fire_at <= ?2 LIMIT 1",
@@ -182,130 +217,132 @@ async fn must_wait(
         ))
         .bind(uid)
         .bind(now)
-        .fetch_optional(&mut **tx)
+        .fetch_optional(&mut **self.tx)
         .await
         .map_err(db_err)?;
-        return Ok(busy.is_some());
+        Ok(busy.is_some())
     }
-    let Some(last) = last_id else {
-        return Ok(false);
-    };
-    let state: Option<String> = sqlx::query_scalar("SELECT state FROM executions WHERE id = ?1")
-        .bind(last)
-        .fetch_optional(&mut **tx)
+
+    async fn execution_state(&mut self, id: &str) -> Result<Option<String>> {
+        sqlx::query_scalar("SELECT state FROM executions WHERE id = ?1")
+            .bind(id)
+            .fetch_optional(&mut **self.tx)
+            .await
+            .map_err(db_err)
+    }
+
+    async fn insert_executions(
+        &mut self,
+        executions: &[NewExecution],
+        now: i64,
+        node: &str,
+    ) -> Result<u32> {
+        let executions: Vec<&NewExecution> = executions.iter().collect();
+        let created =
+            trigger::insert_executions(self.tx, &executions, ts(now)?, Some(node)).await?;
+        self.due |= created > 0;
+        Ok(created)
+    }
+
+    async fn create_run(&mut self, run: &NewRun, now: i64) -> Result<Option<String>> {
+        let made =
+            workflows::create_run_in_tx(self.tx, &self.store.workflow_specs, run, now).await?;
+        let id = made.inserted.then(|| made.id.clone());
+        self.made_runs.push(made);
+        Ok(id)
+    }
+
+    async fn advance(&mut self, a: &BackfillAdvance<'_>) -> Result<()> {
+        sqlx::query(
+            "UPDATE backfills SET cursor_at = ?2, created = created + ?3, existing = existing + ?4, \
+               last_id = COALESCE(?5, last_id), updated_at = ?6, \
+               state = CASE WHEN ?7 THEN 'done' ELSE state END, \
+               finished_at = CASE WHEN ?7 THEN ?6 ELSE finished_at END \
+             WHERE id = ?1",
+        )
+        .bind(a.id)
+        .bind(a.cursor)
+        .bind(i64::from(a.created))
+        .bind(i64_of(a.existing))
+        .bind(&a.last_id)
+        .bind(a.now)
+        .bind(a.done)
+        .execute(&mut **self.tx)
         .await
         .map_err(db_err)?;
-    Ok(match state {
-        Some(s) => !s
-            .parse::<ExecutionState>()
-            .map_err(Error::Corrupt)?
-            .is_terminal(),
-        None => false,
-    })
+        Ok(())
+    }
+
+    async fn backfill_state(&mut self, namespace: &str, id: &str) -> Result<Option<String>> {
+        sqlx::query_scalar("SELECT state FROM backfills WHERE namespace = ?1 AND id = ?2")
+            .bind(namespace)
+            .bind(id)
+            .fetch_optional(&mut **self.tx)
+            .await
+            .map_err(db_err)
+    }
+
+    async fn cancel(&mut self, id: &str, reason: Option<&str>, now: i64) -> Result<BackfillRecord> {
+        let row = sqlx::query(&format!(
+            "UPDATE backfills SET state = 'cancelled', reason = ?2, updated_at = ?3, \
+             finished_at = ?3 WHERE id = ?1 RETURNING {COLUMNS}"
+        ))
+        .bind(id)
+        .bind(reason)
+        .bind(now)
+        .fetch_one(&mut **self.tx)
+        .await
+        .map_err(db_err)?;
+        rows::backfill(&row)
+    }
 }
 
+/// Applies a backfill step (`sundial_store::steps::backfill`) in one write transaction,
+/// committed only when it applied; the workers are woken after the commit.
 pub(crate) async fn backfill_step(
     store: &SqliteStore,
     step: &BackfillStep,
 ) -> Result<BackfillStepped> {
-    let now = ms(store.clock.now());
     let mut tx = store.begin().await?;
-    trigger::check_fence(&mut tx, store, &step.node, &step.leases, &[step.shard]).await?;
-    let current: Option<Option<String>> = sqlx::query_scalar(
-        "SELECT last_id FROM backfills WHERE id = ?1 AND state = 'running' AND cursor_at = ?2 \
-        ",
-    )
-    .bind(&step.id)
-    .bind(ms(step.expected_cursor))
-    .fetch_optional(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    let Some(last_id) = current else {
-        return Ok(BackfillStepped::Stale);
+    let (stepped, due, made_runs) = {
+        let mut s = Statements {
+            tx: &mut tx,
+            store,
+            due: false,
+            made_runs: Vec::new(),
+        };
+        let stepped = steps::backfill_step(&mut s, step).await?;
+        (stepped, s.due, s.made_runs)
     };
-    if let Some(run) = step.runs.first() {
-        workflows::check_run_version(&mut tx, run).await?;
-    }
-    let planned = step.executions.len() + step.runs.len();
-    if step.serial && planned > 0 && must_wait(&mut tx, step, last_id.as_deref(), now).await? {
-        return Ok(BackfillStepped::Waiting);
-    }
-    let mut created = 0u32;
-    let mut last = None;
-    let mut made_runs = Vec::new();
-    if !step.executions.is_empty() {
-        let executions: Vec<&sundial_store::NewExecution> = step.executions.iter().collect();
-        created =
-            trigger::insert_executions(&mut tx, &executions, ts(now)?, Some(&step.node)).await?;
-        last = step.executions.last().map(|e| e.id.clone());
-    }
-    for run in &step.runs {
-        let made = workflows::create_run_in_tx(&mut tx, &store.workflow_specs, run, now).await?;
-        if made.inserted {
-            created += 1;
-            last = Some(made.id.clone());
+    if let BackfillStepped::Applied(_) = stepped {
+        commit(tx).await?;
+        if due {
+            store.signals.due.notify_one();
         }
-        made_runs.push(made);
+        for made in &made_runs {
+            made.signal(store);
+        }
     }
-    let found_taken = u64::try_from(planned).unwrap_or(u64::MAX) - u64::from(created);
-    sqlx::query(
-        "UPDATE backfills SET cursor_at = ?2, created = created + ?3, existing = existing + ?4, \
-           last_id = COALESCE(?5, last_id), updated_at = ?6, \
-           state = CASE WHEN ?7 THEN 'done' ELSE state END, \
-           finished_at = CASE WHEN ?7 THEN ?6 ELSE finished_at END \
-         WHERE id = ?1",
-    )
-    .bind(&step.id)
-    .bind(ms(step.cursor))
-    .bind(i64::from(created))
-    .bind(i64_of(step.existing + found_taken))
-    .bind(last)
-    .bind(now)
-    .bind(step.done)
-    .execute(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    commit(tx).await?;
-    if !step.executions.is_empty() && created > 0 {
-        store.signals.due.notify_one();
-    }
-    for made in &made_runs {
-        made.signal(store);
-    }
-    Ok(BackfillStepped::Applied(created))
+    Ok(stepped)
 }
 
+/// Cancels a running backfill (`sundial_store::steps::backfill`) in one write transaction.
 pub(crate) async fn backfill_cancel(
     store: &SqliteStore,
     namespace: &str,
     id: &str,
     reason: Option<&str>,
 ) -> Result<BackfillRecord> {
-    let now = ms(store.clock.now());
     let mut tx = store.begin().await?;
-    let state: Option<String> =
-        sqlx::query_scalar("SELECT state FROM backfills WHERE namespace = ?1 AND id = ?2")
-            .bind(namespace)
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db_err)?;
-    match state.as_deref() {
-        None => return Err(Error::NotFound(format!("backfill {id}"))),
-        Some("running") => {}
-        Some(other) => return Err(Error::Conflict(format!("backfill {id} is {other}"))),
-    }
-    let row = sqlx::query(&format!(
-        "UPDATE backfills SET state = 'cancelled', reason = ?2, updated_at = ?3, finished_at = ?3 \
-         WHERE id = ?1 RETURNING {COLUMNS}"
-    ))
-    .bind(id)
-    .bind(reason)
-    .bind(now)
-    .fetch_one(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    let record = rows::backfill(&row)?;
+    let record = {
+        let mut s = Statements {
+            tx: &mut tx,
+            store,
+            due: false,
+            made_runs: Vec::new(),
+        };
+        steps::backfill_cancel(&mut s, namespace, id, reason).await?
+    };
     commit(tx).await?;
     Ok(record)
 }
