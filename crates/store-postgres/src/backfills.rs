@@ -139,7 +139,7 @@ pub(crate) async fn backfill_unfinished(store: &PgStore, of: BackfillOf, uid: &s
         BackfillOf::Job => "SELECT count(*) FROM execution_queue WHERE job_uid = $1".to_owned(),
         BackfillOf::Workflow => format!(
             "SELECT count(*) FROM workflow_runs WHERE workflow_uid = $1 AND state IN {}",
-            workflows::UNFINISHED_RUN
+            rows::UNFINISHED_RUN
         ),
     };
     let n: i64 = sqlx::query_scalar(&sql)
@@ -194,7 +194,7 @@ impl BackfillStatements for Statements<'_, '_, '_> {
         let busy: Option<i32> = sqlx::query_scalar(&format!(
             "SELECT 1 FROM workflow_runs WHERE workflow_uid = $1 AND state IN {} \
              AND fire_at <= $2 LIMIT 1",
-            workflows::UNFINISHED_RUN
+            rows::UNFINISHED_RUN
         ))
         .bind(uid)
         .bind(now)

@@ -96,7 +96,7 @@ pub(crate) async fn attempt_complete_batch(
         ended.dedup();
         let now = ended_tasks.first().map_or(0, |d| d.4);
         let released =
-            workflows::release_runs_in_tx(&mut tx, &store.workflow_specs, &ended, now).await? > 0;
+            release::release_runs_in_tx(&mut tx, &store.workflow_specs, &ended, now).await? > 0;
         if released {
             notify_due(&mut tx).await?;
         }

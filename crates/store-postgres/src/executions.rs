@@ -167,7 +167,7 @@ pub(crate) async fn execution_cancel(
         notify_cancelled(&mut tx, id).await?;
     }
     // A workflow task's cancel is an ending like any other: its downstream is decided now.
-    if workflows::release_runs_in_tx(&mut tx, &store.workflow_specs, &runs, now).await? > 0 {
+    if release::release_runs_in_tx(&mut tx, &store.workflow_specs, &runs, now).await? > 0 {
         notify_due(&mut tx).await?;
     }
     commit(tx).await?;

@@ -48,6 +48,7 @@ mod notify;
 mod release;
 mod retention;
 mod rows;
+mod runs;
 pub mod scratch;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -275,11 +276,11 @@ impl StoreShared for PgStore {
     }
 
     async fn run_get(&self, namespace: &str, id: &str) -> Result<Option<RunRecord>> {
-        workflows::run_get(self, namespace, id).await
+        runs::run_get(self, namespace, id).await
     }
 
     async fn run_list(&self, q: &RunListQuery) -> Result<Vec<RunRecord>> {
-        workflows::run_list(self, q).await
+        runs::run_list(self, q).await
     }
 
     async fn calendar_get(
@@ -503,15 +504,15 @@ impl ApiStore for PgStore {
     }
 
     async fn run_create(&self, run: &NewRun) -> Result<RunRecord> {
-        workflows::run_create(self, run).await
+        runs::run_create(self, run).await
     }
 
     async fn run_cancel(&self, namespace: &str, id: &str) -> Result<RunRecord> {
-        workflows::run_cancel(self, namespace, id).await
+        runs::run_cancel(self, namespace, id).await
     }
 
     async fn run_retry(&self, namespace: &str, id: &str, tasks: &[String]) -> Result<RunRecord> {
-        workflows::run_retry(self, namespace, id, tasks).await
+        runs::run_retry(self, namespace, id, tasks).await
     }
 
     async fn execution_redrive(

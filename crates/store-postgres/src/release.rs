@@ -4,12 +4,16 @@
 //! statement that queues it. The caller has locked the runs' rows in id order
 //! (`workflows::lock_runs_of`, the lock order of `workflows.rs`), so two endings in one run
 //! never release at once.
+//!
+//! It also holds `release_runs_in_tx` (the step on a transaction), a version's stored spec
+//! (`spec_text`) and the attempt row of a task failed without running
+//! (`record_failed_attempt`), which run creation shares.
 
-use sundial_store::steps::release::{ReleaseStatements, RunRow};
-use sundial_store::workflow::TaskFact;
+use sundial_store::steps::release::{ReleaseStatements, RunRow, release_runs};
+use sundial_store::workflow::{SpecCache, TaskFact};
 
 use super::*;
-use crate::workflows::{UNFINISHED_RUN, record_failed_attempt, spec_text};
+use crate::rows::UNFINISHED_RUN;
 
 /// The release's statements on an open transaction.
 pub(crate) struct Release<'t, 'c>(pub(crate) &'t mut Tx<'c>);
@@ -123,4 +127,52 @@ async fn set_states(
         .await
         .map_err(db_err)?;
     Ok(())
+}
+
+/// Applies the release of each run in `runs` (ids whose rows `tx` has locked; runs that are
+/// terminal are left alone) inside `tx`: `sundial_store::steps::release` over [`Release`]'s
+/// statements. Returns how many tasks became due (the caller notifies).
+pub(crate) async fn release_runs_in_tx(
+    tx: &mut Tx<'_>,
+    cache: &SpecCache,
+    runs: &[String],
+    now: i64,
+) -> Result<usize> {
+    release_runs(&mut Release(tx), cache, runs, now).await
+}
+
+/// The attempt row of a task that failed without running (its target did not render).
+pub(crate) async fn record_failed_attempt(
+    tx: &mut Tx<'_>,
+    id: &str,
+    attempt: i64,
+    error: &str,
+    now: i64,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO attempts (execution_id, attempt, worker, started_at, finished_at, outcome, error) \
+         VALUES ($1, $2, '', $3, $3, 'permanent_failure', $4)",
+    )
+    .bind(id)
+    .bind(attempt)
+    .bind(now)
+    .bind(error)
+    .execute(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    Ok(())
+}
+
+/// The stored spec (JSON text) of version `version` of workflow incarnation `uid`.
+pub(crate) async fn spec_text<'e, E: sqlx::PgExecutor<'e>>(
+    executor: E,
+    uid: &str,
+    version: i64,
+) -> Result<Option<String>> {
+    sqlx::query_scalar("SELECT spec FROM workflow_versions WHERE uid = $1 AND version = $2")
+        .bind(uid)
+        .bind(version)
+        .fetch_optional(executor)
+        .await
+        .map_err(db_err)
 }

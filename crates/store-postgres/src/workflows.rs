@@ -1,7 +1,8 @@
 //! Workflows and their runs (docs/workflows.md): read, list, write and delete workflows;
-//! create, read, list, cancel and retry runs; and the release applied inside every
-//! transaction that ends a task (`release_runs_in_tx`). The decisions are
-//! `sundial_store::workflow`'s; this file fetches their facts and applies them.
+//! create runs and their tasks; and the release applied inside every transaction that ends a
+//! task (`release_runs_in_tx`, over `release.rs`'s statements). Reading, listing, cancelling,
+//! retrying and expiring runs is in `runs.rs`. The decisions are `sundial_store::workflow`'s;
+//! this file fetches their facts and applies them.
 //!
 //! Lock order, so that endings, cancels and retries of one run neither deadlock nor miss
 //! each other: a transaction locks the run rows it touches first (`FOR UPDATE`, in id
@@ -9,23 +10,17 @@
 //! before it updates them ([`lock_runs_of`]); a cancel locks the run, then its unfinished
 //! tasks `FOR UPDATE` (waiting for a claim in flight, and reading the state it left).
 
-use std::collections::HashMap;
-
 use sundial_core::execution::Trigger;
 use sundial_core::job::ConcurrencyPolicy;
 use sundial_core::workflow::RunState;
-use sundial_store::workflow::{
-    NewTask, RunCreation, SpecCache, TaskFact, check_cancellable, check_not_deleted,
-    check_retryable, facts_in_order, order_tasks, retry_policy, retry_resets, run_creation,
-};
+use sundial_store::workflow::{NewTask, RunCreation, SpecCache, run_creation};
 use sundial_store::{
-    NewRun, RunListQuery, RunRecord, TriggerListDue, WorkflowListQuery, WorkflowRecord,
-    WorkflowTrigger, WorkflowWrite,
+    NewRun, TriggerListDue, WorkflowListQuery, WorkflowRecord, WorkflowTrigger, WorkflowWrite,
 };
 
 use super::*;
-use crate::release::Release;
-use sundial_store::steps::release::release_runs;
+use crate::release::{record_failed_attempt, spec_text};
+use crate::rows::{UNFINISHED_RUN, to_json};
 
 const WORKFLOW_COLUMNS: &str = "w.namespace, w.name, w.uid, w.shard, w.version, w.spec, w.created_at, \
     w.updated_at, w.next_slot_at, w.next_fire_at";
@@ -36,21 +31,15 @@ const LAST_RUN: &str = "(SELECT r.id || '|' || r.state || '|' || r.scheduled_at 
     AND r.workflow_uid = w.uid AND r.fire_at <= $1 \
     ORDER BY r.scheduled_at DESC, r.id DESC LIMIT 1) AS last_run";
 
-const RUN_COLUMNS: &str = "r.id, r.namespace, r.workflow, r.workflow_uid, r.workflow_version, r.trigger, \
+pub(crate) const RUN_COLUMNS: &str = "r.id, r.namespace, r.workflow, r.workflow_uid, r.workflow_version, r.trigger, \
     r.scheduled_at, r.fire_at, r.state, r.params, r.created_at, r.finished_at, \
     (SELECT min(e.started_at) FROM executions e WHERE e.run_id = r.id) AS started_at";
 
-const TASK_COLUMNS: &str = "id, task, state, fire_at, attempt, started_at, finished_at, output";
-
-/// The states of a run that is not terminal, as an SQL list.
-pub(crate) const UNFINISHED_RUN: &str = "('scheduled', 'running')";
+pub(crate) const TASK_COLUMNS: &str =
+    "id, task, state, fire_at, attempt, started_at, finished_at, output";
 
 /// The states of an execution that is not terminal, as an SQL list.
 const UNFINISHED_EXECUTION: &str = "('pending', 'scheduled', 'queued', 'running', 'retry_wait')";
-
-fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
-    serde_json::to_string(value).map_err(|e| Error::Corrupt(e.to_string()))
-}
 
 pub(crate) async fn workflow_get(
     store: &PgStore,
@@ -261,7 +250,7 @@ pub(crate) async fn workflow_delete(
 /// `run_timeout`) and whose rows `tx` has locked: their unfinished tasks
 /// become `cancelled` (running attempts recorded `cancelled`, their workers notified on
 /// commit) and the runs `end`.
-async fn cancel_runs_in_tx(
+pub(crate) async fn cancel_runs_in_tx(
     tx: &mut Tx<'_>,
     runs: &[String],
     now: i64,
@@ -302,7 +291,7 @@ async fn cancel_runs_in_tx(
 }
 
 /// The parsed spec of a workflow version, from the cache or the database.
-async fn version_spec<'e, E: sqlx::PgExecutor<'e>>(
+pub(crate) async fn version_spec<'e, E: sqlx::PgExecutor<'e>>(
     executor: E,
     cache: &SpecCache,
     uid: &str,
@@ -315,33 +304,6 @@ async fn version_spec<'e, E: sqlx::PgExecutor<'e>>(
         .await?
         .ok_or_else(|| Error::Corrupt(format!("workflow {uid} has no version {version}")))?;
     cache.insert(uid, version, &text)
-}
-
-/// The stored spec (JSON text) of version `version` of workflow incarnation `uid`.
-pub(crate) async fn spec_text<'e, E: sqlx::PgExecutor<'e>>(
-    executor: E,
-    uid: &str,
-    version: i64,
-) -> Result<Option<String>> {
-    sqlx::query_scalar("SELECT spec FROM workflow_versions WHERE uid = $1 AND version = $2")
-        .bind(uid)
-        .bind(version)
-        .fetch_optional(executor)
-        .await
-        .map_err(db_err)
-}
-
-pub(crate) async fn run_create(store: &PgStore, run: &NewRun) -> Result<RunRecord> {
-    let mut tx = store.begin().await?;
-    let now = store.now_ms(&mut *tx).await?;
-    lock_run_version(&mut tx, run).await?;
-    let id = create_run_in_tx(&mut tx, &store.workflow_specs, run, now)
-        .await?
-        .id;
-    commit(tx).await?;
-    run_get(store, &run.namespace, &id)
-        .await?
-        .ok_or_else(|| Error::NotFound(format!("run {id}")))
 }
 
 /// Locks the row of `run`'s workflow and checks that its version is still the run's: runs of
@@ -635,28 +597,6 @@ async fn insert_tasks(tx: &mut Tx<'_>, run: &NewRun, tasks: &[NewTask], now: i64
     Ok(())
 }
 
-/// The attempt row of a task that failed without running (its target did not render).
-pub(crate) async fn record_failed_attempt(
-    tx: &mut Tx<'_>,
-    id: &str,
-    attempt: i64,
-    error: &str,
-    now: i64,
-) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO attempts (execution_id, attempt, worker, started_at, finished_at, outcome, error) \
-         VALUES ($1, $2, '', $3, $3, 'permanent_failure', $4)",
-    )
-    .bind(id)
-    .bind(attempt)
-    .bind(now)
-    .bind(error)
-    .execute(&mut **tx)
-    .await
-    .map_err(db_err)?;
-    Ok(())
-}
-
 /// Locks, in id order, the runs the executions `ids` belong to, before anything of them is
 /// updated (the module's lock order); returns them.
 pub(crate) async fn lock_runs_of(tx: &mut Tx<'_>, ids: &[&str]) -> Result<Vec<String>> {
@@ -669,198 +609,4 @@ pub(crate) async fn lock_runs_of(tx: &mut Tx<'_>, ids: &[&str]) -> Result<Vec<St
     .fetch_all(&mut **tx)
     .await
     .map_err(db_err)
-}
-
-/// Applies the release of each run in `runs` (ids whose rows `tx` has locked; runs that are
-/// terminal are left alone) inside `tx`: `sundial_store::steps::release` over [`Release`]'s
-/// statements. Returns how many tasks became due (the caller notifies).
-pub(crate) async fn release_runs_in_tx(
-    tx: &mut Tx<'_>,
-    cache: &SpecCache,
-    runs: &[String],
-    now: i64,
-) -> Result<usize> {
-    release_runs(&mut Release(tx), cache, runs, now).await
-}
-
-pub(crate) async fn run_get(
-    store: &PgStore,
-    namespace: &str,
-    id: &str,
-) -> Result<Option<RunRecord>> {
-    let now = store.now_ms(&store.pool).await?;
-    let sql =
-        format!("SELECT {RUN_COLUMNS} FROM workflow_runs r WHERE r.id = $1 AND r.namespace = $2");
-    let Some(row) = sqlx::query(&sql)
-        .bind(id)
-        .bind(namespace)
-        .fetch_optional(&store.pool)
-        .await
-        .map_err(db_err)?
-    else {
-        return Ok(None);
-    };
-    let mut run = rows::run(&row, now)?;
-    let uid: String = row.try_get("workflow_uid").map_err(db_err)?;
-    let parsed = version_spec(
-        &store.pool,
-        &store.workflow_specs,
-        &uid,
-        run.workflow_version,
-    )
-    .await?;
-    let spec = &parsed.spec;
-    let task_rows = sqlx::query(&format!(
-        "SELECT {TASK_COLUMNS} FROM executions WHERE run_id = $1"
-    ))
-    .bind(id)
-    .fetch_all(&store.pool)
-    .await
-    .map_err(db_err)?;
-    let mut tasks = task_rows
-        .iter()
-        .map(|r| rows::task_record(r, spec, now))
-        .collect::<Result<Vec<_>>>()?;
-    order_tasks(spec, &mut tasks);
-    run.tasks = tasks;
-    Ok(Some(run))
-}
-
-pub(crate) async fn run_list(store: &PgStore, q: &RunListQuery) -> Result<Vec<RunRecord>> {
-    let now = store.now_ms(&store.pool).await?;
-    let mut sql = format!("SELECT {RUN_COLUMNS} FROM workflow_runs r WHERE r.namespace = $1");
-    if q.workflow.is_some() {
-        sql.push_str(" AND r.workflow = $2");
-    }
-    match q.state {
-        Some(RunState::Running) => sql
-            .push_str(" AND (r.state = 'running' OR (r.state = 'scheduled' AND r.fire_at <= $3))"),
-        Some(RunState::Scheduled) => sql.push_str(" AND r.state = 'scheduled' AND r.fire_at > $3"),
-        Some(_) => sql.push_str(" AND r.state = $4"),
-        None => {}
-    }
-    if q.before.is_some() {
-        sql.push_str(" AND (r.scheduled_at < $5 OR (r.scheduled_at = $5 AND r.id < $6))");
-    }
-    sql.push_str(" ORDER BY r.scheduled_at DESC, r.id DESC LIMIT $7");
-    let (before_at, before_id) = q
-        .before
-        .clone()
-        .map_or((0, String::new()), |(t, id)| (ms(t), id));
-    let rows = sqlx::query(&sql)
-        .bind(&q.namespace)
-        .bind(q.workflow.as_deref())
-        .bind(now)
-        .bind(q.state.map(RunState::as_str))
-        .bind(before_at)
-        .bind(before_id)
-        .bind(i64::from(q.limit))
-        .fetch_all(&store.pool)
-        .await
-        .map_err(db_err)?;
-    rows.iter().map(|r| rows::run(r, now)).collect()
-}
-
-/// Locks run `id` of `namespace` inside `tx`; its stored state and its version's identity.
-async fn locked_run(tx: &mut Tx<'_>, namespace: &str, id: &str) -> Result<(RunState, String, i64)> {
-    let row: Option<(String, String, i64)> = sqlx::query_as(
-        "SELECT state, workflow_uid, workflow_version FROM workflow_runs \
-         WHERE id = $1 AND namespace = $2 FOR UPDATE",
-    )
-    .bind(id)
-    .bind(namespace)
-    .fetch_optional(&mut **tx)
-    .await
-    .map_err(db_err)?;
-    let (state, uid, version) = row.ok_or_else(|| Error::NotFound(format!("run {id}")))?;
-    Ok((rows::parse(state)?, uid, version))
-}
-
-pub(crate) async fn run_cancel(store: &PgStore, namespace: &str, id: &str) -> Result<RunRecord> {
-    let mut tx = store.begin().await?;
-    let now = store.now_ms(&mut *tx).await?;
-    let (state, _, _) = locked_run(&mut tx, namespace, id).await?;
-    check_cancellable(id, state)?;
-    cancel_runs_in_tx(&mut tx, &[id.to_owned()], now, RunState::Cancelled).await?;
-    commit(tx).await?;
-    run_get(store, namespace, id)
-        .await?
-        .ok_or_else(|| Error::NotFound(format!("run {id}")))
-}
-
-pub(crate) async fn run_retry(
-    store: &PgStore,
-    namespace: &str,
-    id: &str,
-    names: &[String],
-) -> Result<RunRecord> {
-    let mut tx = store.begin().await?;
-    let now = store.now_ms(&mut *tx).await?;
-    let (state, uid, version) = locked_run(&mut tx, namespace, id).await?;
-    check_retryable(id, state)?;
-    crate::retention::refuse_if_dropping(&mut tx, id).await?;
-    let current: Option<i32> = sqlx::query_scalar("SELECT 1 FROM workflows WHERE uid = $1")
-        .bind(&uid)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    check_not_deleted(id, current.is_some())?;
-    let parsed = version_spec(&mut *tx, &store.workflow_specs, &uid, version).await?;
-    let (spec, dag) = (&parsed.spec, &parsed.dag);
-    let others: Vec<String> = sqlx::query_scalar(&format!(
-        "SELECT id FROM workflow_runs WHERE workflow_uid = $1 AND id <> $2 \
-         AND state IN {UNFINISHED_RUN} ORDER BY id FOR UPDATE"
-    ))
-    .bind(&uid)
-    .bind(id)
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    let replaced = retry_policy(id, spec.concurrency_policy, others)?;
-    cancel_runs_in_tx(&mut tx, &replaced, now, RunState::Cancelled).await?;
-    let task_rows = sqlx::query(
-        "SELECT id, task, state, output FROM executions WHERE run_id = $1 ORDER BY id FOR UPDATE",
-    )
-    .bind(id)
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    let by_task: HashMap<String, TaskFact> = task_rows
-        .iter()
-        .map(rows::task_fact)
-        .collect::<Result<_>>()?;
-    let facts = facts_in_order(spec, by_task, id)?;
-    let (mut ids, mut extra, mut runs) = (Vec::new(), Vec::new(), Vec::new());
-    for (execution, more, run_spec) in retry_resets(id, spec, dag, &facts, names)? {
-        ids.push(execution);
-        extra.push(i64::from(more));
-        runs.push(to_json(&run_spec)?);
-    }
-    sqlx::query(
-        "UPDATE executions x SET state = 'pending', due_at = NULL, finished_at = NULL, \
-           lease_expires_at = NULL, output = NULL, max_attempts = x.attempt + r.extra, run = r.run \
-         FROM UNNEST($1::text[], $2::bigint[], $3::text[]) AS r(id, extra, run) WHERE x.id = r.id",
-    )
-    .bind(&ids)
-    .bind(&extra)
-    .bind(&runs)
-    .execute(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    sqlx::query(
-        "UPDATE workflow_runs SET state = 'running', finished_at = NULL, timeout_at = $2 WHERE id = $1",
-    )
-    .bind(id)
-    .bind(spec.run_timeout.map(|t| now + t.as_millis_i64()))
-    .execute(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    let queued = release_runs_in_tx(&mut tx, &store.workflow_specs, &[id.to_owned()], now).await?;
-    if queued > 0 {
-        notify_due(&mut tx).await?;
-    }
-    commit(tx).await?;
-    run_get(store, namespace, id)
-        .await?
-        .ok_or_else(|| Error::NotFound(format!("run {id}")))
 }

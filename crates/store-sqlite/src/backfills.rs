@@ -158,7 +158,7 @@ pub(crate) async fn backfill_unfinished(
         }
         BackfillOf::Workflow => format!(
             "SELECT count(*) FROM workflow_runs WHERE workflow_uid = ?1 AND state IN {}",
-            workflows::UNFINISHED_RUN
+            rows::UNFINISHED_RUN
         ),
     };
     let n: i64 = sqlx::query_scalar(&sql)
@@ -213,7 +213,7 @@ impl BackfillStatements for Statements<'_, '_, '_> {
         let busy: Option<i32> = sqlx::query_scalar(&format!(
             "SELECT 1 FROM workflow_runs WHERE workflow_uid = ?1 AND state IN {} \
              AND fire_at <= ?2 LIMIT 1",
-            workflows::UNFINISHED_RUN
+            rows::UNFINISHED_RUN
         ))
         .bind(uid)
         .bind(now)

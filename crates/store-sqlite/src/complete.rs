@@ -122,7 +122,7 @@ pub(crate) async fn complete_all_in_tx(
         }
         q.execute(&mut **tx).await.map_err(db_err)?;
     }
-    let queued = workflows::release_runs_in_tx(tx, specs, &runs, now).await?;
+    let queued = release::release_runs_in_tx(tx, specs, &runs, now).await?;
     Ok(Completed { applied, queued })
 }
 

@@ -158,7 +158,7 @@ pub(crate) async fn execution_cancel(
     let run_id: Option<String> = row.try_get("run_id").map_err(db_err)?;
     let queued = match run_id {
         Some(run) => {
-            workflows::release_runs_in_tx(&mut tx, &store.workflow_specs, &[run], now).await?
+            release::release_runs_in_tx(&mut tx, &store.workflow_specs, &[run], now).await?
         }
         None => 0,
     };

@@ -31,6 +31,7 @@ mod nodes;
 mod release;
 mod retention;
 mod rows;
+mod runs;
 mod trigger;
 mod values;
 mod workflows;
@@ -252,11 +253,11 @@ impl StoreShared for SqliteStore {
     }
 
     async fn run_get(&self, namespace: &str, id: &str) -> Result<Option<RunRecord>> {
-        workflows::run_get(self, namespace, id).await
+        runs::run_get(self, namespace, id).await
     }
 
     async fn run_list(&self, q: &RunListQuery) -> Result<Vec<RunRecord>> {
-        workflows::run_list(self, q).await
+        runs::run_list(self, q).await
     }
 
     async fn calendar_get(
@@ -435,7 +436,7 @@ impl WorkerStore for SqliteStore {
     }
 
     async fn run_expire(&self, limit: u32) -> Result<u32> {
-        workflows::run_expire(self, limit).await
+        runs::run_expire(self, limit).await
     }
 }
 
@@ -476,15 +477,15 @@ impl ApiStore for SqliteStore {
     }
 
     async fn run_create(&self, run: &NewRun) -> Result<RunRecord> {
-        workflows::run_create(self, run).await
+        runs::run_create(self, run).await
     }
 
     async fn run_cancel(&self, namespace: &str, id: &str) -> Result<RunRecord> {
-        workflows::run_cancel(self, namespace, id).await
+        runs::run_cancel(self, namespace, id).await
     }
 
     async fn run_retry(&self, namespace: &str, id: &str, tasks: &[String]) -> Result<RunRecord> {
-        workflows::run_retry(self, namespace, id, tasks).await
+        runs::run_retry(self, namespace, id, tasks).await
     }
 
     async fn execution_redrive(

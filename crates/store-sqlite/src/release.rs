@@ -2,12 +2,16 @@
 //! `sundial_store::steps::release`): lists travel as one JSON text read with `json_each`, so
 //! every write is one statement however many rows. SQLite's one writer serialises every
 //! transaction, so two endings in one run never release at once.
+//!
+//! It also holds `release_runs_in_tx` (the step on a transaction), a version's parsed spec
+//! through the cache (`version_spec`) and the attempt row of a task failed without running
+//! (`record_failed_attempt`), which run creation shares.
 
-use sundial_store::steps::release::{ReleaseStatements, RunRow};
-use sundial_store::workflow::TaskFact;
+use sundial_store::steps::release::{ReleaseStatements, RunRow, parsed_version, release_runs};
+use sundial_store::workflow::{SpecCache, TaskFact};
 
 use super::*;
-use crate::workflows::{UNFINISHED_RUN, record_failed_attempt, to_json};
+use crate::rows::{UNFINISHED_RUN, to_json};
 
 /// The release's statements on an open write transaction.
 pub(crate) struct Release<'t, 'c>(pub(crate) &'t mut Tx<'c>);
@@ -121,4 +125,48 @@ async fn update_by_pairs<V: serde::Serialize + Sync>(
     .await
     .map_err(db_err)?;
     Ok(())
+}
+
+/// Applies the release of each run in `runs` (ids; repeats and runs that are terminal are
+/// ignored) inside `tx`: `sundial_store::steps::release` over [`Release`]'s statements.
+/// Returns how many tasks became due.
+pub(crate) async fn release_runs_in_tx(
+    tx: &mut Tx<'_>,
+    cache: &SpecCache,
+    runs: &[String],
+    now: i64,
+) -> Result<usize> {
+    release_runs(&mut Release(tx), cache, runs, now).await
+}
+
+/// The attempt row of a task that failed without running (its target did not render).
+pub(crate) async fn record_failed_attempt(
+    tx: &mut Tx<'_>,
+    id: &str,
+    attempt: i64,
+    error: &str,
+    now: i64,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO attempts (execution_id, attempt, worker, started_at, finished_at, outcome, error) \
+         VALUES (?1, ?2, '', ?3, ?3, 'permanent_failure', ?4)",
+    )
+    .bind(id)
+    .bind(attempt)
+    .bind(now)
+    .bind(error)
+    .execute(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    Ok(())
+}
+
+/// The parsed spec of a workflow version, from the cache or the database.
+pub(crate) async fn version_spec(
+    tx: &mut Tx<'_>,
+    cache: &SpecCache,
+    uid: &str,
+    version: i64,
+) -> Result<std::sync::Arc<sundial_store::workflow::ParsedVersion>> {
+    parsed_version(&mut Release(tx), cache, uid, version).await
 }

@@ -6,3 +6,14 @@ sundial_store::row_decoders!(
     sqlx::Sqlite,
     sundial_store::errors::classify_sqlite
 );
+
+/// The states of a run that is not terminal, as an SQL list.
+pub(crate) const UNFINISHED_RUN: &str = "('scheduled', 'running')";
+
+/// `value` as JSON text.
+///
+/// # Errors
+/// [`Error::Corrupt`] when it does not serialise.
+pub(crate) fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| Error::Corrupt(e.to_string()))
+}

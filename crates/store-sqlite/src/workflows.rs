@@ -1,26 +1,21 @@
 //! Workflows and their runs (docs/workflows.md): read, list, write and delete workflows;
-//! create, read, list, cancel and retry runs; and the release applied inside every
-//! transaction that ends a task (`release_runs_in_tx`). The decisions are
-//! `sundial_store::workflow`'s; this file fetches their facts and applies them. SQLite's one
-//! writer serialises every step, so two endings in one run never release at once.
-
-use std::collections::HashMap;
+//! create runs and their tasks; and the release applied inside every transaction that ends a
+//! task (`release_runs_in_tx`, over `release.rs`'s statements). Reading, listing, cancelling,
+//! retrying and expiring runs is in `runs.rs`. The decisions are `sundial_store::workflow`'s;
+//! this file fetches their facts and applies them. SQLite's one writer serialises every
+//! step, so two endings in one run never release at once.
 
 use sundial_core::execution::Trigger;
 use sundial_core::job::ConcurrencyPolicy;
 use sundial_core::workflow::RunState;
-use sundial_store::steps::release::{parsed_version, release_runs};
-use sundial_store::workflow::{
-    NewTask, RunCreation, SpecCache, TaskFact, check_cancellable, check_not_deleted,
-    check_retryable, facts_in_order, order_tasks, retry_policy, retry_resets, run_creation,
-};
+use sundial_store::workflow::{NewTask, RunCreation, SpecCache, run_creation};
 use sundial_store::{
-    NewRun, RunListQuery, RunRecord, TriggerListDue, WorkflowListQuery, WorkflowRecord,
-    WorkflowTrigger, WorkflowWrite,
+    NewRun, TriggerListDue, WorkflowListQuery, WorkflowRecord, WorkflowTrigger, WorkflowWrite,
 };
 
 use super::*;
-use crate::release::Release;
+use crate::release::{record_failed_attempt, version_spec};
+use crate::rows::{UNFINISHED_RUN, to_json};
 
 const WORKFLOW_COLUMNS: &str = "w.namespace, w.name, w.uid, w.shard, w.version, w.spec, w.created_at, \
     w.updated_at, w.next_slot_at, w.next_fire_at";
@@ -31,21 +26,15 @@ const LAST_RUN: &str = "(SELECT r.id || '|' || r.state || '|' || r.scheduled_at 
     AND r.workflow_uid = w.uid AND r.fire_at <= ?1 \
     ORDER BY r.scheduled_at DESC, r.id DESC LIMIT 1) AS last_run";
 
-const RUN_COLUMNS: &str = "r.id, r.namespace, r.workflow, r.workflow_uid, r.workflow_version, r.trigger, \
+pub(crate) const RUN_COLUMNS: &str = "r.id, r.namespace, r.workflow, r.workflow_uid, r.workflow_version, r.trigger, \
     r.scheduled_at, r.fire_at, r.state, r.params, r.created_at, r.finished_at, \
     (SELECT min(e.started_at) FROM executions e WHERE e.run_id = r.id) AS started_at";
 
-const TASK_COLUMNS: &str = "id, task, state, fire_at, attempt, started_at, finished_at, output";
-
-/// The states of a run that is not terminal, as an SQL list.
-pub(crate) const UNFINISHED_RUN: &str = "('scheduled', 'running')";
+pub(crate) const TASK_COLUMNS: &str =
+    "id, task, state, fire_at, attempt, started_at, finished_at, output";
 
 /// The states of an execution that is not terminal, as an SQL list.
 const UNFINISHED_EXECUTION: &str = "('pending', 'scheduled', 'queued', 'running', 'retry_wait')";
-
-pub(crate) fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
-    serde_json::to_string(value).map_err(|e| Error::Corrupt(e.to_string()))
-}
 
 pub(crate) async fn workflow_get(
     store: &SqliteStore,
@@ -259,7 +248,7 @@ pub(crate) async fn workflow_delete(
 /// `run_timeout`): their unfinished tasks become `cancelled` (running
 /// attempts recorded `cancelled`) and the runs `end`. Returns the ids of executions
 /// that were running, whose workers are to be told.
-async fn cancel_runs_in_tx(
+pub(crate) async fn cancel_runs_in_tx(
     tx: &mut Tx<'_>,
     runs: &[String],
     now: i64,
@@ -296,28 +285,6 @@ async fn cancel_runs_in_tx(
         .filter(|(_, state)| state == "running")
         .map(|(id, _)| id)
         .collect())
-}
-
-/// The parsed spec of a workflow version, from the cache or the database.
-async fn version_spec(
-    tx: &mut Tx<'_>,
-    cache: &SpecCache,
-    uid: &str,
-    version: i64,
-) -> Result<std::sync::Arc<sundial_store::workflow::ParsedVersion>> {
-    parsed_version(&mut Release(tx), cache, uid, version).await
-}
-
-pub(crate) async fn run_create(store: &SqliteStore, run: &NewRun) -> Result<RunRecord> {
-    let now = ms(store.clock.now());
-    let mut tx = store.begin().await?;
-    check_run_version(&mut tx, run).await?;
-    let created = create_run_in_tx(&mut tx, &store.workflow_specs, run, now).await?;
-    commit(tx).await?;
-    created.signal(store);
-    run_get(store, &run.namespace, &created.id)
-        .await?
-        .ok_or_else(|| Error::NotFound(format!("run {}", created.id)))
 }
 
 /// Checks, inside the one writer's transaction, that `run`'s workflow still has the run's
@@ -558,249 +525,4 @@ async fn insert_tasks(tx: &mut Tx<'_>, run: &NewRun, tasks: &[NewTask], now: i64
         }
     }
     Ok(())
-}
-
-/// The attempt row of a task that failed without running (its target did not render).
-pub(crate) async fn record_failed_attempt(
-    tx: &mut Tx<'_>,
-    id: &str,
-    attempt: i64,
-    error: &str,
-    now: i64,
-) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO attempts (execution_id, attempt, worker, started_at, finished_at, outcome, error) \
-         VALUES (?1, ?2, '', ?3, ?3, 'permanent_failure', ?4)",
-    )
-    .bind(id)
-    .bind(attempt)
-    .bind(now)
-    .bind(error)
-    .execute(&mut **tx)
-    .await
-    .map_err(db_err)?;
-    Ok(())
-}
-
-/// Applies the release of each run in `runs` (ids; repeats and runs that are terminal are
-/// ignored) inside `tx`: `sundial_store::steps::release` over [`Release`]'s statements.
-/// Returns how many tasks became due.
-pub(crate) async fn release_runs_in_tx(
-    tx: &mut Tx<'_>,
-    cache: &SpecCache,
-    runs: &[String],
-    now: i64,
-) -> Result<usize> {
-    release_runs(&mut Release(tx), cache, runs, now).await
-}
-
-pub(crate) async fn run_get(
-    store: &SqliteStore,
-    namespace: &str,
-    id: &str,
-) -> Result<Option<RunRecord>> {
-    let now = ms(store.clock.now());
-    let sql =
-        format!("SELECT {RUN_COLUMNS} FROM workflow_runs r WHERE r.id = ?1 AND r.namespace = ?2");
-    let Some(row) = sqlx::query(&sql)
-        .bind(id)
-        .bind(namespace)
-        .fetch_optional(&store.reader)
-        .await
-        .map_err(db_err)?
-    else {
-        return Ok(None);
-    };
-    let mut run = rows::run(&row, now)?;
-    let uid: String = row.try_get("workflow_uid").map_err(db_err)?;
-    let mut conn = store.reader.acquire().await.map_err(db_err)?;
-    let parsed = match store.workflow_specs.get(&uid, run.workflow_version) {
-        Some(p) => p,
-        None => {
-            let text: String = sqlx::query_scalar(
-                "SELECT spec FROM workflow_versions WHERE uid = ?1 AND version = ?2",
-            )
-            .bind(&uid)
-            .bind(run.workflow_version)
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(db_err)?;
-            store
-                .workflow_specs
-                .insert(&uid, run.workflow_version, &text)?
-        }
-    };
-    let spec = &parsed.spec;
-    let task_rows = sqlx::query(&format!(
-        "SELECT {TASK_COLUMNS} FROM executions WHERE run_id = ?1"
-    ))
-    .bind(id)
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(db_err)?;
-    let mut tasks = task_rows
-        .iter()
-        .map(|r| rows::task_record(r, spec, now))
-        .collect::<Result<Vec<_>>>()?;
-    order_tasks(spec, &mut tasks);
-    run.tasks = tasks;
-    Ok(Some(run))
-}
-
-pub(crate) async fn run_list(store: &SqliteStore, q: &RunListQuery) -> Result<Vec<RunRecord>> {
-    let now = ms(store.clock.now());
-    let mut sql = format!("SELECT {RUN_COLUMNS} FROM workflow_runs r WHERE r.namespace = ?1");
-    if q.workflow.is_some() {
-        sql.push_str(" AND r.workflow = ?2");
-    }
-    match q.state {
-        Some(RunState::Running) => sql
-            .push_str(" AND (r.state = 'running' OR (r.state = 'scheduled' AND r.fire_at <= ?3))"),
-        Some(RunState::Scheduled) => sql.push_str(" AND r.state = 'scheduled' AND r.fire_at > ?3"),
-        Some(_) => sql.push_str(" AND r.state = ?4"),
-        None => {}
-    }
-    if q.before.is_some() {
-        sql.push_str(" AND (r.scheduled_at < ?5 OR (r.scheduled_at = ?5 AND r.id < ?6))");
-    }
-    sql.push_str(" ORDER BY r.scheduled_at DESC, r.id DESC LIMIT ?7");
-    let (before_at, before_id) = q
-        .before
-        .clone()
-        .map_or((0, String::new()), |(t, id)| (ms(t), id));
-    let rows = sqlx::query(&sql)
-        .bind(&q.namespace)
-        .bind(q.workflow.as_deref())
-        .bind(now)
-        .bind(q.state.map(RunState::as_str))
-        .bind(before_at)
-        .bind(before_id)
-        .bind(i64::from(q.limit))
-        .fetch_all(&store.reader)
-        .await
-        .map_err(db_err)?;
-    rows.iter().map(|r| rows::run(r, now)).collect()
-}
-
-/// The stored state of run `id` of `namespace` inside `tx`, with its version's identity.
-async fn locked_run(tx: &mut Tx<'_>, namespace: &str, id: &str) -> Result<(RunState, String, i64)> {
-    let row: Option<(String, String, i64)> = sqlx::query_as(
-        "SELECT state, workflow_uid, workflow_version FROM workflow_runs WHERE id = ?1 AND namespace = ?2",
-    )
-    .bind(id)
-    .bind(namespace)
-    .fetch_optional(&mut **tx)
-    .await
-    .map_err(db_err)?;
-    let (state, uid, version) = row.ok_or_else(|| Error::NotFound(format!("run {id}")))?;
-    Ok((rows::parse(state)?, uid, version))
-}
-
-pub(crate) async fn run_cancel(
-    store: &SqliteStore,
-    namespace: &str,
-    id: &str,
-) -> Result<RunRecord> {
-    let now = ms(store.clock.now());
-    let mut tx = store.begin().await?;
-    let (state, _, _) = locked_run(&mut tx, namespace, id).await?;
-    check_cancellable(id, state)?;
-    let stopped = cancel_runs_in_tx(&mut tx, &[id.to_owned()], now, RunState::Cancelled).await?;
-    commit(tx).await?;
-    for e in stopped {
-        let _ = store.signals.cancelled.send(e);
-    }
-    run_get(store, namespace, id)
-        .await?
-        .ok_or_else(|| Error::NotFound(format!("run {id}")))
-}
-
-pub(crate) async fn run_retry(
-    store: &SqliteStore,
-    namespace: &str,
-    id: &str,
-    names: &[String],
-) -> Result<RunRecord> {
-    let now = ms(store.clock.now());
-    let mut tx = store.begin().await?;
-    let (state, uid, version) = locked_run(&mut tx, namespace, id).await?;
-    check_retryable(id, state)?;
-    let current: Option<i64> = sqlx::query_scalar("SELECT 1 FROM workflows WHERE uid = ?1")
-        .bind(&uid)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    check_not_deleted(id, current.is_some())?;
-    let parsed = version_spec(&mut tx, &store.workflow_specs, &uid, version).await?;
-    let (spec, dag) = (&parsed.spec, &parsed.dag);
-    let others: Vec<String> = sqlx::query_scalar(&format!(
-        "SELECT id FROM workflow_runs WHERE workflow_uid = ?1 AND id <> ?2 AND state IN {UNFINISHED_RUN}"
-    ))
-    .bind(&uid)
-    .bind(id)
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    let replaced = retry_policy(id, spec.concurrency_policy, others)?;
-    let stopped = cancel_runs_in_tx(&mut tx, &replaced, now, RunState::Cancelled).await?;
-    let rows_ = sqlx::query("SELECT id, task, state, output FROM executions WHERE run_id = ?1")
-        .bind(id)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    let by_task: HashMap<String, TaskFact> =
-        rows_.iter().map(rows::task_fact).collect::<Result<_>>()?;
-    let facts = facts_in_order(spec, by_task, id)?;
-    for (execution, extra, run_spec) in retry_resets(id, spec, dag, &facts, names)? {
-        sqlx::query(
-            "UPDATE executions SET state = 'pending', due_at = NULL, finished_at = NULL, \
-             lease_expires_at = NULL, output = NULL, max_attempts = attempt + ?2, run = ?3 \
-             WHERE id = ?1",
-        )
-        .bind(&execution)
-        .bind(i64::from(extra))
-        .bind(to_json(&run_spec)?)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    }
-    sqlx::query(
-        "UPDATE workflow_runs SET state = 'running', finished_at = NULL, timeout_at = ?2 WHERE id = ?1",
-    )
-    .bind(id)
-    .bind(spec.run_timeout.map(|t| now + t.as_millis_i64()))
-    .execute(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    let queued = release_runs_in_tx(&mut tx, &store.workflow_specs, &[id.to_owned()], now).await?;
-    commit(tx).await?;
-    if queued > 0 {
-        store.signals.due.notify_one();
-    }
-    for e in stopped {
-        let _ = store.signals.cancelled.send(e);
-    }
-    run_get(store, namespace, id)
-        .await?
-        .ok_or_else(|| Error::NotFound(format!("run {id}")))
-}
-
-pub(crate) async fn run_expire(store: &SqliteStore, limit: u32) -> Result<u32> {
-    let now = ms(store.clock.now());
-    let mut tx = store.begin().await?;
-    let expired: Vec<String> = sqlx::query_scalar(&format!(
-        "SELECT id FROM workflow_runs WHERE timeout_at <= ?1 AND state IN {UNFINISHED_RUN} \
-         ORDER BY timeout_at LIMIT ?2"
-    ))
-    .bind(now)
-    .bind(i64::from(limit))
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    let stopped = cancel_runs_in_tx(&mut tx, &expired, now, RunState::Failed).await?;
-    commit(tx).await?;
-    for id in stopped {
-        let _ = store.signals.cancelled.send(id);
-    }
-    Ok(u32::try_from(expired.len()).unwrap_or(u32::MAX))
 }
