@@ -1046,6 +1046,21 @@ fn history_prune_refuses_a_bad_store_url_and_a_dry_run_creates_nothing() {
     }
 }
 
+/// A SQLite URL that names no file would give each of the store's connections an in-memory
+/// database of its own: the server refuses it at start, naming the flag.
+#[test]
+fn a_sqlite_url_without_a_file_stops_the_server_naming_the_flag() {
+    for bad in ["sqlite://", "sqlite::memory:", "sqlite://?mode=rwc"] {
+        let o = sundial(&["server", "--database-url", bad, "--listen", "127.0.0.1:0"]);
+        assert!(!o.status.success(), "{bad}");
+        let err = stderr(&o);
+        assert!(
+            err.contains("--database-url:") && err.contains("names no file"),
+            "{bad}: {err}"
+        );
+    }
+}
+
 #[test]
 fn a_bad_otlp_endpoint_or_protocol_stops_the_server_naming_the_variable() {
     let dir = tempfile::tempdir().unwrap();

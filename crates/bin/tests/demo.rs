@@ -160,3 +160,40 @@ async fn the_examples_apply_as_written_and_reach_the_receiver_they_name() {
         "the receiver printed the deliveries:\n{out}"
     );
 }
+
+/// A file or address given is used or refused, never silently replaced: an unreadable `-f`
+/// or `--workflows` stops the demo naming the flag, and so does a `--receiver` already taken
+/// (only the default gives way to a free port).
+#[test]
+fn a_file_or_receiver_given_is_used_or_refused_naming_the_flag() {
+    let sundial = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_sundial"))
+            .current_dir(repository())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    for flag in ["-f", "--workflows"] {
+        let o = sundial(&["demo", "--duration", "1s", flag, "/nonexistent/jobs.yaml"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{flag}: {err}");
+        assert!(
+            err.contains(&format!("{flag}: cannot read /nonexistent/jobs.yaml")),
+            "{flag}: {err}"
+        );
+        assert!(
+            o.stdout.is_empty(),
+            "nothing started: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+    }
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let o = sundial(&["demo", "--duration", "1s", "--receiver", &address]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("--receiver: cannot listen on {address}")),
+        "{err}"
+    );
+}

@@ -42,9 +42,21 @@ use crate::config::{DEFAULT_DATABASE_URL, MigrateArgs, ServerArgs, ServerConfig}
 /// Opens the store for a URL: `sqlite:` → embedded, `postgres:` → shared.
 ///
 /// # Errors
-/// An unsupported scheme, or a store that cannot be opened or migrated.
+/// An unsupported scheme, a SQLite URL that names no file (empty or `:memory:`), or a store
+/// that cannot be opened or migrated.
 pub async fn open_store(url: &str, clock: Arc<dyn Clock>) -> anyhow::Result<Arc<dyn Store>> {
-    if url.starts_with("sqlite:") {
+    if let Some(rest) = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+    {
+        // Each of the store's connections would open an in-memory database of its own.
+        let path = rest.split('?').next().unwrap_or(rest);
+        if path.is_empty() || path == ":memory:" {
+            bail!(
+                "--database-url: '{url}' names no file; write sqlite://PATH (an in-memory \
+                 database is not shared between the store's connections)"
+            );
+        }
         let store = SqliteStore::open(url, clock)
             .await
             .with_context(|| format!("--database-url: cannot open {url}"))?;

@@ -40,18 +40,21 @@ pub struct DemoArgs {
     /// How long to run, e.g. 30s or 2m
     #[arg(long, default_value = "30s")]
     duration: String,
-    /// Jobs file; a one-off job's `at` becomes five seconds after the start
-    #[arg(short = 'f', long, default_value = "examples/jobs.yaml")]
-    file: PathBuf,
-    /// Workflows file; the workflows without a schedule are triggered once
-    #[arg(long, default_value = "examples/workflows.yaml")]
-    workflows: PathBuf,
+    /// Jobs file; a one-off job's `at` becomes five seconds after the start [default:
+    /// examples/jobs.yaml, or the built-in copy when there is none]
+    #[arg(short = 'f', long)]
+    file: Option<PathBuf>,
+    /// Workflows file; the workflows without a schedule are triggered once [default:
+    /// examples/workflows.yaml, or the built-in copy when there is none]
+    #[arg(long)]
+    workflows: Option<PathBuf>,
     /// Store URL [default: a fresh SQLite file in the temp directory]
     #[arg(long)]
     database_url: Option<String>,
-    /// Where the HTTP receiver listens; when the default is taken, any free port
-    #[arg(long, default_value = RECEIVER)]
-    receiver: SocketAddr,
+    /// Where the HTTP receiver listens [default: 127.0.0.1:8181, or any free port when it is
+    /// taken]
+    #[arg(long)]
+    receiver: Option<SocketAddr>,
     /// Run the HTTP receiver alone, printing each delivery, until Ctrl-C
     #[arg(long)]
     receiver_only: bool,
@@ -164,11 +167,14 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         echo: args.receiver_only,
         ..Receiver::default()
     });
-    let listener = match tokio::net::TcpListener::bind(args.receiver).await {
+    let default_receiver: SocketAddr = RECEIVER.parse().context("the default receiver")?;
+    let address = args.receiver.unwrap_or(default_receiver);
+    let listener = match tokio::net::TcpListener::bind(address).await {
         Ok(listener) => listener,
+        // Only the default gives way to a free port; an address given is kept or refused.
         Err(e)
             if e.kind() == std::io::ErrorKind::AddrInUse
-                && args.receiver.to_string() == RECEIVER
+                && args.receiver.is_none()
                 && !args.receiver_only =>
         {
             tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -176,7 +182,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
                 .context("binding the receiver")?
         }
         Err(e) => {
-            return Err(e).with_context(|| format!("binding the receiver to {}", args.receiver));
+            return Err(e).with_context(|| format!("--receiver: cannot listen on {address}"));
         }
     };
     let receiver_addr = listener.local_addr()?;
@@ -196,6 +202,43 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     tokio::spawn(async move { axum::serve(listener, app).await });
+
+    // The examples are read and parsed before anything starts, so a bad file stops the demo
+    // with nothing printed; their targets name the receiver's default address and go where it
+    // listens.
+    let receiver_url = format!("http://{receiver_addr}");
+    let at_receiver = |text: String| text.replace(&format!("http://{RECEIVER}"), &receiver_url);
+    let jobs_file = args.file.as_deref();
+    let jobs = parse_jobs(&at_receiver(example(
+        "-f",
+        jobs_file,
+        "examples/jobs.yaml",
+        BUILTIN_JOBS,
+    )?))
+    .with_context(|| {
+        format!(
+            "-f {}",
+            jobs_file.map_or("examples/jobs.yaml".into(), |p| p.display().to_string())
+        )
+    })?;
+    let workflows_file = args.workflows.as_deref();
+    let workflow_items = parse_items(
+        &at_receiver(example(
+            "--workflows",
+            workflows_file,
+            "examples/workflows.yaml",
+            BUILTIN_WORKFLOWS,
+        )?),
+        &WORKFLOWS,
+    )
+    .with_context(|| {
+        format!(
+            "--workflows {}",
+            workflows_file.map_or("examples/workflows.yaml".into(), |p| p
+                .display()
+                .to_string())
+        )
+    })?;
 
     // The demo's own database files go when the demo does, on an error or Ctrl-C too.
     let temp_db =
@@ -247,12 +290,6 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     );
     outln!("HTTP receiver on http://{receiver_addr}; running for {duration}\n");
 
-    // The examples' targets name the receiver's default address; they go where it listens.
-    let receiver_url = format!("http://{receiver_addr}");
-    let at_receiver = |text: String| text.replace(&format!("http://{RECEIVER}"), &receiver_url);
-    let text = at_receiver(
-        std::fs::read_to_string(&args.file).unwrap_or_else(|_| BUILTIN_JOBS.to_owned()),
-    );
     let in_5s = Timestamp::now() + jiff::SignedDuration::from_secs(5);
     let in_5s = in_5s.round(jiff::Unit::Second).unwrap_or(in_5s).to_string();
     let api = Api::new(ClientOpts {
@@ -263,7 +300,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         namespace: "demo".into(),
         output: Format::Table,
     });
-    for mut job in parse_jobs(&text)? {
+    for mut job in jobs {
         if job["schedule"].get("at").is_some() {
             job["schedule"]["at"] = Value::from(in_5s.as_str());
         }
@@ -276,11 +313,8 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             v["next_fire_at"].as_str().unwrap_or("-")
         );
     }
-    let text = at_receiver(
-        std::fs::read_to_string(&args.workflows).unwrap_or_else(|_| BUILTIN_WORKFLOWS.to_owned()),
-    );
     let mut workflows = Vec::new();
-    for workflow in parse_items(&text, &WORKFLOWS)? {
+    for workflow in workflow_items {
         let name = workflow["name"].as_str().unwrap_or_default().to_owned();
         let v = api
             .call(
@@ -369,6 +403,16 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             .map(|a| a.iter().collect())
             .unwrap_or_default();
         items.reverse();
+        // In the order they ended (a run's tasks share a slot, and an upstream ends first);
+        // at one instant, a task that ran before those its ending released without running.
+        items.sort_by_key(|e| {
+            (
+                e["finished_at"]
+                    .as_str()
+                    .and_then(|t| t.parse::<Timestamp>().ok()),
+                e["attempt"].as_u64() == Some(0),
+            )
+        });
         for e in items {
             let state = e["state"].as_str().unwrap_or("");
             let terminal = !matches!(
@@ -465,6 +509,24 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     );
     outln!("{}", delivery_summary(deliveries, attempts, retries));
     Ok(ExitCode::SUCCESS)
+}
+
+/// The text of an examples file: the file given with `flag`, which must be readable; else
+/// `default` when there is one, else the `builtin` copy compiled in.
+///
+/// # Errors
+/// A file given that cannot be read, naming the flag and the file.
+fn example(
+    flag: &str,
+    given: Option<&std::path::Path>,
+    default: &str,
+    builtin: &str,
+) -> anyhow::Result<String> {
+    match given {
+        Some(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("{flag}: cannot read {}", path.display())),
+        None => Ok(std::fs::read_to_string(default).unwrap_or_else(|_| builtin.to_owned())),
+    }
 }
 
 /// Prints, each on a line with its time, the alerts received that `ready` accepts (the line
