@@ -14,10 +14,13 @@ pub fn admin_url() -> String {
     std::env::var("SUNDIAL_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_ADMIN_URL.into())
 }
 
-/// `url` with its database name replaced by `db`.
+/// `url` with its database name replaced by `db`, its options kept
+/// ([`crate::scratch::with_database`]).
+///
+/// # Panics
+/// When `url` has no `://`: the test's database URL is malformed.
 pub fn with_database(url: &str, db: &str) -> String {
-    let base = url.rsplit_once('/').map_or(url, |(b, _)| b);
-    format!("{base}/{db}")
+    crate::scratch::with_database(url, db).expect("SUNDIAL_TEST_DATABASE_URL is a URL")
 }
 
 /// Runs one statement on the server's maintenance database.
