@@ -335,3 +335,20 @@ pub(crate) async fn job_delete(
     cancel_pending(&mut tx, &uid, now, FutureSlots::Cancel).await?;
     commit(tx).await
 }
+
+/// The namespaces that hold a job or a workflow, in name order.
+pub(crate) async fn namespace_list(store: &PgStore) -> Result<Vec<String>> {
+    // A skip scan: one index lookup per namespace, on each table's primary key.
+    sqlx::query_scalar(
+            "WITH RECURSIVE j AS ( \
+           SELECT min(namespace) AS ns FROM jobs \
+           UNION ALL SELECT (SELECT min(namespace) FROM jobs WHERE namespace > j.ns) FROM j WHERE j.ns IS NOT NULL), \
+         w AS ( \
+           SELECT min(namespace) AS ns FROM workflows \
+           UNION ALL SELECT (SELECT min(namespace) FROM workflows WHERE namespace > w.ns) FROM w WHERE w.ns IS NOT NULL) \
+         SELECT ns FROM j WHERE ns IS NOT NULL UNION SELECT ns FROM w WHERE ns IS NOT NULL ORDER BY 1",
+        )
+        .fetch_all(&store.pool)
+        .await
+        .map_err(db_err)
+}

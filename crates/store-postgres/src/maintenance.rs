@@ -1,6 +1,8 @@
 //! The maintenance services of the PostgreSQL store: the queue vacuum, and the day partitions
 //! of the history made ahead of time.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use sqlx::PgPool;
 use sundial_core::Dur;
@@ -151,4 +153,21 @@ impl Service for HistoryPartitions {
         }
         Ok(made)
     }
+}
+
+/// The store's own maintenance services ([`sundial_store::MaintenanceStore::maintenance`]).
+pub(crate) fn services(
+    store: &crate::PgStore,
+    config: &sundial_store::maintenance::MaintenanceConfig,
+) -> Vec<Arc<dyn Service>> {
+    vec![
+        Arc::new(QueueVacuum::new(
+            store.pool.clone(),
+            config.queue_vacuum_every,
+        )),
+        Arc::new(HistoryPartitions::new(
+            store.pool.clone(),
+            store.clock.clone(),
+        )),
+    ]
 }

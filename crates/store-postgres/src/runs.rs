@@ -14,6 +14,7 @@ use sundial_store::{RunListQuery, RunRecord};
 use super::*;
 use crate::release::release_runs_in_tx;
 use crate::rows::{UNFINISHED_RUN, to_json};
+pub(crate) use crate::workflows::run_expire;
 use crate::workflows::{
     RUN_COLUMNS, TASK_COLUMNS, cancel_runs_in_tx, create_run_in_tx, lock_run_version, version_spec,
 };

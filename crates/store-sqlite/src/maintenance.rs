@@ -1,5 +1,7 @@
 //! The maintenance service of the embedded store: the log checkpoint.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use sqlx::SqlitePool;
 use sundial_core::Dur;
@@ -49,4 +51,19 @@ impl Service for Checkpoint {
                 .map_err(db_err)?;
         Ok(u64::try_from(copied).unwrap_or(0))
     }
+}
+
+/// The store's own maintenance services ([`sundial_store::MaintenanceStore::maintenance`]).
+pub(crate) fn services(
+    store: &crate::SqliteStore,
+    config: &sundial_store::maintenance::MaintenanceConfig,
+) -> Vec<Arc<dyn Service>> {
+    store
+        .checkpointer
+        .iter()
+        .map(|pool| {
+            Arc::new(Checkpoint::new(pool.clone(), config.checkpoint_every))
+                as Arc<dyn sundial_store::maintenance::Service>
+        })
+        .collect()
 }

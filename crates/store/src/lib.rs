@@ -25,6 +25,7 @@ pub mod claim;
 pub mod completion;
 pub mod concurrency;
 pub mod errors;
+mod forward;
 pub mod maintenance;
 pub mod records;
 mod row_decoders;
@@ -42,6 +43,8 @@ pub use alerts::{ALERT_STATES, AlertEvent, AlertSettle, AlertSubject, NamespaceC
 pub use backfill::{
     BackfillOf, BackfillRecord, BackfillState, BackfillStep, BackfillStepped, NewBackfill,
 };
+#[doc(hidden)]
+pub use forward::support as __forward;
 pub use records::*;
 pub use workflow::{
     NewRun, RunListQuery, RunRecord, RunSummary, TaskRecord, WorkflowListQuery, WorkflowRecord,
