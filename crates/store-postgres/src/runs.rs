@@ -5,16 +5,13 @@
 use std::collections::HashMap;
 
 use sundial_core::workflow::RunState;
-use sundial_store::workflow::{
-    TaskFact, check_cancellable, check_not_deleted, check_retryable, facts_in_order, order_tasks,
-    retry_policy, retry_resets,
-};
+use sundial_store::steps::runs::{self as steps, RunStatements};
+use sundial_store::workflow::{TaskFact, order_tasks};
 use sundial_store::{RunListQuery, RunRecord};
 
 use super::*;
-use crate::release::release_runs_in_tx;
+use crate::release::Release;
 use crate::rows::{UNFINISHED_RUN, to_json};
-pub(crate) use crate::workflows::run_expire;
 use crate::workflows::{
     RUN_COLUMNS, TASK_COLUMNS, cancel_runs_in_tx, create_run_in_tx, lock_run_version, version_spec,
 };
@@ -97,27 +94,124 @@ pub(crate) async fn run_list(store: &PgStore, q: &RunListQuery) -> Result<Vec<Ru
     rows.iter().map(|r| rows::run(r, now)).collect()
 }
 
-/// Locks run `id` of `namespace` inside `tx`; its stored state and its version's identity.
-async fn locked_run(tx: &mut Tx<'_>, namespace: &str, id: &str) -> Result<(RunState, String, i64)> {
-    let row: Option<(String, String, i64)> = sqlx::query_as(
-        "SELECT state, workflow_uid, workflow_version FROM workflow_runs \
-         WHERE id = $1 AND namespace = $2 FOR UPDATE",
-    )
-    .bind(id)
-    .bind(namespace)
-    .fetch_optional(&mut **tx)
-    .await
-    .map_err(db_err)?;
-    let (state, uid, version) = row.ok_or_else(|| Error::NotFound(format!("run {id}")))?;
-    Ok((rows::parse(state)?, uid, version))
+impl RunStatements for Release<'_, '_> {
+    async fn locked_run(&mut self, namespace: &str, id: &str) -> Result<(RunState, String, i64)> {
+        let row: Option<(String, String, i64)> = sqlx::query_as(
+            "SELECT state, workflow_uid, workflow_version FROM workflow_runs \
+             WHERE id = $1 AND namespace = $2 FOR UPDATE",
+        )
+        .bind(id)
+        .bind(namespace)
+        .fetch_optional(&mut **self.0)
+        .await
+        .map_err(db_err)?;
+        let (state, uid, version) = row.ok_or_else(|| Error::NotFound(format!("run {id}")))?;
+        Ok((rows::parse(state)?, uid, version))
+    }
+
+    async fn refuse_if_dropping(&mut self, id: &str) -> Result<()> {
+        crate::retention::refuse_if_dropping(self.0, id).await
+    }
+
+    async fn workflow_exists(&mut self, uid: &str) -> Result<bool> {
+        let found: Option<i32> = sqlx::query_scalar("SELECT 1 FROM workflows WHERE uid = $1")
+            .bind(uid)
+            .fetch_optional(&mut **self.0)
+            .await
+            .map_err(db_err)?;
+        Ok(found.is_some())
+    }
+
+    async fn other_unfinished_runs(&mut self, uid: &str, id: &str) -> Result<Vec<String>> {
+        sqlx::query_scalar(&format!(
+            "SELECT id FROM workflow_runs WHERE workflow_uid = $1 AND id <> $2 \
+             AND state IN {UNFINISHED_RUN} ORDER BY id FOR UPDATE"
+        ))
+        .bind(uid)
+        .bind(id)
+        .fetch_all(&mut **self.0)
+        .await
+        .map_err(db_err)
+    }
+
+    async fn cancel_runs(
+        &mut self,
+        runs: &[String],
+        now: i64,
+        end: RunState,
+    ) -> Result<Vec<String>> {
+        // The running executions are signalled by NOTIFY in the transaction.
+        cancel_runs_in_tx(self.0, runs, now, end).await?;
+        Ok(Vec::new())
+    }
+
+    async fn locked_task_facts(&mut self, id: &str) -> Result<HashMap<String, TaskFact>> {
+        let task_rows = sqlx::query(
+            "SELECT id, task, state, output FROM executions WHERE run_id = $1 ORDER BY id FOR UPDATE",
+        )
+        .bind(id)
+        .fetch_all(&mut **self.0)
+        .await
+        .map_err(db_err)?;
+        task_rows.iter().map(rows::task_fact).collect()
+    }
+
+    async fn reset_tasks(&mut self, resets: &[(String, u32, RunSpec)]) -> Result<()> {
+        let (mut ids, mut extra, mut runs) = (Vec::new(), Vec::new(), Vec::new());
+        for (execution, more, run_spec) in resets {
+            ids.push(execution.as_str());
+            extra.push(i64::from(*more));
+            runs.push(to_json(run_spec)?);
+        }
+        sqlx::query(
+            "UPDATE executions x SET state = 'pending', due_at = NULL, finished_at = NULL, \
+               lease_expires_at = NULL, output = NULL, max_attempts = x.attempt + r.extra, run = r.run \
+             FROM UNNEST($1::text[], $2::bigint[], $3::text[]) AS r(id, extra, run) WHERE x.id = r.id",
+        )
+        .bind(&ids)
+        .bind(&extra)
+        .bind(&runs)
+        .execute(&mut **self.0)
+        .await
+        .map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn reopen_run(&mut self, id: &str, timeout_at: Option<i64>) -> Result<()> {
+        sqlx::query(
+            "UPDATE workflow_runs SET state = 'running', finished_at = NULL, timeout_at = $2 WHERE id = $1",
+        )
+        .bind(id)
+        .bind(timeout_at)
+        .execute(&mut **self.0)
+        .await
+        .map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn runs_timed_out(&mut self, now: i64, limit: u32) -> Result<Vec<String>> {
+        // Locked in id order, skipping runs another reaper holds.
+        sqlx::query_scalar(&format!(
+            "SELECT id FROM workflow_runs WHERE id = ANY(ARRAY( \
+               SELECT id FROM workflow_runs WHERE timeout_at <= $1 ORDER BY timeout_at LIMIT $2)) \
+             AND state IN {UNFINISHED_RUN} ORDER BY id FOR UPDATE SKIP LOCKED"
+        ))
+        .bind(now)
+        .bind(i64::from(limit))
+        .fetch_all(&mut **self.0)
+        .await
+        .map_err(db_err)
+    }
+
+    async fn notify_due(&mut self) -> Result<()> {
+        notify_due(self.0).await
+    }
 }
 
 pub(crate) async fn run_cancel(store: &PgStore, namespace: &str, id: &str) -> Result<RunRecord> {
     let mut tx = store.begin().await?;
     let now = store.now_ms(&mut *tx).await?;
-    let (state, _, _) = locked_run(&mut tx, namespace, id).await?;
-    check_cancellable(id, state)?;
-    cancel_runs_in_tx(&mut tx, &[id.to_owned()], now, RunState::Cancelled).await?;
+    steps::run_cancel(&mut Release(&mut tx), namespace, id, now).await?;
     commit(tx).await?;
     run_get(store, namespace, id)
         .await?
@@ -132,73 +226,20 @@ pub(crate) async fn run_retry(
 ) -> Result<RunRecord> {
     let mut tx = store.begin().await?;
     let now = store.now_ms(&mut *tx).await?;
-    let (state, uid, version) = locked_run(&mut tx, namespace, id).await?;
-    check_retryable(id, state)?;
-    crate::retention::refuse_if_dropping(&mut tx, id).await?;
-    let current: Option<i32> = sqlx::query_scalar("SELECT 1 FROM workflows WHERE uid = $1")
-        .bind(&uid)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    check_not_deleted(id, current.is_some())?;
-    let parsed = version_spec(&mut *tx, &store.workflow_specs, &uid, version).await?;
-    let (spec, dag) = (&parsed.spec, &parsed.dag);
-    let others: Vec<String> = sqlx::query_scalar(&format!(
-        "SELECT id FROM workflow_runs WHERE workflow_uid = $1 AND id <> $2 \
-         AND state IN {UNFINISHED_RUN} ORDER BY id FOR UPDATE"
-    ))
-    .bind(&uid)
-    .bind(id)
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    let replaced = retry_policy(id, spec.concurrency_policy, others)?;
-    cancel_runs_in_tx(&mut tx, &replaced, now, RunState::Cancelled).await?;
-    let task_rows = sqlx::query(
-        "SELECT id, task, state, output FROM executions WHERE run_id = $1 ORDER BY id FOR UPDATE",
-    )
-    .bind(id)
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    let by_task: HashMap<String, TaskFact> = task_rows
-        .iter()
-        .map(rows::task_fact)
-        .collect::<Result<_>>()?;
-    let facts = facts_in_order(spec, by_task, id)?;
-    let (mut ids, mut extra, mut runs) = (Vec::new(), Vec::new(), Vec::new());
-    for (execution, more, run_spec) in retry_resets(id, spec, dag, &facts, names)? {
-        ids.push(execution);
-        extra.push(i64::from(more));
-        runs.push(to_json(&run_spec)?);
-    }
-    sqlx::query(
-        "UPDATE executions x SET state = 'pending', due_at = NULL, finished_at = NULL, \
-           lease_expires_at = NULL, output = NULL, max_attempts = x.attempt + r.extra, run = r.run \
-         FROM UNNEST($1::text[], $2::bigint[], $3::text[]) AS r(id, extra, run) WHERE x.id = r.id",
-    )
-    .bind(&ids)
-    .bind(&extra)
-    .bind(&runs)
-    .execute(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    sqlx::query(
-        "UPDATE workflow_runs SET state = 'running', finished_at = NULL, timeout_at = $2 WHERE id = $1",
-    )
-    .bind(id)
-    .bind(spec.run_timeout.map(|t| now + t.as_millis_i64()))
-    .execute(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    let queued = release_runs_in_tx(&mut tx, &store.workflow_specs, &[id.to_owned()], now).await?;
-    if queued > 0 {
-        notify_due(&mut tx).await?;
-    }
+    let cache = &store.workflow_specs;
+    steps::run_retry(&mut Release(&mut tx), cache, namespace, id, names, now).await?;
     commit(tx).await?;
     run_get(store, namespace, id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("run {id}")))
+}
+
+pub(crate) async fn run_expire(store: &PgStore, limit: u32) -> Result<u32> {
+    let mut tx = store.begin().await?;
+    let now = store.now_ms(&mut *tx).await?;
+    let (expired, _) = steps::run_expire(&mut Release(&mut tx), now, limit).await?;
+    commit(tx).await?;
+    Ok(expired)
 }
 
 pub(crate) async fn run_create(store: &PgStore, run: &NewRun) -> Result<RunRecord> {

@@ -497,24 +497,6 @@ pub(crate) async fn workflow_trigger(store: &PgStore, t: &WorkflowTrigger) -> Re
     Ok(inserted)
 }
 
-pub(crate) async fn run_expire(store: &PgStore, limit: u32) -> Result<u32> {
-    let mut tx = store.begin().await?;
-    let now = store.now_ms(&mut *tx).await?;
-    let expired: Vec<String> = sqlx::query_scalar(&format!(
-        "SELECT id FROM workflow_runs WHERE id = ANY(ARRAY( \
-           SELECT id FROM workflow_runs WHERE timeout_at <= $1 ORDER BY timeout_at LIMIT $2)) \
-         AND state IN {UNFINISHED_RUN} ORDER BY id FOR UPDATE SKIP LOCKED"
-    ))
-    .bind(now)
-    .bind(i64::from(limit))
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    cancel_runs_in_tx(&mut tx, &expired, now, RunState::Failed).await?;
-    commit(tx).await?;
-    Ok(u32::try_from(expired.len()).unwrap_or(u32::MAX))
-}
-
 /// Inserts a new run's task executions (and the queue rows of those due), and an attempt row
 /// for each that failed at creation (its target did not render); a few statements whatever
 /// the number of tasks.

@@ -5,14 +5,12 @@
 use std::collections::HashMap;
 
 use sundial_core::workflow::RunState;
-use sundial_store::workflow::{
-    TaskFact, check_cancellable, check_not_deleted, check_retryable, facts_in_order, order_tasks,
-    retry_policy, retry_resets,
-};
+use sundial_store::steps::runs::{self as steps, RunStatements};
+use sundial_store::workflow::{TaskFact, order_tasks};
 use sundial_store::{RunListQuery, RunRecord};
 
 use super::*;
-use crate::release::{release_runs_in_tx, version_spec};
+use crate::release::Release;
 use crate::rows::{UNFINISHED_RUN, to_json};
 use crate::workflows::{
     RUN_COLUMNS, TASK_COLUMNS, cancel_runs_in_tx, check_run_version, create_run_in_tx,
@@ -106,18 +104,109 @@ pub(crate) async fn run_list(store: &SqliteStore, q: &RunListQuery) -> Result<Ve
     rows.iter().map(|r| rows::run(r, now)).collect()
 }
 
-/// The stored state of run `id` of `namespace` inside `tx`, with its version's identity.
-async fn locked_run(tx: &mut Tx<'_>, namespace: &str, id: &str) -> Result<(RunState, String, i64)> {
-    let row: Option<(String, String, i64)> = sqlx::query_as(
-        "SELECT state, workflow_uid, workflow_version FROM workflow_runs WHERE id = ?1 AND namespace = ?2",
-    )
-    .bind(id)
-    .bind(namespace)
-    .fetch_optional(&mut **tx)
-    .await
-    .map_err(db_err)?;
-    let (state, uid, version) = row.ok_or_else(|| Error::NotFound(format!("run {id}")))?;
-    Ok((rows::parse(state)?, uid, version))
+impl RunStatements for Release<'_, '_> {
+    async fn locked_run(&mut self, namespace: &str, id: &str) -> Result<(RunState, String, i64)> {
+        // The one writer's transaction holds every row it reads.
+        let row: Option<(String, String, i64)> = sqlx::query_as(
+            "SELECT state, workflow_uid, workflow_version FROM workflow_runs WHERE id = ?1 AND namespace = ?2",
+        )
+        .bind(id)
+        .bind(namespace)
+        .fetch_optional(&mut **self.0)
+        .await
+        .map_err(db_err)?;
+        let (state, uid, version) = row.ok_or_else(|| Error::NotFound(format!("run {id}")))?;
+        Ok((rows::parse(state)?, uid, version))
+    }
+
+    async fn refuse_if_dropping(&mut self, _id: &str) -> Result<()> {
+        // History is deleted row by row here, inside the one writer's transactions.
+        Ok(())
+    }
+
+    async fn workflow_exists(&mut self, uid: &str) -> Result<bool> {
+        let found: Option<i64> = sqlx::query_scalar("SELECT 1 FROM workflows WHERE uid = ?1")
+            .bind(uid)
+            .fetch_optional(&mut **self.0)
+            .await
+            .map_err(db_err)?;
+        Ok(found.is_some())
+    }
+
+    async fn other_unfinished_runs(&mut self, uid: &str, id: &str) -> Result<Vec<String>> {
+        sqlx::query_scalar(&format!(
+            "SELECT id FROM workflow_runs WHERE workflow_uid = ?1 AND id <> ?2 AND state IN {UNFINISHED_RUN}"
+        ))
+        .bind(uid)
+        .bind(id)
+        .fetch_all(&mut **self.0)
+        .await
+        .map_err(db_err)
+    }
+
+    async fn cancel_runs(
+        &mut self,
+        runs: &[String],
+        now: i64,
+        end: RunState,
+    ) -> Result<Vec<String>> {
+        cancel_runs_in_tx(self.0, runs, now, end).await
+    }
+
+    async fn locked_task_facts(&mut self, id: &str) -> Result<HashMap<String, TaskFact>> {
+        let rows_ = sqlx::query("SELECT id, task, state, output FROM executions WHERE run_id = ?1")
+            .bind(id)
+            .fetch_all(&mut **self.0)
+            .await
+            .map_err(db_err)?;
+        rows_.iter().map(rows::task_fact).collect()
+    }
+
+    async fn reset_tasks(&mut self, resets: &[(String, u32, RunSpec)]) -> Result<()> {
+        for (execution, extra, run_spec) in resets {
+            sqlx::query(
+                "UPDATE executions SET state = 'pending', due_at = NULL, finished_at = NULL, \
+                 lease_expires_at = NULL, output = NULL, max_attempts = attempt + ?2, run = ?3 \
+                 WHERE id = ?1",
+            )
+            .bind(execution)
+            .bind(i64::from(*extra))
+            .bind(to_json(run_spec)?)
+            .execute(&mut **self.0)
+            .await
+            .map_err(db_err)?;
+        }
+        Ok(())
+    }
+
+    async fn reopen_run(&mut self, id: &str, timeout_at: Option<i64>) -> Result<()> {
+        sqlx::query(
+            "UPDATE workflow_runs SET state = 'running', finished_at = NULL, timeout_at = ?2 WHERE id = ?1",
+        )
+        .bind(id)
+        .bind(timeout_at)
+        .execute(&mut **self.0)
+        .await
+        .map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn runs_timed_out(&mut self, now: i64, limit: u32) -> Result<Vec<String>> {
+        sqlx::query_scalar(&format!(
+            "SELECT id FROM workflow_runs WHERE timeout_at <= ?1 AND state IN {UNFINISHED_RUN} \
+             ORDER BY timeout_at LIMIT ?2"
+        ))
+        .bind(now)
+        .bind(i64::from(limit))
+        .fetch_all(&mut **self.0)
+        .await
+        .map_err(db_err)
+    }
+
+    async fn notify_due(&mut self) -> Result<()> {
+        // Signalled after the commit (`Signals::due`).
+        Ok(())
+    }
 }
 
 pub(crate) async fn run_cancel(
@@ -127,9 +216,7 @@ pub(crate) async fn run_cancel(
 ) -> Result<RunRecord> {
     let now = ms(store.clock.now());
     let mut tx = store.begin().await?;
-    let (state, _, _) = locked_run(&mut tx, namespace, id).await?;
-    check_cancellable(id, state)?;
-    let stopped = cancel_runs_in_tx(&mut tx, &[id.to_owned()], now, RunState::Cancelled).await?;
+    let stopped = steps::run_cancel(&mut Release(&mut tx), namespace, id, now).await?;
     commit(tx).await?;
     for e in stopped {
         let _ = store.signals.cancelled.send(e);
@@ -147,61 +234,13 @@ pub(crate) async fn run_retry(
 ) -> Result<RunRecord> {
     let now = ms(store.clock.now());
     let mut tx = store.begin().await?;
-    let (state, uid, version) = locked_run(&mut tx, namespace, id).await?;
-    check_retryable(id, state)?;
-    let current: Option<i64> = sqlx::query_scalar("SELECT 1 FROM workflows WHERE uid = ?1")
-        .bind(&uid)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    check_not_deleted(id, current.is_some())?;
-    let parsed = version_spec(&mut tx, &store.workflow_specs, &uid, version).await?;
-    let (spec, dag) = (&parsed.spec, &parsed.dag);
-    let others: Vec<String> = sqlx::query_scalar(&format!(
-        "SELECT id FROM workflow_runs WHERE workflow_uid = ?1 AND id <> ?2 AND state IN {UNFINISHED_RUN}"
-    ))
-    .bind(&uid)
-    .bind(id)
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    let replaced = retry_policy(id, spec.concurrency_policy, others)?;
-    let stopped = cancel_runs_in_tx(&mut tx, &replaced, now, RunState::Cancelled).await?;
-    let rows_ = sqlx::query("SELECT id, task, state, output FROM executions WHERE run_id = ?1")
-        .bind(id)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    let by_task: HashMap<String, TaskFact> =
-        rows_.iter().map(rows::task_fact).collect::<Result<_>>()?;
-    let facts = facts_in_order(spec, by_task, id)?;
-    for (execution, extra, run_spec) in retry_resets(id, spec, dag, &facts, names)? {
-        sqlx::query(
-            "UPDATE executions SET state = 'pending', due_at = NULL, finished_at = NULL, \
-             lease_expires_at = NULL, output = NULL, max_attempts = attempt + ?2, run = ?3 \
-             WHERE id = ?1",
-        )
-        .bind(&execution)
-        .bind(i64::from(extra))
-        .bind(to_json(&run_spec)?)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    }
-    sqlx::query(
-        "UPDATE workflow_runs SET state = 'running', finished_at = NULL, timeout_at = ?2 WHERE id = ?1",
-    )
-    .bind(id)
-    .bind(spec.run_timeout.map(|t| now + t.as_millis_i64()))
-    .execute(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    let queued = release_runs_in_tx(&mut tx, &store.workflow_specs, &[id.to_owned()], now).await?;
+    let cache = &store.workflow_specs;
+    let retried = steps::run_retry(&mut Release(&mut tx), cache, namespace, id, names, now).await?;
     commit(tx).await?;
-    if queued > 0 {
+    if retried.queued > 0 {
         store.signals.due.notify_one();
     }
-    for e in stopped {
+    for e in retried.stopped {
         let _ = store.signals.cancelled.send(e);
     }
     run_get(store, namespace, id)
@@ -212,21 +251,12 @@ pub(crate) async fn run_retry(
 pub(crate) async fn run_expire(store: &SqliteStore, limit: u32) -> Result<u32> {
     let now = ms(store.clock.now());
     let mut tx = store.begin().await?;
-    let expired: Vec<String> = sqlx::query_scalar(&format!(
-        "SELECT id FROM workflow_runs WHERE timeout_at <= ?1 AND state IN {UNFINISHED_RUN} \
-         ORDER BY timeout_at LIMIT ?2"
-    ))
-    .bind(now)
-    .bind(i64::from(limit))
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    let stopped = cancel_runs_in_tx(&mut tx, &expired, now, RunState::Failed).await?;
+    let (expired, stopped) = steps::run_expire(&mut Release(&mut tx), now, limit).await?;
     commit(tx).await?;
     for id in stopped {
         let _ = store.signals.cancelled.send(id);
     }
-    Ok(u32::try_from(expired.len()).unwrap_or(u32::MAX))
+    Ok(expired)
 }
 
 pub(crate) async fn run_create(store: &SqliteStore, run: &NewRun) -> Result<RunRecord> {

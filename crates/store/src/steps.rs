@@ -10,3 +10,4 @@
 
 pub mod backfill;
 pub mod release;
+pub mod runs;
