@@ -171,6 +171,7 @@ impl Ui {
                 rate_limits: Default::default(),
                 ahead_ms: 0,
                 epoch: None,
+                on_time_first: false,
             })
             .await
             .unwrap();

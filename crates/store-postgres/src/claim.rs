@@ -2,6 +2,8 @@
 //! the facts of their jobs read under per-job advisory locks, the decision of
 //! `sundial_store::claim::plan`, and its application in a few statements whatever the batch.
 
+use sundial_store::claim_order::ClaimReads;
+
 use super::*;
 
 /// [`CLAIMED_COLUMNS`] but the run definition, which the claim already read.
@@ -180,14 +182,24 @@ pub(crate) async fn execution_claim(
         )
     };
     // Executions of namespaces without a rate limit are read up to the claim-ahead window
-    // (after every due one, by the order); a rate-limited namespace's only once due.
-    let mut rows = sqlx::query(&due_sql("q.namespace <> ALL($3)"))
-        .bind(now + i64::from(claim.ahead_ms))
-        .bind(i64::from(claim.limit))
-        .bind(&limited)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(db_err)?;
+    // (after every due one), in the order the claim asks for (`sundial_store::claim_order`);
+    // a rate-limited namespace's only once due, oldest first.
+    let unlimited = due_sql("q.namespace <> ALL($3) AND q.due_at > $4");
+    let mut reads = ClaimReads::new(now, claim.ahead_ms, claim.limit, claim.on_time_first);
+    let mut rows = Vec::new();
+    let mut returned = 0;
+    while let Some(read) = reads.next(returned) {
+        let more = sqlx::query(&unlimited)
+            .bind(read.until)
+            .bind(i64::from(read.limit))
+            .bind(&limited)
+            .bind(read.after)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        returned = more.len();
+        rows.extend(more);
+    }
     for (ns, tokens) in &buckets {
         let allowance = sundial_store::claim::allowance(*tokens, claim.limit);
         if allowance > 0 {
@@ -206,7 +218,7 @@ pub(crate) async fn execution_claim(
         .iter()
         .map(rows::due_execution)
         .collect::<Result<_>>()?;
-    if !buckets.is_empty() {
+    if !buckets.is_empty() || claim.on_time_first {
         sundial_store::claim::oldest_due(&mut due, claim.limit);
     }
     let facts = job_facts(&mut tx, &due, now).await?;

@@ -120,6 +120,7 @@ impl Queue {
                 rate_limits: Default::default(),
                 ahead_ms: 0,
                 epoch: None,
+                on_time_first: false,
             })
             .await
             .expect("claim");

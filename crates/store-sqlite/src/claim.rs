@@ -2,6 +2,8 @@
 //! lock), the facts of their jobs, the decision of `sundial_store::claim::plan`, and its
 //! application in a few statements whatever the batch.
 
+use sundial_store::claim_order::ClaimReads;
+
 use super::*;
 
 /// [`CLAIMED_COLUMNS`] but the run definition, which the claim already read.
@@ -157,18 +159,28 @@ pub(crate) async fn execution_claim(
     let limited = serde_json::to_string(&limited).map_err(|e| Error::Corrupt(e.to_string()))?;
     const DUE_COLUMNS: &str =
         "id, namespace, job_uid, trigger, run, scheduled_at, fire_at, attempt, due_at";
-    let mut rows = sqlx::query(&format!(
-        "SELECT {DUE_COLUMNS} FROM executions WHERE due_at <= ?1 \
-         AND namespace NOT IN (SELECT value FROM json_each(?3)) ORDER BY due_at LIMIT ?2"
-    ))
     // Namespaces without a rate limit are read up to the claim-ahead window (after every
-    // due execution, by the order); a rate-limited namespace's only once due.
-    .bind(now + i64::from(claim.ahead_ms))
-    .bind(i64::from(claim.limit))
-    .bind(limited)
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(db_err)?;
+    // due execution), in the order the claim asks for (`sundial_store::claim_order`); a
+    // rate-limited namespace's only once due, oldest first.
+    let sql = format!(
+        "SELECT {DUE_COLUMNS} FROM executions WHERE due_at > ?4 AND due_at <= ?1 \
+         AND namespace NOT IN (SELECT value FROM json_each(?3)) ORDER BY due_at LIMIT ?2"
+    );
+    let mut reads = ClaimReads::new(now, claim.ahead_ms, claim.limit, claim.on_time_first);
+    let mut rows = Vec::new();
+    let mut returned = 0;
+    while let Some(read) = reads.next(returned) {
+        let more = sqlx::query(&sql)
+            .bind(read.until)
+            .bind(i64::from(read.limit))
+            .bind(&limited)
+            .bind(read.after)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        returned = more.len();
+        rows.extend(more);
+    }
     for (ns, tokens) in &buckets {
         let allowance = sundial_store::claim::allowance(*tokens, claim.limit);
         if allowance > 0 {
@@ -190,7 +202,7 @@ pub(crate) async fn execution_claim(
         .iter()
         .map(rows::due_execution)
         .collect::<Result<_>>()?;
-    if !buckets.is_empty() {
+    if !buckets.is_empty() || claim.on_time_first {
         sundial_store::claim::oldest_due(&mut due, claim.limit);
     }
     let facts = job_facts(&mut tx, &due, now).await?;

@@ -1,7 +1,7 @@
 //! Sundial's embedded store: SQLite in one file, for one process.
 //!
 //! Invariants (beyond those of [`sundial_store`]):
-//! - One process at most runs the scheduler on a file: the first [`SchedulerStore::shard_lease_renew`]
+//! - One process at most runs the scheduler on a file: the first [`sundial_store::SchedulerStore::shard_lease_renew`]
 //!   takes an exclusive OS lock on `<file>.scheduler.lock`, which the OS drops when the process
 //!   dies, so a crashed scheduler's successor starts at once and a second live one is refused
 //!   with [`Error::InUse`].

@@ -168,11 +168,14 @@ pub fn allowance(tokens: f64, limit: u32) -> i64 {
     whole_tokens(tokens).min(i64::from(limit))
 }
 
-/// Orders the executions a claim read oldest due first and keeps the first `limit`: a claim
-/// reads the rate-limited namespaces apart from the others (each up to its allowance), and
-/// this merges the reads into the one list [`plan`] takes. Executions due at the same instant
-/// keep the order they were read in.
+/// Orders the executions a claim read oldest due first, drops any read twice (by id: a claim
+/// on time first reads its backlog's first rows again, `claim_order::ClaimReads`) and keeps
+/// the first `limit`: a claim reads the rate-limited namespaces apart from the others (each up
+/// to its allowance), and this merges the reads into the one list [`plan`] takes. Executions
+/// due at the same instant keep the order they were read in.
 pub fn oldest_due(due: &mut Vec<DueExecution>, limit: u32) {
+    let mut seen = HashSet::with_capacity(due.len());
+    due.retain(|e| seen.insert(e.id.clone()));
     due.sort_by_key(|e| e.due_at);
     due.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
 }

@@ -22,6 +22,7 @@ pub mod alerts;
 pub mod backfill;
 pub mod bench;
 pub mod claim;
+pub mod claim_order;
 pub mod completion;
 pub mod concurrency;
 pub mod errors;

@@ -399,6 +399,11 @@ pub struct ExecutionClaim {
     /// attempt records it and has no lease of its own until its first heartbeat: it lapses
     /// when the worker's lease does (docs/guarantees.md, "Workers").
     pub epoch: Option<i64>,
+    /// Read the executions due within the last `claim_order::ON_TIME_WINDOW_MS` before older
+    /// ones (keeping the backlog's share), instead of the oldest due first: what a worker asks
+    /// for while its backlog drains (docs/guarantees.md, "Claim order under a backlog";
+    /// [`crate::claim_order`]).
+    pub on_time_first: bool,
 }
 
 /// A worker process's liveness lease (docs/guarantees.md, "Workers"): one row per lease in the store, renewed by

@@ -165,6 +165,7 @@ impl Worker {
                 rate_limits: self.config.rate_limits.clone(),
                 ahead_ms,
                 epoch,
+                on_time_first: self.claims_on_time_first(),
             })
             .await
     }

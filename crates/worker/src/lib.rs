@@ -43,6 +43,9 @@
 //!   throttles claims only once that bound is reached).
 //! - Metrics: `sundial_trigger_lag_seconds` (first attempt start − fire time, histogram) and
 //!   `sundial_attempts_total{outcome}`.
+//! - Claims read the oldest due first, or the executions due within the last second first
+//!   while the store's backlog shrinks (`backlog.rs`, docs/guarantees.md, "Claim order under a
+//!   backlog"); either way each is claimed once and never early.
 //! - A round of claims is up to [`CLAIMS_AT_ONCE`] store calls of up to `claim_batch` each,
 //!   run side by side and asking together for no more than the free capacity; every attempt of
 //!   the round starts as its claim returns.
@@ -63,6 +66,7 @@
 
 mod alerts;
 mod attempts;
+mod backlog;
 mod claims;
 mod completions;
 mod liveness;
@@ -75,6 +79,7 @@ pub use alerts::{
     message as alert_message,
 };
 use attempts::{Failure, log_dropped_before_start};
+pub use backlog::{BACKLOG_COUNT_CAP, BACKLOG_EVERY};
 #[cfg(test)]
 use completions::defers_writing;
 pub use completions::{
@@ -370,6 +375,9 @@ pub struct Worker {
     leased: Arc<std::sync::atomic::AtomicBool>,
     /// The jitter of retry delays ([`Jitter`]).
     jitter: Jitter,
+    /// Whether claims read on time first ([`Worker::backlog_watch`]; oldest first until the
+    /// backlog is seen draining).
+    on_time_first: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Counts an attempt past its start among the worker's `waiting` ones while it lives.
@@ -456,6 +464,7 @@ impl Worker {
             liveness,
             leased: Arc::default(),
             jitter: random_jitter(),
+            on_time_first: Arc::default(),
         }
     }
 
@@ -480,6 +489,7 @@ impl Worker {
             take(&self.batcher_queue).map(|q| tokio::spawn(self.clone().completion_batcher(q)));
         let renewer =
             take(&self.renewal_queue).map(|q| tokio::spawn(self.clone().renewal_writer(q)));
+        let backlog = tokio::spawn(self.clone().backlog_watch(shutdown.clone()));
         // The liveness lease: claims wait for it, and it is given up once every attempt has
         // ended.
         self.leased.store(true, Ordering::Relaxed);
@@ -533,6 +543,7 @@ impl Worker {
         let held = u32::try_from(self.config.max_claimed_ahead).unwrap_or(u32::MAX);
         let _ = self.ahead.acquire_many(held).await;
         canceller.abort();
+        backlog.abort();
         // Every attempt holds an `unwritten` permit until it has ended (its delivery slot only
         // until the target answers), so having them all back means no attempt is left.
         let all = u32::try_from(unwritten_capacity(&self.config)).unwrap_or(u32::MAX);

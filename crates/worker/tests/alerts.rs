@@ -133,6 +133,7 @@ async fn a_dead_letter(
             rate_limits: Default::default(),
             ahead_ms: 0,
             epoch: None,
+            on_time_first: false,
         })
         .await
         .expect("claim")

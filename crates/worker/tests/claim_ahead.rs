@@ -197,6 +197,7 @@ async fn a_burst_held_by_a_dead_worker_is_reaped_in_one_pass() {
             rate_limits: Default::default(),
             ahead_ms: 1_000,
             epoch: None,
+            on_time_first: false,
         })
         .await
         .expect("claim");

@@ -312,6 +312,7 @@ pub async fn rate_limited_namespaces_dispatch_at_their_rate(h: Harness) {
         rate_limits: [("limited".to_owned(), 100.0)].into_iter().collect(),
         ahead_ms: 0,
         epoch: None,
+        on_time_first: false,
     };
     let first = store.execution_claim(&limited("w1")).await.expect("claim");
     let per_ns =
@@ -368,6 +369,7 @@ pub async fn a_claim_that_read_the_clock_earlier_refills_no_time_twice(h: Harnes
         rate_limits: [("limited".to_owned(), 100.0)].into_iter().collect(),
         ahead_ms: 0,
         epoch: None,
+        on_time_first: false,
     };
     let claim_at = async |offset_ms: i64| {
         clock.set(t0() + SignedDuration::from_millis(offset_ms));
@@ -544,6 +546,64 @@ pub async fn a_claim_ahead_takes_only_what_nothing_can_change_before_the_fire_ti
         due.iter()
             .all(|c| c.started_at == fire && c.claimed_at == fire)
     );
+}
+
+/// A claim on time first (docs/guarantees.md, "Claim order under a backlog") takes the
+/// executions due within the last second, then those within its claim-ahead window, before
+/// older ones, keeping the backlog's share of the claim; oldest first takes the backlog.
+pub async fn a_claim_on_time_first_serves_new_slots_beside_the_backlog(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let job = create(&*store, "ns", "a").await;
+    // 20 slots 20 to 1.5 s late (the backlog), 20 due within the last second, 5 ahead.
+    let backlog: Vec<Timestamp> = (0..20)
+        .map(|i| t0() - SignedDuration::from_millis(20_000 - i * 900))
+        .collect();
+    let on_time: Vec<Timestamp> = (0..20)
+        .map(|i| t0() - SignedDuration::from_millis(950 - i * 40))
+        .collect();
+    let ahead: Vec<Timestamp> = (1..=5)
+        .map(|i| t0() + SignedDuration::from_millis(i * 100))
+        .collect();
+    let all: Vec<Timestamp> = backlog
+        .iter()
+        .chain(&on_time)
+        .chain(&ahead)
+        .copied()
+        .collect();
+    trigger(&*store, "n1", &job, &all).await.expect("trigger");
+    let first_time = |claimed: &[crate::ClaimedExecution]| {
+        let mut slots: Vec<Timestamp> = claimed.iter().map(|e| e.scheduled_at).collect();
+        slots.sort_unstable();
+        slots
+    };
+    let on_time_claim = ExecutionClaim {
+        on_time_first: true,
+        ..claim_ahead("w1", 16, 1_000)
+    };
+    let got = first_time(&store.execution_claim(&on_time_claim).await.expect("claim"));
+    let mut want: Vec<Timestamp> = backlog[..2].to_vec();
+    want.extend_from_slice(&on_time[..14]);
+    assert_eq!(
+        got, want,
+        "2 of 16 from the backlog (its share), then the on-time slots"
+    );
+    // With 6 on-time slots left: the backlog's share, the on-time slots, those ahead (held
+    // for their fire time), and the backlog fills the rest.
+    let got = first_time(&store.execution_claim(&on_time_claim).await.expect("claim"));
+    let mut want: Vec<Timestamp> = backlog[2..7].to_vec();
+    want.extend_from_slice(&on_time[14..]);
+    want.extend_from_slice(&ahead);
+    assert_eq!(got, want);
+    // Oldest first: the rest of the backlog.
+    let got = first_time(
+        &store
+            .execution_claim(&claim_ahead("w1", 16, 1_000))
+            .await
+            .expect("claim"),
+    );
+    let want: Vec<Timestamp> = backlog[7..].to_vec();
+    assert_eq!(got, want);
 }
 
 /// The concurrency policy is judged as of the fire time: a `skip` job's slot is not taken

@@ -28,6 +28,7 @@ async fn two_claimed_under_a_lease(
         .execution_claim(&ExecutionClaim {
             ahead_ms: 5000,
             epoch: Some(lease.epoch),
+            on_time_first: false,
             ..claim("w1", 10)
         })
         .await
@@ -126,6 +127,7 @@ pub async fn a_worker_lease_taken_over_lapses_every_attempt_under_it(h: Harness)
     let refused = store
         .execution_claim(&ExecutionClaim {
             epoch: Some(epoch),
+            on_time_first: false,
             ..claim("w1", 10)
         })
         .await;
@@ -155,6 +157,7 @@ pub async fn a_worker_lease_taken_over_lapses_every_attempt_under_it(h: Harness)
     let again = store
         .execution_claim(&ExecutionClaim {
             epoch: Some(lease.epoch),
+            on_time_first: false,
             ..claim("w2", 10)
         })
         .await

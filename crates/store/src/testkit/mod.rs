@@ -189,6 +189,7 @@ pub async fn claim_and_complete_all(store: &dyn Store) -> Vec<String> {
                 rate_limits: Default::default(),
                 ahead_ms: 0,
                 epoch: None,
+                on_time_first: false,
             })
             .await
             .expect("claim");
@@ -375,6 +376,7 @@ fn claim(worker: &str, limit: u32) -> ExecutionClaim {
         rate_limits: Default::default(),
         ahead_ms: 0,
         epoch: None,
+        on_time_first: false,
     }
 }
 
@@ -477,6 +479,7 @@ macro_rules! conformance_tests {
             rate_limited_namespaces_dispatch_at_their_rate,
             a_claim_that_read_the_clock_earlier_refills_no_time_twice,
             a_claim_ahead_takes_only_what_nothing_can_change_before_the_fire_time,
+            a_claim_on_time_first_serves_new_slots_beside_the_backlog,
             under_skip_a_slot_near_its_fire_time_is_judged_as_of_it,
             an_execution_claimed_ahead_is_leased_from_its_fire_time,
             a_pause_delete_or_cancel_drops_what_was_claimed_ahead,
