@@ -180,11 +180,6 @@ impl BacklogTrend {
         }
         self.on_time_first
     }
-
-    /// The order the last [`BacklogTrend::observe`] chose (oldest first before any).
-    pub fn on_time_first(&self) -> bool {
-        self.on_time_first
-    }
 }
 
 #[cfg(test)]
