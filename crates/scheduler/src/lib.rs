@@ -45,6 +45,7 @@ use sundial_core::job::ScheduleSpec;
 use sundial_core::plan::{JobTiming, Plan, plan};
 use sundial_core::schedule::Schedule;
 use sundial_core::workflow::RunState;
+use sundial_store::handoff::Handoff;
 use sundial_store::{
     DueJob, Error as StoreError, JobTrigger, NewExecution, NewRun, RunSpec, SchedulerStore,
     ShardLease, ShardLeaseRequest, TriggerCommit, TriggerDueSeconds, TriggerListDue,
@@ -174,6 +175,9 @@ pub struct Scheduler {
     /// Bursts the sweep found and the horizon has not reached: jobs by second (Unix seconds,
     /// UTC).
     bursts: std::collections::BTreeMap<i64, u64>,
+    /// The worker of this process, which takes the executions a commit may hand out
+    /// ([`Scheduler::hand_off_to`]).
+    handoff: Option<Arc<dyn Handoff>>,
 }
 
 /// The calendars one pass needs, by (namespace, name), compiled once for the pass.
@@ -226,7 +230,16 @@ impl Scheduler {
             published: watch::Sender::new(Vec::new()),
             waker: Arc::new(Notify::new()),
             triggered,
+            handoff: None,
         }
+    }
+
+    /// Hands the executions this scheduler writes to `worker`, the worker of its process,
+    /// already claimed, as far as it has room and they may be handed out
+    /// (`sundial_store::handoff`, docs/guarantees.md, "Slots handed to the worker beside the
+    /// scheduler"); the rest wait in the store for a claim, as without it.
+    pub fn hand_off_to(&mut self, worker: Arc<dyn Handoff>) {
+        self.handoff = Some(worker);
     }
 
     /// Notify this to run a pass at once (a job was created or changed).
@@ -404,10 +417,13 @@ impl Scheduler {
             report.dropped += dropped;
             jobs.push(trigger);
         }
+        let planned: usize = jobs.iter().map(|j| j.executions.len()).sum();
+        let offer = self.handoff.as_ref().and_then(|w| w.offer(planned));
         let commit = TriggerCommit {
             node: self.config.node.clone(),
             leases: self.leases.clone(),
             jobs,
+            handoff: offer.as_ref().map(|o| o.request.clone()),
         };
         let (listed_ms, committing) = (
             listing.elapsed().as_secs_f64() * 1e3,
@@ -421,12 +437,17 @@ impl Scheduler {
             "trigger commit returned"
         );
         match committed {
-            Ok(done) => {
+            Ok(mut done) => {
                 report.executions = done.executions_inserted;
                 metrics::counter!("sundial_triggers_total")
                     .increment(u64::from(done.executions_inserted));
-                if done.executions_inserted > 0 {
+                let handed = std::mem::take(&mut done.handed);
+                // The worker's claims are woken only for what waits in the store.
+                if done.executions_inserted as usize > handed.len() {
                     self.triggered.notify_one();
+                }
+                if let Some(offer) = offer {
+                    (offer.deliver)(handed, self.clock.now());
                 }
                 if sundial_trace::enabled() {
                     self.trace_triggers(&commit, &done.changed);

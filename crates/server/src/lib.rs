@@ -147,6 +147,38 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
     let worker_wake = Arc::new(Notify::new());
     let mut scheduler_wake = Arc::new(Notify::new());
 
+    // The worker comes first: the scheduler of the same process hands it the executions it
+    // writes (docs/guarantees.md, "Slots handed to the worker beside the scheduler").
+    let worker = if config.has("worker") {
+        // Every named connection is established now; one that cannot be is a startup error
+        // naming `connections.NAME` (README, "Targets and connections").
+        let targets = Targets::connect(
+            &config.endpoints(),
+            sundial_target::HttpOptions {
+                allow: config.http_allow.clone(),
+                max_connections_per_host: config.http_max_connections_per_host,
+            },
+            sundial_target::DEFAULT_CONNECT_TIMEOUT,
+        )
+        .await?;
+        Some(Worker::new(
+            store.clone(),
+            clock.clone(),
+            Arc::new(targets),
+            WorkerConfig {
+                rate_limits: config.rate_limits.clone(),
+                max_in_flight: config.max_in_flight,
+                claim_ahead: config.claim_ahead,
+                max_claimed_ahead: config.max_claimed_ahead,
+                lease_ttl: config.lease_ttl,
+                ..WorkerConfig::new(&config.node_id)
+            },
+            worker_wake.clone(),
+        ))
+    } else {
+        None
+    };
+
     if config.has("scheduler") {
         let mut scheduler = Scheduler::new(
             store.clone(),
@@ -158,6 +190,9 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
             },
             worker_wake.clone(),
         );
+        if let Some(worker) = &worker {
+            scheduler.hand_off_to(Arc::new(worker.clone()));
+        }
         scheduler
             .acquire()
             .await
@@ -200,32 +235,7 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
             config.maintenance.retention_every,
         )) as Arc<dyn Service>]);
     }
-    if config.has("worker") {
-        // Every named connection is established now; one that cannot be is a startup error
-        // naming `connections.NAME` (README, "Targets and connections").
-        let targets = Targets::connect(
-            &config.endpoints(),
-            sundial_target::HttpOptions {
-                allow: config.http_allow.clone(),
-                max_connections_per_host: config.http_max_connections_per_host,
-            },
-            sundial_target::DEFAULT_CONNECT_TIMEOUT,
-        )
-        .await?;
-        let worker = Worker::new(
-            store.clone(),
-            clock.clone(),
-            Arc::new(targets),
-            WorkerConfig {
-                rate_limits: config.rate_limits.clone(),
-                max_in_flight: config.max_in_flight,
-                claim_ahead: config.claim_ahead,
-                max_claimed_ahead: config.max_claimed_ahead,
-                lease_ttl: config.lease_ttl,
-                ..WorkerConfig::new(&config.node_id)
-            },
-            worker_wake.clone(),
-        );
+    if let Some(worker) = worker {
         maintenance.add([Arc::new(Reaper::new(
             store.clone(),
             worker_wake.clone(),

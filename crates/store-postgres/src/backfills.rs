@@ -218,7 +218,9 @@ impl BackfillStatements for Statements<'_, '_, '_> {
         now: i64,
         node: &str,
     ) -> Result<u32> {
-        let created = trigger::insert_executions(self.tx, executions, now, Some(node)).await?;
+        let executions: Vec<&NewExecution> = executions.iter().collect();
+        let (created, _) =
+            trigger::insert_executions(self.tx, &executions, now, Some(node), None).await?;
         if created > 0 {
             notify_due(self.tx).await?;
         }

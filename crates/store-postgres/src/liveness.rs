@@ -108,18 +108,25 @@ pub(crate) async fn worker_lease_reap(store: &PgStore, limit: u32) -> Result<Vec
 /// # Errors
 /// [`Error::StaleFence`] when a reaper took the lease over: the worker must take a new one.
 pub(crate) async fn lock_for_claim(tx: &mut Tx<'_>, epoch: i64) -> Result<()> {
+    if lock_if_standing(tx, epoch).await? {
+        Ok(())
+    } else {
+        Err(Error::StaleFence(format!(
+            "worker lease {epoch} was taken over by a reaper"
+        )))
+    }
+}
+
+/// Locks the worker lease `epoch` in `tx` as [`lock_for_claim`] does; `false` when a reaper
+/// took it over (nothing locked).
+pub(crate) async fn lock_if_standing(tx: &mut Tx<'_>, epoch: i64) -> Result<bool> {
     let held: Option<i64> =
         sqlx::query_scalar("SELECT epoch FROM worker_leases WHERE epoch = $1 FOR KEY SHARE")
             .bind(epoch)
             .fetch_optional(&mut **tx)
             .await
             .map_err(db_err)?;
-    match held {
-        Some(_) => Ok(()),
-        None => Err(Error::StaleFence(format!(
-            "worker lease {epoch} was taken over by a reaper"
-        ))),
-    }
+    Ok(held.is_some())
 }
 
 /// The SQL test that an attempt's worker lease, if it runs under one, still stands: `x` names

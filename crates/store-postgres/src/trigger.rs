@@ -4,19 +4,24 @@
 
 use super::*;
 
-/// Inserts executions in one statement (UNNEST of column arrays); returns how many were new.
+/// Inserts executions in one statement (UNNEST of column arrays), with their queue rows;
+/// returns how many were new. With `claimed` (a worker and the epoch of its lease) they are
+/// written as their first attempt under that lease, `running` from their fire time
+/// (`sundial_store::handoff`), their queue rows under the lease, and the ids of the new ones
+/// are returned as well; without it they wait for a claim (`due_at` their fire time).
 #[expect(
     clippy::type_complexity,
     reason = "one tuple of column arrays per UNNEST group keeps the binds in statement order"
 )]
 pub(crate) async fn insert_executions(
     tx: &mut Tx<'_>,
-    es: &[NewExecution],
+    es: &[&NewExecution],
     now: i64,
     node: Option<&str>,
-) -> Result<u32> {
+    claimed: Option<(&str, i64)>,
+) -> Result<(u32, Vec<String>)> {
     if es.is_empty() {
-        return Ok(0);
+        return Ok((0, Vec::new()));
     }
     let mut cols: (
         Vec<&str>,
@@ -54,16 +59,60 @@ pub(crate) async fn insert_executions(
         cols.4.push(e.job_version);
         cols.5.push(i64::from(e.shard));
         cols.6.push(e.trigger.as_str());
-        let waiting = !e.state.is_terminal();
+        let waiting = !e.state.is_terminal() && claimed.is_none();
         times.0.push(ms(e.scheduled_at));
         times.1.push(ms(e.fire_at));
         times.2.push(waiting.then(|| ms(e.fire_at)));
-        times.3.push((!waiting).then_some(now));
-        rest.0.push(e.state.as_str());
+        times.3.push(e.state.is_terminal().then_some(now));
+        rest.0.push(match claimed {
+            Some(_) => sundial_core::execution::ExecutionState::Running.as_str(),
+            None => e.state.as_str(),
+        });
         rest.1.push(i64::from(e.run.retry.max_attempts));
         rest.2.push(e.run.heartbeat_timeout.as_millis_i64());
         rest.3
             .push(serde_json::to_string(&e.run).map_err(|err| Error::Corrupt(err.to_string()))?);
+    }
+    if let Some((worker, epoch)) = claimed {
+        // Claimed as written: the attempt runs under the worker lease from its fire time, with
+        // no lease of its own; its queue row carries the lease's epoch for the reaper.
+        let ids: Vec<String> = sqlx::query_scalar(
+            "WITH e AS (INSERT INTO executions (id, namespace, job, job_uid, job_version, shard, trigger, \
+               scheduled_at, fire_at, queued_at, due_at, finished_at, state, max_attempts, lease_ms, run, \
+               triggered_by, created_at, attempt, worker, worker_epoch, started_at, attempt_started_at) \
+             SELECT id, ns, job, uid, ver, shard, trig, sched, fire, fire, due, fin, st, maxa, lease, run, \
+               $16, $17, 1, $18, $19, fire, fire \
+             FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::text[], \
+               $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::text[], $13::bigint[], $14::bigint[], $15::text[]) \
+               AS t(id, ns, job, uid, ver, shard, trig, sched, fire, due, fin, st, maxa, lease, run) \
+             ON CONFLICT DO NOTHING RETURNING id, namespace, job_uid), \
+             q AS (INSERT INTO execution_queue (id, namespace, job_uid, worker_epoch) \
+               SELECT id, namespace, job_uid, $19 FROM e) \
+             SELECT id FROM e",
+        )
+        .bind(&cols.0)
+        .bind(&cols.1)
+        .bind(&cols.2)
+        .bind(&cols.3)
+        .bind(&cols.4)
+        .bind(&cols.5)
+        .bind(&cols.6)
+        .bind(&times.0)
+        .bind(&times.1)
+        .bind(&times.2)
+        .bind(&times.3)
+        .bind(&rest.0)
+        .bind(&rest.1)
+        .bind(&rest.2)
+        .bind(&rest.3)
+        .bind(node)
+        .bind(now)
+        .bind(worker)
+        .bind(epoch)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(db_err)?;
+        return Ok((u32::try_from(ids.len()).unwrap_or(u32::MAX), ids));
     }
     // The waiting ones (due_at set) also get their queue row; a slot that already has its
     // execution (ON CONFLICT) gets neither.
@@ -99,7 +148,7 @@ pub(crate) async fn insert_executions(
     .fetch_one(&mut **tx)
     .await
     .map_err(db_err)?;
-    Ok(u32::try_from(inserted).unwrap_or(u32::MAX))
+    Ok((u32::try_from(inserted).unwrap_or(u32::MAX), Vec::new()))
 }
 
 pub(crate) async fn trigger_list_due(store: &PgStore, q: &TriggerListDue) -> Result<Vec<DueJob>> {
@@ -223,18 +272,50 @@ pub(crate) async fn trigger_commit(store: &PgStore, c: &TriggerCommit) -> Result
     .await
     .map_err(db_err)?;
     let advanced: std::collections::HashSet<String> = advanced.into_iter().collect();
-    let executions: Vec<NewExecution> = c
+    let executions = c
         .jobs
         .iter()
         .filter(|j| advanced.contains(&j.uid))
-        .flat_map(|j| j.executions.iter().cloned())
-        .collect();
+        .flat_map(|j| &j.executions);
     let mut done = TriggerCommitted::of(c, &advanced);
-    done.executions_inserted = insert_executions(&mut tx, &executions, now, Some(&c.node)).await?;
-    if done.executions_inserted > 0 {
+    // The executions the worker beside this scheduler may take are written claimed under its
+    // lease, if that lease still stands (`sundial_store::handoff`); the lease row is locked
+    // as a claim locks it, so a take-over waits for this commit.
+    let handoff = match &c.handoff {
+        Some(h) if liveness::lock_if_standing(&mut tx, h.epoch).await? => Some(h),
+        _ => None,
+    };
+    let (waiting, handed) = sundial_store::handoff::split(executions, handoff, ts(now)?);
+    let (inserted, _) = insert_executions(&mut tx, &waiting, now, Some(&c.node), None).await?;
+    done.executions_inserted = inserted;
+    if inserted > 0 {
         notify_due(&mut tx).await?;
     }
+    let mut handed_ids = Vec::new();
+    if let Some(h) = handoff {
+        let claim = Some((h.worker.as_str(), h.epoch));
+        let (inserted, ids) =
+            insert_executions(&mut tx, &handed, now, Some(&c.node), claim).await?;
+        done.executions_inserted += inserted;
+        handed_ids = ids;
+    }
     commit(tx).await?;
+    if let Some(h) = handoff.filter(|_| !handed_ids.is_empty()) {
+        // The store's clock once the commit is done, as a claim ahead reads it: the worker's
+        // holds end no earlier than the fire times (`claim.rs`, `execution_claim`).
+        let claimed_at = match &store.clock {
+            Some(clock) => clock.now(),
+            None => match store.now_ms(&store.pool).await {
+                Ok(t) => ts(t.max(now))?,
+                Err(e) => {
+                    tracing::warn!(error = %e,
+                        "reading the store's clock after a trigger commit failed; its handed-out executions start late by the commit's time");
+                    ts(now)?
+                }
+            },
+        };
+        done.handed = sundial_store::handoff::claimed_of(&handed, &handed_ids, h.epoch, claimed_at);
+    }
     Ok(done)
 }
 
@@ -278,7 +359,7 @@ pub(crate) async fn check_fence(
 pub(crate) async fn execution_insert(store: &PgStore, e: &NewExecution) -> Result<ExecutionRecord> {
     let mut tx = store.begin().await?;
     let now = store.now_ms(&mut *tx).await?;
-    insert_executions(&mut tx, std::slice::from_ref(e), now, None).await?;
+    insert_executions(&mut tx, &[e], now, None, None).await?;
     notify_due(&mut tx).await?;
     commit(tx).await?;
     store

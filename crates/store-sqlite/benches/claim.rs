@@ -103,6 +103,7 @@ impl Queue {
                 node: "bench".into(),
                 leases: self.leases.clone(),
                 jobs,
+                handoff: None,
             })
             .await
             .expect("trigger");

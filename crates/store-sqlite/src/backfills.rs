@@ -238,8 +238,9 @@ impl BackfillStatements for Statements<'_, '_, '_> {
         node: &str,
     ) -> Result<u32> {
         let executions: Vec<&NewExecution> = executions.iter().collect();
-        let created =
-            trigger::insert_executions(self.tx, &executions, ts(now)?, Some(node)).await?;
+        let created = trigger::insert_executions(self.tx, &executions, ts(now)?, Some(node), None)
+            .await?
+            .0;
         self.due |= created > 0;
         Ok(created)
     }

@@ -97,17 +97,24 @@ pub(crate) async fn worker_lease_reap(store: &SqliteStore, limit: u32) -> Result
 /// # Errors
 /// [`Error::StaleFence`] when a reaper took the lease over: the worker must take a new one.
 pub(crate) async fn check_for_claim(tx: &mut Tx<'_>, epoch: i64) -> Result<()> {
+    if lease_stands(tx, epoch).await? {
+        Ok(())
+    } else {
+        Err(Error::StaleFence(format!(
+            "worker lease {epoch} was taken over by a reaper"
+        )))
+    }
+}
+
+/// Whether the worker lease `epoch` still stands (no reaper took it over), read in `tx`: the
+/// single writer keeps a take-over out until `tx` ends.
+pub(crate) async fn lease_stands(tx: &mut Tx<'_>, epoch: i64) -> Result<bool> {
     let held: Option<i64> = sqlx::query_scalar("SELECT epoch FROM worker_leases WHERE epoch = ?1")
         .bind(epoch)
         .fetch_optional(&mut **tx)
         .await
         .map_err(db_err)?;
-    match held {
-        Some(_) => Ok(()),
-        None => Err(Error::StaleFence(format!(
-            "worker lease {epoch} was taken over by a reaper"
-        ))),
-    }
+    Ok(held.is_some())
 }
 
 /// The SQL test that an execution's attempt's worker lease, if it runs under one, still stands.

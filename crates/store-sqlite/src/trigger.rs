@@ -4,28 +4,50 @@
 
 use super::*;
 
+/// Inserts `executions` (`ON CONFLICT DO NOTHING`: a slot written before keeps its
+/// execution) in multi-row `VALUES` statements; returns how many were new. With `claimed`
+/// (a worker and the epoch of its lease) they are written as their first attempt under that
+/// lease, `running` from their fire time (`sundial_store::handoff`), and the ids of the new
+/// ones are returned as well; without it they wait for a claim (`due_at` their fire time).
 pub(crate) async fn insert_executions(
     tx: &mut Tx<'_>,
     executions: &[&NewExecution],
     now: Timestamp,
     node: Option<&str>,
-) -> Result<u32> {
+    claimed: Option<(&str, i64)>,
+) -> Result<(u32, Vec<String>)> {
     let mut rows = Vec::with_capacity(executions.len());
     for e in executions {
         let run = serde_json::to_string(&e.run).map_err(|err| Error::Corrupt(err.to_string()))?;
         rows.push((*e, run));
     }
-    let mut inserted = 0;
+    let (mut inserted, mut ids) = (0, Vec::new());
+    let (claim_columns, width) = match claimed {
+        Some(_) => (
+            ", attempt, worker, worker_epoch, started_at, attempt_started_at",
+            23,
+        ),
+        None => ("", 18),
+    };
+    let returning = if claimed.is_some() {
+        " RETURNING id"
+    } else {
+        ""
+    };
     for part in values::chunks(&rows) {
         let sql = format!(
             "INSERT INTO executions (id, namespace, job, job_uid, job_version, shard, trigger, \
              scheduled_at, fire_at, queued_at, due_at, finished_at, state, max_attempts, lease_ms, \
-             run, triggered_by, created_at) VALUES {} ON CONFLICT DO NOTHING",
-            values::values_list(part.len(), 18)
+             run, triggered_by, created_at{claim_columns}) VALUES {} ON CONFLICT DO NOTHING{returning}",
+            values::values_list(part.len(), width)
         );
         let mut q = sqlx::query(&sql);
         for (e, run) in part {
-            let waiting = !e.state.is_terminal();
+            let waiting = !e.state.is_terminal() && claimed.is_none();
+            let state = match claimed {
+                Some(_) => ExecutionState::Running.as_str(),
+                None => e.state.as_str(),
+            };
             q = q
                 .bind(&e.id)
                 .bind(&e.namespace)
@@ -38,18 +60,33 @@ pub(crate) async fn insert_executions(
                 .bind(ms(e.fire_at))
                 .bind(ms(e.fire_at))
                 .bind(waiting.then(|| ms(e.fire_at)))
-                .bind((!waiting).then(|| ms(now)))
-                .bind(e.state.as_str())
+                .bind((e.state.is_terminal()).then(|| ms(now)))
+                .bind(state)
                 .bind(i64::from(e.run.retry.max_attempts))
                 .bind(e.run.heartbeat_timeout.as_millis_i64())
                 .bind(run)
                 .bind(node)
                 .bind(ms(now));
+            if let Some((worker, epoch)) = claimed {
+                q = q
+                    .bind(1_i64)
+                    .bind(worker)
+                    .bind(epoch)
+                    .bind(ms(e.fire_at))
+                    .bind(ms(e.fire_at));
+            }
         }
-        let done = q.execute(&mut **tx).await.map_err(db_err)?;
-        inserted += done.rows_affected();
+        if claimed.is_some() {
+            let rows = q.fetch_all(&mut **tx).await.map_err(db_err)?;
+            for row in &rows {
+                ids.push(row.try_get::<String, _>("id").map_err(db_err)?);
+            }
+            inserted += rows.len() as u64;
+        } else {
+            inserted += q.execute(&mut **tx).await.map_err(db_err)?.rows_affected();
+        }
     }
-    Ok(u32::try_from(inserted).unwrap_or(u32::MAX))
+    Ok((u32::try_from(inserted).unwrap_or(u32::MAX), ids))
 }
 
 /// The SQL condition that limits a read of `jobs` to `shards`: empty when they are every shard
@@ -186,7 +223,22 @@ pub(crate) async fn trigger_commit(
         .filter(|job| advanced.contains(&job.uid))
         .flat_map(|job| &job.executions)
         .collect();
-    done.executions_inserted = insert_executions(&mut tx, &executions, now, Some(&c.node)).await?;
+    // The executions the worker beside this scheduler may take are written claimed under its
+    // lease, if that lease still stands (`sundial_store::handoff`).
+    let handoff = match &c.handoff {
+        Some(h) if liveness::lease_stands(&mut tx, h.epoch).await? => Some(h),
+        _ => None,
+    };
+    let (waiting, handed) = sundial_store::handoff::split(executions.iter().copied(), handoff, now);
+    let (inserted, _) = insert_executions(&mut tx, &waiting, now, Some(&c.node), None).await?;
+    done.executions_inserted = inserted;
+    if let Some(h) = handoff {
+        let claim = Some((h.worker.as_str(), h.epoch));
+        let (inserted, ids) =
+            insert_executions(&mut tx, &handed, now, Some(&c.node), claim).await?;
+        done.executions_inserted += inserted;
+        done.handed = sundial_store::handoff::claimed_of(&handed, &ids, h.epoch, store.clock.now());
+    }
     commit(tx).await?;
     Ok(done)
 }
@@ -227,7 +279,7 @@ pub(crate) async fn execution_insert(
 ) -> Result<ExecutionRecord> {
     let now = store.clock.now();
     let mut tx = store.begin().await?;
-    insert_executions(&mut tx, &[e], now, None).await?;
+    insert_executions(&mut tx, &[e], now, None, None).await?;
     commit(tx).await?;
     store
         .execution_get(&e.namespace, &e.id)

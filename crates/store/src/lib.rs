@@ -27,6 +27,7 @@ pub mod completion;
 pub mod concurrency;
 pub mod errors;
 mod forward;
+pub mod handoff;
 pub mod maintenance;
 pub mod records;
 mod row_decoders;

@@ -215,6 +215,9 @@ pub struct TriggerCommit {
     pub leases: Vec<ShardLease>,
     /// Per job: the advance and its executions.
     pub jobs: Vec<JobTrigger>,
+    /// The worker beside the scheduler that takes, already claimed, the executions it may
+    /// (`crate::handoff`); `None` writes every execution to wait for a claim.
+    pub handoff: Option<crate::handoff::TriggerHandoff>,
 }
 
 /// The trigger of one job.
@@ -241,7 +244,7 @@ pub struct JobTrigger {
 }
 
 /// What a trigger commit did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct TriggerCommitted {
     /// Jobs advanced.
     pub jobs_advanced: u32,
@@ -249,14 +252,17 @@ pub struct TriggerCommitted {
     pub jobs_changed: u32,
     /// The uids of those jobs, whose executions were not inserted (usually none).
     pub changed: Vec<String>,
-    /// Executions inserted.
+    /// Executions inserted, the handed-out ones included.
     pub executions_inserted: u32,
+    /// The executions handed out to [`TriggerCommit::handoff`]'s worker, claimed under its
+    /// lease (`crate::handoff::claimed`), in fire time order; empty without a handoff.
+    pub handed: Vec<ClaimedExecution>,
 }
 
 impl TriggerCommitted {
     /// What `commit` did to its jobs once the jobs whose uids are in `advanced` advanced (the
-    /// others changed since they were read); `executions_inserted` is left at 0 for the store
-    /// to fill.
+    /// others changed since they were read); `executions_inserted` and `handed` are left for
+    /// the store to fill.
     pub fn of(commit: &TriggerCommit, advanced: &std::collections::HashSet<String>) -> Self {
         let changed: Vec<String> = commit
             .jobs
@@ -269,6 +275,7 @@ impl TriggerCommitted {
             jobs_changed: u32::try_from(changed.len()).unwrap_or(u32::MAX),
             changed,
             executions_inserted: 0,
+            handed: Vec::new(),
         }
     }
 }

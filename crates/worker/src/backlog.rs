@@ -65,6 +65,7 @@ impl Worker {
                 .ok()?,
             _ => 0,
         };
+        self.backlogged.store(backlog > 0, Ordering::Relaxed);
         let on_time_first = trend.observe(now.as_millisecond(), backlog);
         tracing::debug!(backlog, on_time_first, "backlog counted");
         Some(on_time_first)

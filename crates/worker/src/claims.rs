@@ -75,17 +75,22 @@ impl Worker {
         let batch = self.config.claim_batch.max(1) as usize;
         let mut left = self.free().min(batch.saturating_mul(CLAIMS_AT_ONCE));
         let mut round = Round::default();
-        let mut room = self.ahead.available_permits();
         let mut claims = tokio::task::JoinSet::new();
         while left > 0 && claims.len() < CLAIMS_AT_ONCE {
             let mut limit = left.min(batch);
             // A claim ahead asks for no more than can still be held (the executions it is
-            // handed may all be ahead); with no room left, a claim asks for due ones only.
-            let ahead = room > 0;
-            if ahead {
-                limit = limit.min(room);
-                room -= limit;
+            // handed may all be ahead), and reserves that room before it asks, so that
+            // nothing else (another claim, the scheduler's handoff) takes it meanwhile; with no
+            // room left, a claim asks for due ones only.
+            let room = self.ahead.available_permits();
+            let reserved = u32::try_from(limit.min(room))
+                .ok()
+                .filter(|n| *n > 0)
+                .and_then(|n| self.ahead.clone().try_acquire_many_owned(n).ok());
+            if let Some(reserved) = &reserved {
+                limit = reserved.num_permits();
             }
+            let ahead = reserved.is_some();
             left -= limit;
             round.asked += limit;
             let worker = self.clone();
@@ -101,26 +106,26 @@ impl Worker {
                         "claim returned"
                     );
                 }
-                (claimed, worker.clock.now())
+                (claimed, worker.clock.now(), reserved)
             });
         }
         while let Some(done) = claims.join_next().await {
             match done {
-                Ok((Ok(claimed), returned_at)) => {
+                Ok((Ok(claimed), returned_at, reserved)) => {
                     self.store_reached(true);
                     round.handed += claimed.len();
-                    round.started += self.start(claimed, returned_at);
+                    round.started += self.start(claimed, returned_at, reserved);
                 }
-                Ok((Err(StoreError::StaleFence(reason)), _)) => {
+                Ok((Err(StoreError::StaleFence(reason)), _, _)) => {
                     // The worker lease was taken over: the liveness loop learns it at once.
                     tracing::warn!(reason = %reason, "claim refused under this worker's lease; renewing it");
                     self.liveness.check();
                 }
-                Ok((Err(e), _)) if e.is_retryable_when_idempotent() => {
+                Ok((Err(e), _, _)) if e.is_retryable_when_idempotent() => {
                     self.store_reached(false);
                     tracing::warn!(error = %e, "claiming executions failed; trying again");
                 }
-                Ok((Err(e), _)) => {
+                Ok((Err(e), _, _)) => {
                     // A defect: the claim is retried on the next round all the same (the
                     // worker must go on), but said louder.
                     tracing::error!(error = %e, "claiming executions failed");
@@ -172,22 +177,30 @@ impl Worker {
 
     /// Starts the attempt of each `claimed` execution due now, with its delivery slot and its
     /// `unwritten` permit, and holds each one claimed ahead until its start ([`Worker::hold`]),
-    /// counting from `returned_at` (this node's clock when the claim returned); returns how
+    /// counting from `returned_at` (this node's clock when the claim returned), with one
+    /// permit of `reserved`, the room its claim reserved (the rest is given back); returns how
     /// many it took on.
-    pub(crate) fn start(&self, claimed: Vec<ClaimedExecution>, returned_at: Timestamp) -> usize {
+    pub(crate) fn start(
+        &self,
+        claimed: Vec<ClaimedExecution>,
+        returned_at: Timestamp,
+        mut reserved: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> usize {
         let mut started = 0;
         for execution in claimed {
             let hold = execution.started_at.duration_since(execution.claimed_at);
             let worker = self.clone();
             if hold.is_positive() {
-                // The round asked for no more than can be held.
-                let Ok(held) = self.ahead.clone().try_acquire_owned() else {
+                // The claim asked for no more than its reservation; should the store hand out
+                // more, the excess is held all the same (past `max_claimed_ahead`) rather than
+                // left running under a lease that stands, where nothing would retry it.
+                let held = reserved.as_mut().and_then(|r| r.split(1));
+                if held.is_none() {
                     tracing::error!(execution = %execution.id,
-                        "claimed ahead past the executions this worker may hold; the reaper retries it");
-                    continue;
-                };
+                        "claimed ahead past the room reserved for the claim; holding it beyond max_claimed_ahead");
+                }
                 tokio::spawn(async move {
-                    worker.hold(execution, returned_at + hold, Some(held)).await;
+                    worker.hold(execution, returned_at + hold, held).await;
                 });
             } else if let (Ok(slot), Ok(unwritten)) = (
                 self.slots.clone().try_acquire_owned(),

@@ -43,6 +43,10 @@
 //!   throttles claims only once that bound is reached).
 //! - Metrics: `sundial_trigger_lag_seconds` (first attempt start − fire time, histogram) and
 //!   `sundial_attempts_total{outcome}`.
+//! - The scheduler of this process may hand this worker the executions it writes, already
+//!   claimed under its liveness lease (`handoff.rs`, `sundial_store::handoff`): held as
+//!   executions claimed ahead are, within the room reserved for them in the `max_claimed_ahead`
+//!   bound, and never while the store has a backlog.
 //! - Claims read the oldest due first, or the executions due within the last second first
 //!   while the store's backlog shrinks (`backlog.rs`, docs/guarantees.md, "Claim order under a
 //!   backlog"); either way each is claimed once and never early.
@@ -69,6 +73,7 @@ mod attempts;
 mod backlog;
 mod claims;
 mod completions;
+mod handoff;
 mod liveness;
 mod reaper;
 mod renewals;
@@ -378,6 +383,10 @@ pub struct Worker {
     /// Whether claims read on time first ([`Worker::backlog_watch`]; oldest first until the
     /// backlog is seen draining).
     on_time_first: Arc<std::sync::atomic::AtomicBool>,
+    /// Whether the store's last backlog count found executions due longer ago than a second
+    /// (true until the first count): the scheduler beside this worker hands it nothing then
+    /// (`handoff.rs`), so its room serves the backlog.
+    backlogged: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Counts an attempt past its start among the worker's `waiting` ones while it lives.
@@ -465,6 +474,7 @@ impl Worker {
             leased: Arc::default(),
             jitter: random_jitter(),
             on_time_first: Arc::default(),
+            backlogged: Arc::new(std::sync::atomic::AtomicBool::new(true)),
         }
     }
 

@@ -200,6 +200,7 @@ pub async fn catch_up_under_skip_runs_one_after_another(h: Harness) {
             Some(t0() + SignedDuration::from_secs(60)),
             catch_up,
         )],
+        handoff: None,
     };
     store.trigger_commit(&commit).await.expect("commit");
     let first = store.execution_claim(&claim("w", 10)).await.expect("claim");
@@ -246,6 +247,7 @@ pub async fn catch_up_under_skip_skips_slots_that_come_due_meanwhile(h: Harness)
             Some(t0() + SignedDuration::from_secs(60)),
             executions,
         )],
+        handoff: None,
     };
     store.trigger_commit(&commit).await.expect("commit");
     let first = store.execution_claim(&claim("w", 10)).await.expect("claim");
@@ -423,6 +425,7 @@ pub async fn late_precreated_slots_follow_the_misfire_policy(h: Harness) {
                 Some(t0() + SignedDuration::from_secs(3600)),
                 slots.iter().map(|s| execution(&job, *s)).collect(),
             )],
+            handoff: None,
         };
         store.trigger_commit(&commit).await.expect("trigger");
         clock.advance(SignedDuration::from_secs(600)); // every slot is far beyond the 60 s threshold

@@ -188,3 +188,159 @@ pub async fn the_cluster_view_shows_each_workers_lease_and_what_it_holds(h: Harn
     let node = status.nodes.iter().find(|n| n.id == "w1").expect("w1");
     assert!(!node.worker_lease.as_ref().expect("lease").live);
 }
+
+/// A trigger commit with a handoff writes the executions a claim ahead could take as their
+/// first attempt under the worker's lease and returns them, at most its limit; the rest wait
+/// for a claim, which never hands a handed-out one out again; a handed-out attempt completes
+/// under the lease, and a take-over of the lease lapses it like any attempt under it
+/// (`crate::handoff`; docs/guarantees.md, "Slots handed to the worker beside the scheduler").
+pub async fn a_trigger_commit_hands_out_what_a_claim_ahead_could_take(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let allow = create(&*store, "ns", "a").await;
+    let mut record = job_record("ns", "skip");
+    record.spec.concurrency_policy = sundial_core::job::ConcurrencyPolicy::Skip;
+    let skip = store
+        .job_write(&JobWrite {
+            record,
+            expected_version: None,
+            pending: PendingExecutions::Keep,
+        })
+        .await
+        .expect("create job");
+    let limited = create(&*store, "limited", "a").await;
+    let due = create(&*store, "ns", "due").await;
+    let lease = store.worker_lease_acquire("w1", TTL).await.expect("lease");
+    let leases = renew_leases(&*store, "n1").await.expect("leases");
+    let (ahead, later) = (
+        t0() + SignedDuration::from_secs(3),
+        t0() + SignedDuration::from_secs(4),
+    );
+    let next = Some(t0() + SignedDuration::from_secs(10));
+    let mut commit = TriggerCommit {
+        node: "n1".into(),
+        leases,
+        jobs: vec![
+            job_trigger(
+                &allow,
+                t0(),
+                next,
+                vec![execution(&allow, ahead), execution(&allow, later)],
+            ),
+            job_trigger(&skip, t0(), next, vec![execution(&skip, ahead)]),
+            job_trigger(&limited, t0(), next, vec![execution(&limited, ahead)]),
+            job_trigger(&due, t0(), next, vec![execution(&due, t0())]),
+        ],
+        handoff: Some(crate::handoff::TriggerHandoff {
+            worker: "w1".into(),
+            epoch: lease.epoch,
+            limit: 1,
+            rate_limited: vec!["limited".into()],
+        }),
+    };
+    let done = store.trigger_commit(&commit).await.expect("commit");
+    assert_eq!(done.executions_inserted, 5);
+    assert_eq!(done.handed.len(), 1, "{:?}", done.handed);
+    let handed = &done.handed[0];
+    assert_eq!(handed.id, execution(&allow, ahead).id);
+    assert_eq!(
+        (handed.attempt, handed.worker_epoch),
+        (1, Some(lease.epoch))
+    );
+    assert_eq!((handed.started_at, handed.claimed_at), (ahead, t0()));
+    assert_eq!(handed.lease_expires_at, None);
+    let read = store
+        .execution_get("ns", &handed.id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(read.state, ExecutionState::Running);
+    // A claim ahead under the same lease (rate-limiting the same namespace) takes what waits
+    // and may be taken ahead, and the due one; never the handed-out one again.
+    let mut claimed: Vec<String> = store
+        .execution_claim(&ExecutionClaim {
+            ahead_ms: 5000,
+            epoch: Some(lease.epoch),
+            on_time_first: false,
+            rate_limits: [("limited".to_owned(), 100.0)].into_iter().collect(),
+            ..claim("w1", 10)
+        })
+        .await
+        .expect("claim")
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    claimed.sort();
+    let mut expected = vec![execution(&allow, later).id, execution(&due, t0()).id];
+    expected.sort();
+    assert_eq!(claimed, expected);
+    // The handed-out attempt completes under the worker's lease.
+    clock.advance(SignedDuration::from_secs(3));
+    store
+        .attempt_complete(&complete_ok(&handed.id, 1))
+        .await
+        .expect("complete");
+    // Under a lease taken over, a commit hands nothing out: its executions wait for a claim.
+    let other = create(&*store, "ns", "other").await;
+    let second = store.worker_lease_acquire("w2", TTL).await.expect("lease");
+    store
+        .worker_lease_release(second.epoch)
+        .await
+        .expect("release");
+    assert_eq!(
+        store.worker_lease_reap(10).await.expect("reap"),
+        vec![second.epoch]
+    );
+    let slot = t0() + SignedDuration::from_secs(6);
+    commit.leases = renew_leases(&*store, "n1").await.expect("leases");
+    commit.jobs = vec![job_trigger(
+        &other,
+        t0(),
+        next,
+        vec![execution(&other, slot)],
+    )];
+    commit.handoff = Some(crate::handoff::TriggerHandoff {
+        worker: "w2".into(),
+        epoch: second.epoch,
+        limit: 10,
+        rate_limited: Vec::new(),
+    });
+    let done = store.trigger_commit(&commit).await.expect("commit");
+    assert_eq!((done.executions_inserted, done.handed.len()), (1, 0));
+    let read = store
+        .execution_get("ns", &execution(&other, slot).id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(read.state, ExecutionState::Scheduled);
+    // A handed-out attempt held under a lease that is then taken over lapses with it.
+    let third = store.worker_lease_acquire("w3", TTL).await.expect("lease");
+    let last = create(&*store, "ns", "last").await;
+    let slot = clock.now() + SignedDuration::from_secs(2);
+    commit.leases = renew_leases(&*store, "n1").await.expect("leases");
+    commit.jobs = vec![job_trigger(&last, t0(), next, vec![execution(&last, slot)])];
+    commit.handoff = Some(crate::handoff::TriggerHandoff {
+        worker: "w3".into(),
+        epoch: third.epoch,
+        limit: 10,
+        rate_limited: Vec::new(),
+    });
+    let done = store.trigger_commit(&commit).await.expect("commit");
+    assert_eq!(done.handed.len(), 1);
+    store
+        .worker_lease_release(third.epoch)
+        .await
+        .expect("release");
+    assert_eq!(
+        store.worker_lease_reap(10).await.expect("reap"),
+        vec![third.epoch]
+    );
+    let lapsed: Vec<String> = store
+        .attempt_list_lapsed(10)
+        .await
+        .expect("lapsed")
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    assert!(lapsed.contains(&done.handed[0].id), "{lapsed:?}");
+}

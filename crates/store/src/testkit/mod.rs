@@ -331,6 +331,7 @@ pub async fn first_slots_commit(
             .iter()
             .map(|job| job_trigger(job, t0(), Some(next), vec![execution(job, t0())]))
             .collect(),
+        handoff: None,
     })
 }
 
@@ -352,6 +353,7 @@ async fn trigger(
             next,
             slots.iter().map(|s| execution(job, *s)).collect(),
         )],
+        handoff: None,
     };
     Ok(store.trigger_commit(&commit).await?.executions_inserted)
 }
@@ -490,6 +492,7 @@ macro_rules! conformance_tests {
             a_completion_at_its_lease_expiry_applies,
             attempts_under_a_worker_lease_record_its_epoch_and_live_by_it,
             a_worker_lease_taken_over_lapses_every_attempt_under_it,
+            a_trigger_commit_hands_out_what_a_claim_ahead_could_take,
             the_cluster_view_shows_each_workers_lease_and_what_it_holds,
             a_retry_is_due_its_delay_after_the_completion_is_written,
             heartbeats_keep_the_lease,

@@ -135,6 +135,7 @@ pub async fn a_trigger_with_a_stale_epoch_writes_nothing(h: Harness) {
             Some(t0() + SignedDuration::from_secs(10)),
             vec![execution(&job, t0())],
         )],
+        handoff: None,
     };
     assert!(matches!(
         store.trigger_commit(&commit).await,

@@ -1,0 +1,268 @@
+//! Slots handed to the worker beside the scheduler (docs/guarantees.md, "Slots handed to
+//! the worker beside the scheduler"): a trigger commit that carries a [`TriggerHandoff`]
+//! writes the executions it may hand out already claimed, `running` under the worker lease it
+//! names, and returns them; the worker of the scheduler's process holds them until their fire
+//! time as it holds executions claimed ahead. A slot then costs the store one write less (no
+//! claim reads it and writes it again), and the claim loop serves what it was not handed.
+//!
+//! Invariants:
+//! - An execution is handed out only if a claim ahead could have handed it out at the commit's
+//!   time ([`handed_out`], the rule of [`crate::claim::DueExecution::claimable_ahead`]):
+//!   scheduled, never started, created by its schedule or by hand, not yet due, of a job whose
+//!   concurrency policy is `allow`, outside the namespaces the worker rate-limits. For such an
+//!   execution a claim decides nothing the time until its fire time could change.
+//! - At most [`TriggerHandoff::limit`] executions are handed out by one commit: the worker
+//!   reserved room to hold that many before asking.
+//! - A commit whose worker lease no longer stands hands nothing out: its executions are
+//!   written to wait for a claim, as without a handoff; the trigger itself never fails for it.
+//! - Only executions the commit inserted are handed out (a slot already written by an earlier
+//!   commit keeps its execution, `ON CONFLICT DO NOTHING`), so each slot is claimed once.
+
+use jiff::Timestamp;
+use sundial_core::execution::{ExecutionState, Trigger};
+use sundial_core::job::ConcurrencyPolicy;
+
+use crate::records::{ClaimedExecution, NewExecution};
+
+/// What a trigger commit may hand to the worker beside its scheduler.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TriggerHandoff {
+    /// The worker's node name, written as the executions' `worker`.
+    pub worker: String,
+    /// The epoch of the worker lease the handed executions run under: the fencing token the
+    /// reaper checks (docs/guarantees.md, "Workers").
+    pub epoch: i64,
+    /// The most executions the commit may hand out: the room the worker reserved to hold them.
+    pub limit: u32,
+    /// Namespaces the worker rate-limits: their executions are claimed through their token
+    /// buckets, never handed out.
+    pub rate_limited: Vec<String>,
+}
+
+/// The worker a scheduler hands the slots it writes to, when the two run in one process.
+///
+/// `offer` is called before each trigger commit; it reserves room for up to `wanted`
+/// executions and returns the request with the delivery of what the commit handed out, or
+/// `None` when the worker takes none now (no worker lease, a backlog to serve first, no room,
+/// claiming ahead turned off). Dropping the offer gives the room back.
+pub trait Handoff: Send + Sync {
+    /// Reserves room for up to `wanted` executions (`0` reserves none and returns `None`).
+    fn offer(&self, wanted: usize) -> Option<HandoffOffer>;
+}
+
+impl std::fmt::Debug for dyn Handoff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Handoff")
+    }
+}
+
+/// A worker's reservation for one trigger commit: what to ask of the store, and where to
+/// deliver what it handed out.
+pub struct HandoffOffer {
+    /// The request the trigger commit carries.
+    pub request: TriggerHandoff,
+    /// Takes the executions the commit handed out (at most `request.limit`), and when the
+    /// commit returned (this node's clock, UTC): the worker holds each one for
+    /// `started_at - claimed_at` from then. Room reserved and not used is given back.
+    pub deliver: Box<dyn FnOnce(Vec<ClaimedExecution>, Timestamp) + Send>,
+}
+
+impl std::fmt::Debug for HandoffOffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HandoffOffer")
+            .field("request", &self.request)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether `e` may be handed out by a commit at `now` (UTC) under `handoff`: the rule of a
+/// claim ahead (the module's first invariant).
+pub fn handed_out(e: &NewExecution, now: Timestamp, handoff: &TriggerHandoff) -> bool {
+    e.state == ExecutionState::Scheduled
+        && matches!(e.trigger, Trigger::Schedule | Trigger::Manual)
+        && e.fire_at > now
+        && e.run.concurrency_policy == ConcurrencyPolicy::Allow
+        && !handoff.rate_limited.contains(&e.namespace)
+}
+
+/// Splits the executions of a commit at `now` (UTC) into those written to wait for a claim and
+/// those handed out, in their order, the latter at most `handoff.limit` (none without a
+/// handoff).
+pub fn split<'a>(
+    executions: impl IntoIterator<Item = &'a NewExecution>,
+    handoff: Option<&TriggerHandoff>,
+    now: Timestamp,
+) -> (Vec<&'a NewExecution>, Vec<&'a NewExecution>) {
+    let (mut waiting, mut handed) = (Vec::new(), Vec::new());
+    for e in executions {
+        match handoff {
+            Some(h) if handed.len() < h.limit as usize && handed_out(e, now, h) => handed.push(e),
+            _ => waiting.push(e),
+        }
+    }
+    (waiting, handed)
+}
+
+/// The claim of a handed-out execution as the worker receives it: its first attempt under the
+/// worker lease `epoch`, with no lease of its own, starting at its fire time; `claimed_at` is
+/// the store's clock (UTC) once the commit wrote it, so the worker's hold never ends early.
+pub fn claimed(e: &NewExecution, epoch: i64, claimed_at: Timestamp) -> ClaimedExecution {
+    ClaimedExecution {
+        id: e.id.clone(),
+        namespace: e.namespace.clone(),
+        job: e.job.clone(),
+        attempt: 1,
+        max_attempts: e.run.retry.max_attempts,
+        scheduled_at: e.scheduled_at,
+        fire_at: e.fire_at,
+        started_at: e.fire_at,
+        claimed_at,
+        lease_expires_at: None,
+        worker_epoch: Some(epoch),
+        run: e.run.clone(),
+    }
+}
+
+/// The claims of those of `handed` whose ids are in `inserted` (the rest were written before:
+/// not this commit's to hand out), in fire time order ([`claimed`]).
+pub fn claimed_of(
+    handed: &[&NewExecution],
+    inserted: &[String],
+    epoch: i64,
+    claimed_at: Timestamp,
+) -> Vec<ClaimedExecution> {
+    let inserted: std::collections::HashSet<&str> = inserted.iter().map(String::as_str).collect();
+    let mut claims: Vec<ClaimedExecution> = handed
+        .iter()
+        .filter(|e| inserted.contains(e.id.as_str()))
+        .map(|e| claimed(e, epoch, claimed_at))
+        .collect();
+    claims.sort_by_key(|c| c.fire_at);
+    claims
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit;
+    use proptest::prelude::*;
+
+    fn handoff(limit: u32) -> TriggerHandoff {
+        TriggerHandoff {
+            worker: "w".into(),
+            epoch: 7,
+            limit,
+            rate_limited: vec!["limited".into()],
+        }
+    }
+
+    fn execution(
+        fire_in_ms: i64,
+        ns: &str,
+        policy: ConcurrencyPolicy,
+        trigger: Trigger,
+    ) -> NewExecution {
+        let mut e = testkit::execution(&testkit::job_record(ns, "job"), Timestamp::UNIX_EPOCH);
+        e.fire_at = Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_millis(1_000 + fire_in_ms);
+        e.run.concurrency_policy = policy;
+        e.trigger = trigger;
+        e
+    }
+
+    fn now() -> Timestamp {
+        Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_millis(1_000)
+    }
+
+    #[test]
+    fn only_what_a_claim_ahead_could_take_is_handed_out() {
+        let h = handoff(100);
+        let allow = ConcurrencyPolicy::Allow;
+        assert!(handed_out(
+            &execution(500, "a", allow, Trigger::Schedule),
+            now(),
+            &h
+        ));
+        assert!(handed_out(
+            &execution(500, "a", allow, Trigger::Manual),
+            now(),
+            &h
+        ));
+        // Due already (or late): a claim judges it.
+        assert!(!handed_out(
+            &execution(0, "a", allow, Trigger::Schedule),
+            now(),
+            &h
+        ));
+        assert!(!handed_out(
+            &execution(-5, "a", allow, Trigger::Schedule),
+            now(),
+            &h
+        ));
+        // A concurrency policy needs the job's other executions at the claim.
+        let skip = execution(500, "a", ConcurrencyPolicy::Skip, Trigger::Schedule);
+        assert!(!handed_out(&skip, now(), &h));
+        // A rate-limited namespace is claimed through its bucket.
+        assert!(!handed_out(
+            &execution(500, "limited", allow, Trigger::Schedule),
+            now(),
+            &h
+        ));
+        assert!(!handed_out(
+            &execution(500, "a", allow, Trigger::Misfire),
+            now(),
+            &h
+        ));
+        let mut skipped = execution(500, "a", allow, Trigger::Schedule);
+        skipped.state = ExecutionState::Skipped;
+        assert!(!handed_out(&skipped, now(), &h));
+    }
+
+    #[test]
+    fn a_handed_out_execution_is_its_first_attempt_held_until_its_fire_time() {
+        let e = execution(500, "a", ConcurrencyPolicy::Allow, Trigger::Schedule);
+        let c = claimed(&e, 7, now());
+        assert_eq!(
+            (c.attempt, c.worker_epoch, c.lease_expires_at),
+            (1, Some(7), None)
+        );
+        assert_eq!((c.started_at, c.claimed_at), (e.fire_at, now()));
+        assert_eq!(c.max_attempts, e.run.retry.max_attempts);
+    }
+
+    proptest! {
+        /// Every execution lands on exactly one side, in its order; the handed side holds only
+        /// what may be handed out, never more than the limit, and is short of the limit only
+        /// when nothing more could be handed out.
+        #[test]
+        fn split_keeps_every_execution_once_and_the_limit(
+            rows in prop::collection::vec((-2_000i64..2_000, any::<bool>(), any::<bool>()), 0..60),
+            limit in 0u32..40,
+            with in any::<bool>(),
+        ) {
+            let es: Vec<NewExecution> = rows
+                .iter()
+                .map(|(fire, limited, skip)| execution(
+                    *fire,
+                    if *limited { "limited" } else { "a" },
+                    if *skip { ConcurrencyPolicy::Skip } else { ConcurrencyPolicy::Allow },
+                    Trigger::Schedule,
+                ))
+                .collect();
+            let h = handoff(limit);
+            let (waiting, handed) = split(&es, with.then_some(&h), now());
+            prop_assert_eq!(waiting.len() + handed.len(), es.len());
+            if !with {
+                prop_assert!(handed.is_empty());
+            }
+            prop_assert!(handed.len() <= limit as usize);
+            prop_assert!(handed.iter().all(|e| handed_out(e, now(), &h)));
+            let left = waiting.iter().filter(|e| handed_out(e, now(), &h)).count();
+            prop_assert!(!with || left == 0 || handed.len() == limit as usize);
+            let order = |side: &[&NewExecution]| side.iter().map(|e| e.fire_at).collect::<Vec<_>>();
+            let mut seen = es.iter().map(|e| e.fire_at);
+            for t in order(&handed) {
+                prop_assert!(seen.any(|s| s == t));
+            }
+        }
+    }
+}

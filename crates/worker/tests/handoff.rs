@@ -1,0 +1,133 @@
+//! Slots handed to the worker beside the scheduler (docs/guarantees.md, "Slots handed to the
+//! worker beside the scheduler"), against the embedded store, a real HTTP target and a manual
+//! clock: a running worker offers room once it holds its lease and has seen no backlog; a
+//! trigger commit carrying the offer writes the slot claimed under that lease; the worker holds
+//! it and delivers it at its fire time, never before, once; while the store has a backlog it
+//! offers nothing.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use sundial_clock::{Clock, ManualClock};
+use sundial_core::execution::ExecutionState;
+use sundial_store::handoff::Handoff;
+use sundial_store::testkit::{execution, first_slots_commit, t0};
+use sundial_worker::{Worker, WorkerConfig};
+
+use common::{embedded_store, eventually, executions, http_job, http_job_record, write_firing_at};
+
+/// Each delivery's path with the test clock's reading when it arrived.
+type Received = Arc<Mutex<Vec<(String, Timestamp)>>>;
+
+/// A loopback HTTP receiver that records each delivery's path with `clock`'s reading.
+async fn receiver(clock: Arc<ManualClock>) -> (std::net::SocketAddr, Received) {
+    let received: Received = Arc::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let app = {
+        let received = received.clone();
+        axum::Router::new().route(
+            "/{job}",
+            axum::routing::post(
+                move |axum::extract::Path(job): axum::extract::Path<String>| async move {
+                    received.lock().expect("lock").push((job, clock.now()));
+                    "ok"
+                },
+            ),
+        )
+    };
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (addr, received)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handed_out_slot_is_delivered_once_at_its_fire_time_and_none_is_offered_under_a_backlog()
+{
+    let clock = Arc::new(ManualClock::new(t0()));
+    let (addr, received) = receiver(clock.clone()).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = embedded_store(dir.path(), clock.clone()).await;
+    let job = http_job(&*store, "a", format!("http://{addr}/a")).await;
+    let worker = Worker::new(
+        store.clone(),
+        clock.clone(),
+        Arc::new(sundial_target::Targets::new().expect("targets")),
+        WorkerConfig {
+            // A namespace whose executions wait for tokens it barely has: its late one stays
+            // due, a backlog the claims cannot drain.
+            rate_limits: [("slow".to_owned(), 0.001)].into_iter().collect(),
+            ..WorkerConfig::new("w1")
+        },
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let running = tokio::spawn(worker.clone().run(stopped));
+
+    // Once the worker holds its lease and has counted no backlog, it offers room.
+    eventually("an offer", async || worker.offer(10).is_some()).await;
+    let offer = worker.offer(10).expect("offer");
+    assert_eq!(offer.request.limit, 10);
+    let fire = t0() + SignedDuration::from_secs(2);
+    let mut commit = first_slots_commit(&*store, "n1", std::slice::from_ref(&job))
+        .await
+        .expect("leases");
+    commit.jobs[0].executions = vec![execution(&job, fire)];
+    commit.handoff = Some(offer.request.clone());
+    let mut done = store.trigger_commit(&commit).await.expect("commit");
+    assert_eq!(done.handed.len(), 1, "the slot is handed out");
+    (offer.deliver)(std::mem::take(&mut done.handed), clock.now());
+    let states = async || -> Vec<ExecutionState> {
+        executions(&*store)
+            .await
+            .into_iter()
+            .map(|e| e.state)
+            .collect()
+    };
+    assert_eq!(states().await, [ExecutionState::Running]);
+
+    clock.set(fire - SignedDuration::from_millis(1));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        received.lock().expect("lock").is_empty(),
+        "nothing before the fire time"
+    );
+    clock.set(fire);
+    eventually("delivered", async || {
+        states().await == [ExecutionState::Succeeded]
+    })
+    .await;
+
+    // A backlog (an execution due more than a second ago): once counted, no offer.
+    let mut late = http_job_record("late", format!("http://{addr}/late"));
+    late.spec.namespace = "slow".into();
+    write_firing_at(&*store, late, fire - SignedDuration::from_secs(5)).await;
+    clock.set(fire + SignedDuration::from_secs(1));
+    let mut offered = true;
+    for _ in 0..50 {
+        clock.advance(SignedDuration::from_millis(1));
+        offered = worker.offer(10).is_some();
+        if !offered {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!offered, "no offer while the store has a backlog");
+
+    clock.set(fire + SignedDuration::from_secs(5));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _ = stop.send(true);
+    running.await.expect("worker stopped");
+    let received: Vec<(String, Timestamp)> = received
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter(|(job, _)| job == "a")
+        .cloned()
+        .collect();
+    assert_eq!(received, [("a".to_owned(), fire)], "once, at its fire time");
+}
