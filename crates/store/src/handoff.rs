@@ -8,8 +8,9 @@
 //! Invariants:
 //! - An execution is handed out only if a claim ahead could have handed it out at the commit's
 //!   time ([`handed_out`], the rule of [`crate::claim::DueExecution::claimable_ahead`]):
-//!   scheduled, never started, created by its schedule or by hand, not yet due, of a job whose
-//!   concurrency policy is `allow`, outside the namespaces the worker rate-limits. For such an
+//!   scheduled, never started, created by its schedule or by hand, not yet due but due within
+//!   [`TriggerHandoff::within`], of a job whose concurrency policy is `allow`, outside the
+//!   namespaces the worker rate-limits. For such an
 //!   execution a claim decides nothing the time until its fire time could change.
 //! - At most [`TriggerHandoff::limit`] executions are handed out by one commit: the worker
 //!   reserved room to hold that many before asking.
@@ -34,6 +35,11 @@ pub struct TriggerHandoff {
     pub epoch: i64,
     /// The most executions the commit may hand out: the room the worker reserved to hold them.
     pub limit: u32,
+    /// How far ahead of the commit a handed-out execution's fire time may be: the widest
+    /// window the worker claims ahead in (10 s), so that nothing is held longer, or shown
+    /// `running` earlier, than a claim ahead would; a longer `lookahead` writes the slots
+    /// beyond it to wait for a claim.
+    pub within: sundial_core::Dur,
     /// Namespaces the worker rate-limits: their executions are claimed through their token
     /// buckets, never handed out.
     pub rate_limited: Vec<String>,
@@ -81,6 +87,7 @@ pub fn handed_out(e: &NewExecution, now: Timestamp, handoff: &TriggerHandoff) ->
     e.state == ExecutionState::Scheduled
         && matches!(e.trigger, Trigger::Schedule | Trigger::Manual)
         && e.fire_at > now
+        && e.fire_at <= now + handoff.within.as_signed()
         && e.run.concurrency_policy == ConcurrencyPolicy::Allow
         && !handoff.rate_limited.contains(&e.namespace)
 }
@@ -153,6 +160,7 @@ mod tests {
             epoch: 7,
             limit,
             rate_limited: vec!["limited".into()],
+            within: sundial_core::Dur::from_secs(10),
         }
     }
 

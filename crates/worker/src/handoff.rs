@@ -5,6 +5,8 @@
 //! as it holds executions claimed ahead. The invariants are the crate's (lib.rs); besides:
 //! - Nothing is handed out while the store has a backlog (executions due longer ago than a
 //!   second, `backlog.rs`): the room then goes to the claims that serve it.
+//! - Nothing is handed out whose fire time is further ahead than the widest window this
+//!   worker claims ahead in ([`BURST_WINDOW_MAX`], or `claim_ahead` if wider).
 //! - Nothing is handed out to a worker without its liveness lease, or with claiming ahead
 //!   turned off (`claim_ahead = "0s"` or `max_claimed_ahead = 0`).
 //! - Each handed-out execution takes one permit of the room reserved for its commit; the
@@ -35,6 +37,7 @@ impl Handoff for Worker {
                 epoch,
                 limit,
                 rate_limited: self.config.rate_limits.keys().cloned().collect(),
+                within: BURST_WINDOW_MAX.max(self.config.claim_ahead),
             },
             deliver: Box::new(move |handed, returned_at| {
                 worker.take_handed(handed, reserved, returned_at);

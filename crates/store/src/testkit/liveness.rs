@@ -191,7 +191,7 @@ pub async fn the_cluster_view_shows_each_workers_lease_and_what_it_holds(h: Harn
 
 /// A trigger commit with a handoff writes the executions a claim ahead could take as their
 /// first attempt under the worker's lease and returns them, at most its limit; the rest wait
-/// for a claim, which never hands a handed-out one out again; a handed-out attempt completes
+/// for a claim (so do slots beyond its window), which never hands a handed-out one out again; a handed-out attempt completes
 /// under the lease, and a take-over of the lease lapses it like any attempt under it
 /// (`crate::handoff`; docs/guarantees.md, "Slots handed to the worker beside the scheduler").
 pub async fn a_trigger_commit_hands_out_what_a_claim_ahead_could_take(h: Harness) {
@@ -210,6 +210,7 @@ pub async fn a_trigger_commit_hands_out_what_a_claim_ahead_could_take(h: Harness
         .expect("create job");
     let limited = create(&*store, "limited", "a").await;
     let due = create(&*store, "ns", "due").await;
+    let far = create(&*store, "ns", "far").await;
     let lease = store.worker_lease_acquire("w1", TTL).await.expect("lease");
     let leases = renew_leases(&*store, "n1").await.expect("leases");
     let (ahead, later) = (
@@ -221,6 +222,13 @@ pub async fn a_trigger_commit_hands_out_what_a_claim_ahead_could_take(h: Harness
         node: "n1".into(),
         leases,
         jobs: vec![
+            // Beyond the window (`within`): written to wait, even though it comes first.
+            job_trigger(
+                &far,
+                t0(),
+                next,
+                vec![execution(&far, t0() + SignedDuration::from_secs(11))],
+            ),
             job_trigger(
                 &allow,
                 t0(),
@@ -236,10 +244,11 @@ pub async fn a_trigger_commit_hands_out_what_a_claim_ahead_could_take(h: Harness
             epoch: lease.epoch,
             limit: 1,
             rate_limited: vec!["limited".into()],
+            within: Dur::from_secs(10),
         }),
     };
     let done = store.trigger_commit(&commit).await.expect("commit");
-    assert_eq!(done.executions_inserted, 5);
+    assert_eq!(done.executions_inserted, 6);
     assert_eq!(done.handed.len(), 1, "{:?}", done.handed);
     let handed = &done.handed[0];
     assert_eq!(handed.id, execution(&allow, ahead).id);
@@ -304,6 +313,7 @@ pub async fn a_trigger_commit_hands_out_what_a_claim_ahead_could_take(h: Harness
         epoch: second.epoch,
         limit: 10,
         rate_limited: Vec::new(),
+        within: Dur::from_secs(10),
     });
     let done = store.trigger_commit(&commit).await.expect("commit");
     assert_eq!((done.executions_inserted, done.handed.len()), (1, 0));
@@ -324,6 +334,7 @@ pub async fn a_trigger_commit_hands_out_what_a_claim_ahead_could_take(h: Harness
         epoch: third.epoch,
         limit: 10,
         rate_limited: Vec::new(),
+        within: Dur::from_secs(10),
     });
     let done = store.trigger_commit(&commit).await.expect("commit");
     assert_eq!(done.handed.len(), 1);
