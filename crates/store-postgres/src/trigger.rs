@@ -301,8 +301,12 @@ pub(crate) async fn trigger_commit(store: &PgStore, c: &TriggerCommit) -> Result
     }
     commit(tx).await?;
     if let Some(h) = handoff.filter(|_| !handed_ids.is_empty()) {
-        // The store's clock once the commit is done, as a claim ahead reads it: the worker's
-        // holds end no earlier than the fire times (`claim.rs`, `execution_claim`).
+        // The claims first, with the reading before the commit (held longer if it stayed),
+        // then the store's clock once the commit is done and they are built, as a claim
+        // ahead reads it: the worker's holds end no earlier than the fire times (`claim.rs`,
+        // `execution_claim`), and no later by the time building them took.
+        let mut claims =
+            sundial_store::handoff::claimed_of(&handed, &handed_ids, h.epoch, ts(now)?);
         let claimed_at = match &store.clock {
             Some(clock) => clock.now(),
             None => match store.now_ms(&store.pool).await {
@@ -314,7 +318,8 @@ pub(crate) async fn trigger_commit(store: &PgStore, c: &TriggerCommit) -> Result
                 }
             },
         };
-        done.handed = sundial_store::handoff::claimed_of(&handed, &handed_ids, h.epoch, claimed_at);
+        sundial_store::handoff::restamp(&mut claims, claimed_at);
+        done.handed = claims;
     }
     Ok(done)
 }

@@ -232,14 +232,24 @@ pub(crate) async fn trigger_commit(
     let (waiting, handed) = sundial_store::handoff::split(executions.iter().copied(), handoff, now);
     let (inserted, _) = insert_executions(&mut tx, &waiting, now, Some(&c.node), None).await?;
     done.executions_inserted = inserted;
+    let mut handed_ids = Vec::new();
     if let Some(h) = handoff {
         let claim = Some((h.worker.as_str(), h.epoch));
         let (inserted, ids) =
             insert_executions(&mut tx, &handed, now, Some(&c.node), claim).await?;
         done.executions_inserted += inserted;
-        done.handed = sundial_store::handoff::claimed_of(&handed, &ids, h.epoch, store.clock.now());
+        handed_ids = ids;
     }
     commit(tx).await?;
+    if let Some(h) = handoff {
+        // The clock once the commit is done and the claims are built: a commit of thousands
+        // of executions, and building their claims, take milliseconds that a reading before
+        // them would add to every hold.
+        let mut claims =
+            sundial_store::handoff::claimed_of(&handed, &handed_ids, h.epoch, store.clock.now());
+        sundial_store::handoff::restamp(&mut claims, store.clock.now());
+        done.handed = claims;
+    }
     Ok(done)
 }
 

@@ -148,6 +148,16 @@ pub fn claimed_of(
     claims
 }
 
+/// Sets every claim's `claimed_at` to `claimed_at`, the store's clock read once the claims
+/// are built: building thousands of them (each with its run definition) takes milliseconds,
+/// which a reading before it would add to every hold. A claim left with an earlier reading is
+/// held longer, never released early.
+pub fn restamp(claims: &mut [ClaimedExecution], claimed_at: Timestamp) {
+    for c in claims {
+        c.claimed_at = claimed_at;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
