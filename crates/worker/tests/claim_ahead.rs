@@ -5,20 +5,17 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::SignedDuration;
 use sundial_clock::{Clock, ManualClock};
 use sundial_core::execution::ExecutionState;
 use sundial_store::testkit::t0;
 use sundial_store::{ExecutionListQuery, Store};
 use sundial_worker::WorkerConfig;
 
-use common::{embedded_store, eventually, executions, http_job_firing_at, run_worker};
-
-/// Each delivery's path with the test clock's reading when it arrived.
-type Received = Arc<Mutex<Vec<(String, Timestamp)>>>;
+use common::{embedded_store, eventually, executions, http_job_firing_at, receiver, run_worker};
 
 async fn states(store: &dyn Store) -> Vec<(String, ExecutionState)> {
     let mut page: Vec<(String, ExecutionState)> = executions(store)
@@ -28,30 +25,6 @@ async fn states(store: &dyn Store) -> Vec<(String, ExecutionState)> {
         .collect();
     page.sort_by(|x, y| x.0.cmp(&y.0));
     page
-}
-
-/// A loopback HTTP receiver that records each delivery's path with `clock`'s reading when it
-/// arrived.
-async fn receiver(clock: Arc<ManualClock>) -> (std::net::SocketAddr, Received) {
-    let received: Received = Arc::default();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let app = {
-        let received = received.clone();
-        axum::Router::new().route(
-            "/{job}",
-            axum::routing::post(
-                move |axum::extract::Path(job): axum::extract::Path<String>| async move {
-                    received.lock().expect("lock").push((job, clock.now()));
-                    "ok"
-                },
-            ),
-        )
-    };
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (addr, received)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

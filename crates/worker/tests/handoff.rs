@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
@@ -17,33 +17,9 @@ use sundial_store::handoff::Handoff;
 use sundial_store::testkit::{execution, first_slots_commit, t0};
 use sundial_worker::{Worker, WorkerConfig};
 
-use common::{embedded_store, eventually, executions, http_job, http_job_record, write_firing_at};
-
-/// Each delivery's path with the test clock's reading when it arrived.
-type Received = Arc<Mutex<Vec<(String, Timestamp)>>>;
-
-/// A loopback HTTP receiver that records each delivery's path with `clock`'s reading.
-async fn receiver(clock: Arc<ManualClock>) -> (std::net::SocketAddr, Received) {
-    let received: Received = Arc::default();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let app = {
-        let received = received.clone();
-        axum::Router::new().route(
-            "/{job}",
-            axum::routing::post(
-                move |axum::extract::Path(job): axum::extract::Path<String>| async move {
-                    received.lock().expect("lock").push((job, clock.now()));
-                    "ok"
-                },
-            ),
-        )
-    };
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (addr, received)
-}
+use common::{
+    embedded_store, eventually, executions, http_job, http_job_record, receiver, write_firing_at,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handed_out_slot_is_delivered_once_at_its_fire_time_and_none_is_offered_under_a_backlog()

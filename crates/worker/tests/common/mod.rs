@@ -127,3 +127,35 @@ pub async fn write_firing_at(
         .expect("insert execution");
     job
 }
+
+/// Each delivery's path with the test clock's reading when it arrived.
+pub type Received = std::sync::Arc<std::sync::Mutex<Vec<(String, jiff::Timestamp)>>>;
+
+/// A loopback HTTP receiver that records each delivery's path with `clock`'s reading when it
+/// arrived.
+pub async fn receiver(
+    clock: std::sync::Arc<sundial_clock::ManualClock>,
+) -> (std::net::SocketAddr, Received) {
+    let received: Received = std::sync::Arc::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let app = {
+        let received = received.clone();
+        axum::Router::new().route(
+            "/{job}",
+            axum::routing::post(
+                move |axum::extract::Path(job): axum::extract::Path<String>| async move {
+                    received
+                        .lock()
+                        .expect("lock")
+                        .push((job, sundial_clock::Clock::now(&*clock)));
+                    "ok"
+                },
+            ),
+        )
+    };
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (addr, received)
+}
