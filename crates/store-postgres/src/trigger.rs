@@ -73,10 +73,32 @@ pub(crate) async fn insert_executions(
         rest.3
             .push(serde_json::to_string(&e.run).map_err(|err| Error::Corrupt(err.to_string()))?);
     }
+    // The 17 binds both statements share, in statement order ($1-$17).
+    macro_rules! bind_rows {
+        ($q:expr) => {
+            $q.bind(&cols.0)
+                .bind(&cols.1)
+                .bind(&cols.2)
+                .bind(&cols.3)
+                .bind(&cols.4)
+                .bind(&cols.5)
+                .bind(&cols.6)
+                .bind(&times.0)
+                .bind(&times.1)
+                .bind(&times.2)
+                .bind(&times.3)
+                .bind(&rest.0)
+                .bind(&rest.1)
+                .bind(&rest.2)
+                .bind(&rest.3)
+                .bind(node)
+                .bind(now)
+        };
+    }
     if let Some((worker, epoch)) = claimed {
         // Claimed as written: the attempt runs under the worker lease from its fire time, with
         // no lease of its own; its queue row carries the lease's epoch for the reaper.
-        let ids: Vec<String> = sqlx::query_scalar(
+        let ids = sqlx::query_scalar(
             "WITH e AS (INSERT INTO executions (id, namespace, job, job_uid, job_version, shard, trigger, \
                scheduled_at, fire_at, queued_at, due_at, finished_at, state, max_attempts, lease_ms, run, \
                triggered_by, created_at, attempt, worker, worker_epoch, started_at, attempt_started_at) \
@@ -89,34 +111,18 @@ pub(crate) async fn insert_executions(
              q AS (INSERT INTO execution_queue (id, namespace, job_uid, worker_epoch) \
                SELECT id, namespace, job_uid, $19 FROM e) \
              SELECT id FROM e",
-        )
-        .bind(&cols.0)
-        .bind(&cols.1)
-        .bind(&cols.2)
-        .bind(&cols.3)
-        .bind(&cols.4)
-        .bind(&cols.5)
-        .bind(&cols.6)
-        .bind(&times.0)
-        .bind(&times.1)
-        .bind(&times.2)
-        .bind(&times.3)
-        .bind(&rest.0)
-        .bind(&rest.1)
-        .bind(&rest.2)
-        .bind(&rest.3)
-        .bind(node)
-        .bind(now)
-        .bind(worker)
-        .bind(epoch)
-        .fetch_all(&mut **tx)
-        .await
-        .map_err(db_err)?;
+        );
+        let ids: Vec<String> = bind_rows!(ids)
+            .bind(worker)
+            .bind(epoch)
+            .fetch_all(&mut **tx)
+            .await
+            .map_err(db_err)?;
         return Ok((u32::try_from(ids.len()).unwrap_or(u32::MAX), ids));
     }
     // The waiting ones (due_at set) also get their queue row; a slot that already has its
     // execution (ON CONFLICT) gets neither.
-    let inserted: i64 = sqlx::query_scalar(
+    let inserted = sqlx::query_scalar(
         "WITH e AS (INSERT INTO executions (id, namespace, job, job_uid, job_version, shard, trigger, scheduled_at, \
            fire_at, queued_at, due_at, finished_at, state, max_attempts, lease_ms, run, triggered_by, created_at) \
          SELECT id, ns, job, uid, ver, shard, trig, sched, fire, fire, due, fin, st, maxa, lease, run, $16, $17 \
@@ -127,27 +133,11 @@ pub(crate) async fn insert_executions(
          q AS (INSERT INTO execution_queue (id, namespace, job_uid, due_at) \
            SELECT id, namespace, job_uid, due_at FROM e WHERE due_at IS NOT NULL) \
          SELECT count(*) FROM e",
-    )
-    .bind(&cols.0)
-    .bind(&cols.1)
-    .bind(&cols.2)
-    .bind(&cols.3)
-    .bind(&cols.4)
-    .bind(&cols.5)
-    .bind(&cols.6)
-    .bind(&times.0)
-    .bind(&times.1)
-    .bind(&times.2)
-    .bind(&times.3)
-    .bind(&rest.0)
-    .bind(&rest.1)
-    .bind(&rest.2)
-    .bind(&rest.3)
-    .bind(node)
-    .bind(now)
-    .fetch_one(&mut **tx)
-    .await
-    .map_err(db_err)?;
+    );
+    let inserted: i64 = bind_rows!(inserted)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(db_err)?;
     Ok((u32::try_from(inserted).unwrap_or(u32::MAX), Vec::new()))
 }
 
