@@ -3,6 +3,7 @@
 //! (`ON CONFLICT DO NOTHING`), with their queue rows.
 
 use super::*;
+use sundial_store::steps::trigger::{self as steps, TriggerStatements};
 
 /// Inserts executions in one statement (UNNEST of column arrays), with their queue rows;
 /// returns how many were new. With `claimed` (a worker and the epoch of its lease) they are
@@ -222,96 +223,104 @@ pub(crate) async fn trigger_next_due(
     }
 }
 
-#[expect(
-    clippy::type_complexity,
-    reason = "one tuple of column arrays for the UNNEST keeps the binds in statement order"
-)]
 pub(crate) async fn trigger_commit(store: &PgStore, c: &TriggerCommit) -> Result<TriggerCommitted> {
     let mut tx = store.begin().await?;
     let now = store.now_ms(&mut *tx).await?;
-    let shards: Vec<u16> = c.jobs.iter().map(|j| j.shard).collect();
-    check_fence(&mut tx, &c.node, &c.leases, &shards, now).await?;
-    // Advance every job of the batch in one statement; a job that changed since it was
-    // read (version or next slot) is left out, and so are its executions.
-    let mut cols: (
-        Vec<&str>,
-        Vec<i64>,
-        Vec<i64>,
-        Vec<Option<i64>>,
-        Vec<Option<i64>>,
-    ) = Default::default();
-    for job in &c.jobs {
-        cols.0.push(&job.uid);
-        cols.1.push(job.version);
-        cols.2.push(ms(job.expected_next_slot));
-        cols.3.push(job.next_slot_at.map(ms));
-        cols.4.push(job.next_fire_at.map(ms));
-    }
-    let advanced: Vec<String> = sqlx::query_scalar(
-        "UPDATE jobs j SET next_slot_at = t.next_slot, next_fire_at = t.next_fire \
-         FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) \
-           AS t(uid, version, expected, next_slot, next_fire) \
-         WHERE j.uid = t.uid AND j.version = t.version AND j.next_slot_at = t.expected RETURNING j.uid",
-    )
-    .bind(&cols.0)
-    .bind(&cols.1)
-    .bind(&cols.2)
-    .bind(&cols.3)
-    .bind(&cols.4)
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    let advanced: std::collections::HashSet<String> = advanced.into_iter().collect();
-    let executions = c
-        .jobs
-        .iter()
-        .filter(|j| advanced.contains(&j.uid))
-        .flat_map(|j| &j.executions);
-    let mut done = TriggerCommitted::of(c, &advanced);
-    // The executions the worker beside this scheduler may take are written claimed under its
-    // lease, if that lease still stands (`sundial_store::handoff`); the lease row is locked
-    // as a claim locks it, so a take-over waits for this commit.
-    let handoff = match &c.handoff {
-        Some(h) if liveness::lock_if_standing(&mut tx, h.epoch).await? => Some(h),
-        _ => None,
-    };
-    let (waiting, handed) = sundial_store::handoff::split(executions, handoff, ts(now)?);
-    let (inserted, _) = insert_executions(&mut tx, &waiting, now, Some(&c.node), None).await?;
-    done.executions_inserted = inserted;
-    if inserted > 0 {
-        notify_due(&mut tx).await?;
-    }
-    let mut handed_ids = Vec::new();
-    if let Some(h) = handoff {
-        let claim = Some((h.worker.as_str(), h.epoch));
-        let (inserted, ids) =
-            insert_executions(&mut tx, &handed, now, Some(&c.node), claim).await?;
-        done.executions_inserted += inserted;
-        handed_ids = ids;
-    }
+    let applied = steps::trigger_commit(&mut TriggerTx(&mut tx), c, ts(now)?).await?;
     commit(tx).await?;
-    if let Some(h) = handoff.filter(|_| !handed_ids.is_empty()) {
-        // The claims first, with the reading before the commit (held longer if it stayed),
-        // then the store's clock once the commit is done and they are built, as a claim
-        // ahead reads it: the worker's holds end no earlier than the fire times (`claim.rs`,
-        // `execution_claim`), and no later by the time building them took.
-        let mut claims =
-            sundial_store::handoff::claimed_of(&handed, &handed_ids, h.epoch, ts(now)?);
-        let claimed_at = match &store.clock {
-            Some(clock) => clock.now(),
-            None => match store.now_ms(&store.pool).await {
-                Ok(t) => ts(t.max(now))?,
-                Err(e) => {
-                    tracing::warn!(error = %e,
-                        "reading the store's clock after a trigger commit failed; its handed-out executions start late by the commit's time");
-                    ts(now)?
-                }
-            },
-        };
-        sundial_store::handoff::restamp(&mut claims, claimed_at);
-        done.handed = claims;
+    if !applied.handed_any() {
+        return Ok(applied.into_committed(ts(now)?));
     }
+    // The claims first, with the reading before the commit (held longer if it stayed), then
+    // the store's clock once the commit is done and they are built, as a claim ahead reads it:
+    // the worker's holds end no earlier than the fire times (`claim.rs`, `execution_claim`),
+    // and no later by the time building them took.
+    let mut done = applied.into_committed(ts(now)?);
+    let claimed_at = match &store.clock {
+        Some(clock) => clock.now(),
+        None => match store.now_ms(&store.pool).await {
+            Ok(t) => ts(t.max(now))?,
+            Err(e) => {
+                tracing::warn!(error = %e,
+                    "reading the store's clock after a trigger commit failed; its handed-out executions start late by the commit's time");
+                ts(now)?
+            }
+        },
+    };
+    sundial_store::handoff::restamp(&mut done.handed, claimed_at);
     Ok(done)
+}
+
+/// The trigger's statements ([`TriggerStatements`]) on an open transaction: the shard leases
+/// and the worker lease locked against a take-over, the workers woken by `NOTIFY` on commit.
+struct TriggerTx<'t, 'c>(&'t mut Tx<'c>);
+
+impl TriggerStatements for TriggerTx<'_, '_> {
+    async fn check_fence(
+        &mut self,
+        node: &str,
+        leases: &[ShardLease],
+        shards: &[u16],
+        now: i64,
+    ) -> Result<()> {
+        check_fence(self.0, node, leases, shards, now).await
+    }
+
+    #[expect(
+        clippy::type_complexity,
+        reason = "one tuple of column arrays for the UNNEST keeps the binds in statement order"
+    )]
+    async fn advance_jobs(&mut self, jobs: &[sundial_store::JobTrigger]) -> Result<Vec<String>> {
+        // Every job of the batch in one statement; a job that changed since it was read
+        // (version or next slot) is left out.
+        let mut cols: (
+            Vec<&str>,
+            Vec<i64>,
+            Vec<i64>,
+            Vec<Option<i64>>,
+            Vec<Option<i64>>,
+        ) = Default::default();
+        for job in jobs {
+            cols.0.push(&job.uid);
+            cols.1.push(job.version);
+            cols.2.push(ms(job.expected_next_slot));
+            cols.3.push(job.next_slot_at.map(ms));
+            cols.4.push(job.next_fire_at.map(ms));
+        }
+        sqlx::query_scalar(
+            "UPDATE jobs j SET next_slot_at = t.next_slot, next_fire_at = t.next_fire \
+             FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) \
+               AS t(uid, version, expected, next_slot, next_fire) \
+             WHERE j.uid = t.uid AND j.version = t.version AND j.next_slot_at = t.expected RETURNING j.uid",
+        )
+        .bind(&cols.0)
+        .bind(&cols.1)
+        .bind(&cols.2)
+        .bind(&cols.3)
+        .bind(&cols.4)
+        .fetch_all(&mut **self.0)
+        .await
+        .map_err(db_err)
+    }
+
+    async fn worker_lease_stands(&mut self, epoch: i64) -> Result<bool> {
+        // Locked as a claim locks it, so a take-over waits for this commit.
+        liveness::lock_if_standing(self.0, epoch).await
+    }
+
+    async fn insert_executions(
+        &mut self,
+        executions: &[&NewExecution],
+        now: i64,
+        node: Option<&str>,
+        claimed: Option<(&str, i64)>,
+    ) -> Result<(u32, Vec<String>)> {
+        insert_executions(self.0, executions, now, node, claimed).await
+    }
+
+    async fn waiting_inserted(&mut self) -> Result<()> {
+        notify_due(self.0).await
+    }
 }
 
 /// Fencing: locks the lease rows of `shards` against a concurrent takeover (`FOR SHARE`, so
@@ -354,8 +363,7 @@ pub(crate) async fn check_fence(
 pub(crate) async fn execution_insert(store: &PgStore, e: &NewExecution) -> Result<ExecutionRecord> {
     let mut tx = store.begin().await?;
     let now = store.now_ms(&mut *tx).await?;
-    insert_executions(&mut tx, &[e], now, None, None).await?;
-    notify_due(&mut tx).await?;
+    steps::execution_insert(&mut TriggerTx(&mut tx), e, ts(now)?).await?;
     commit(tx).await?;
     store
         .execution_get(&e.namespace, &e.id)

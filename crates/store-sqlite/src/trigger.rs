@@ -3,6 +3,7 @@
 //! (`ON CONFLICT DO NOTHING`), in multi-row `VALUES` statements.
 
 use super::*;
+use sundial_store::steps::trigger::{self as steps, TriggerStatements};
 
 /// Inserts `executions` (`ON CONFLICT DO NOTHING`: a slot written before keeps its
 /// execution) in multi-row `VALUES` statements; returns how many were new. With `claimed`
@@ -189,68 +190,78 @@ pub(crate) async fn trigger_commit(
 ) -> Result<TriggerCommitted> {
     let now = store.clock.now();
     let mut tx = store.begin().await?;
-    let shards: Vec<u16> = c.jobs.iter().map(|j| j.shard).collect();
-    check_fence(&mut tx, store, &c.node, &c.leases, &shards).await?;
-    // Every job of the batch advances conditionally on the version and slot it read, a
-    // few statements whatever the batch's size; the jobs that advanced get their
-    // executions.
-    let mut advanced = Vec::with_capacity(c.jobs.len());
-    for part in values::chunks(&c.jobs) {
-        let sql = format!(
-            "UPDATE jobs SET next_slot_at = j.column4, next_fire_at = j.column5 \
-             FROM (VALUES {}) AS j \
-             WHERE jobs.uid = j.column1 AND jobs.version = j.column2 \
-               AND jobs.next_slot_at = j.column3 \
-             RETURNING jobs.uid",
-            values::values_list(part.len(), 5)
-        );
-        let mut q = sqlx::query_scalar::<_, String>(&sql);
-        for job in part {
-            q = q
-                .bind(&job.uid)
-                .bind(job.version)
-                .bind(ms(job.expected_next_slot))
-                .bind(job.next_slot_at.map(ms))
-                .bind(job.next_fire_at.map(ms));
-        }
-        advanced.extend(q.fetch_all(&mut *tx).await.map_err(db_err)?);
-    }
-    let advanced: std::collections::HashSet<String> = advanced.into_iter().collect();
-    let mut done = TriggerCommitted::of(c, &advanced);
-    let executions: Vec<&NewExecution> = c
-        .jobs
-        .iter()
-        .filter(|job| advanced.contains(&job.uid))
-        .flat_map(|job| &job.executions)
-        .collect();
-    // The executions the worker beside this scheduler may take are written claimed under its
-    // lease, if that lease still stands (`sundial_store::handoff`).
-    let handoff = match &c.handoff {
-        Some(h) if liveness::lease_stands(&mut tx, h.epoch).await? => Some(h),
-        _ => None,
-    };
-    let (waiting, handed) = sundial_store::handoff::split(executions.iter().copied(), handoff, now);
-    let (inserted, _) = insert_executions(&mut tx, &waiting, now, Some(&c.node), None).await?;
-    done.executions_inserted = inserted;
-    let mut handed_ids = Vec::new();
-    if let Some(h) = handoff {
-        let claim = Some((h.worker.as_str(), h.epoch));
-        let (inserted, ids) =
-            insert_executions(&mut tx, &handed, now, Some(&c.node), claim).await?;
-        done.executions_inserted += inserted;
-        handed_ids = ids;
-    }
+    let applied = steps::trigger_commit(&mut TriggerTx { tx: &mut tx, store }, c, now).await?;
     commit(tx).await?;
-    if let Some(h) = handoff {
-        // The clock once the commit is done and the claims are built: a commit of thousands
-        // of executions, and building their claims, take milliseconds that a reading before
-        // them would add to every hold.
-        let mut claims =
-            sundial_store::handoff::claimed_of(&handed, &handed_ids, h.epoch, store.clock.now());
-        sundial_store::handoff::restamp(&mut claims, store.clock.now());
-        done.handed = claims;
-    }
+    // The clock once the commit is done and the claims are built: a commit of thousands of
+    // executions, and building their claims, take milliseconds that a reading before them
+    // would add to every hold.
+    let mut done = applied.into_committed(store.clock.now());
+    sundial_store::handoff::restamp(&mut done.handed, store.clock.now());
     Ok(done)
+}
+
+/// The trigger's statements ([`TriggerStatements`]) on the writer's transaction. The workers
+/// find the executions that wait for a claim by their own timers: nothing is signalled.
+struct TriggerTx<'t, 'c, 's> {
+    tx: &'t mut Tx<'c>,
+    store: &'s SqliteStore,
+}
+
+impl TriggerStatements for TriggerTx<'_, '_, '_> {
+    async fn check_fence(
+        &mut self,
+        node: &str,
+        leases: &[ShardLease],
+        shards: &[u16],
+        _now: i64,
+    ) -> Result<()> {
+        check_fence(self.tx, self.store, node, leases, shards).await
+    }
+
+    async fn advance_jobs(&mut self, jobs: &[sundial_store::JobTrigger]) -> Result<Vec<String>> {
+        // Every job of the batch advances conditionally on the version and slot it read, a
+        // few statements whatever the batch's size.
+        let mut advanced = Vec::with_capacity(jobs.len());
+        for part in values::chunks(jobs) {
+            let sql = format!(
+                "UPDATE jobs SET next_slot_at = j.column4, next_fire_at = j.column5 \
+                 FROM (VALUES {}) AS j \
+                 WHERE jobs.uid = j.column1 AND jobs.version = j.column2 \
+                   AND jobs.next_slot_at = j.column3 \
+                 RETURNING jobs.uid",
+                values::values_list(part.len(), 5)
+            );
+            let mut q = sqlx::query_scalar::<_, String>(&sql);
+            for job in part {
+                q = q
+                    .bind(&job.uid)
+                    .bind(job.version)
+                    .bind(ms(job.expected_next_slot))
+                    .bind(job.next_slot_at.map(ms))
+                    .bind(job.next_fire_at.map(ms));
+            }
+            advanced.extend(q.fetch_all(&mut **self.tx).await.map_err(db_err)?);
+        }
+        Ok(advanced)
+    }
+
+    async fn worker_lease_stands(&mut self, epoch: i64) -> Result<bool> {
+        liveness::lease_stands(self.tx, epoch).await
+    }
+
+    async fn insert_executions(
+        &mut self,
+        executions: &[&NewExecution],
+        now: i64,
+        node: Option<&str>,
+        claimed: Option<(&str, i64)>,
+    ) -> Result<(u32, Vec<String>)> {
+        insert_executions(self.tx, executions, ts(now)?, node, claimed).await
+    }
+
+    async fn waiting_inserted(&mut self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Fencing: every shard in `shards` must still be leased to `node` (this process) with the
@@ -289,7 +300,7 @@ pub(crate) async fn execution_insert(
 ) -> Result<ExecutionRecord> {
     let now = store.clock.now();
     let mut tx = store.begin().await?;
-    insert_executions(&mut tx, &[e], now, None, None).await?;
+    steps::execution_insert(&mut TriggerTx { tx: &mut tx, store }, e, now).await?;
     commit(tx).await?;
     store
         .execution_get(&e.namespace, &e.id)

@@ -11,3 +11,4 @@
 pub mod backfill;
 pub mod release;
 pub mod runs;
+pub mod trigger;

@@ -1,0 +1,167 @@
+//! The trigger commit and a single execution's insert, written once over the statements each
+//! store provides ([`TriggerStatements`], on the caller's open transaction). The caller opens
+//! the transaction, runs [`trigger_commit`] (or [`execution_insert`]), commits, and only then
+//! turns what was applied into its answer with [`TriggerApplied::into_committed`], so that the
+//! claims it hands out are stamped after the commit (docs/guarantees.md, "Slots handed to the
+//! worker beside the scheduler").
+//!
+//! Invariants: nothing is written unless every shard of the batch is still leased to the
+//! scheduler with the epoch it read (docs/guarantees.md, "G4 Failover"); each job advances
+//! only from the version and next slot it was read at, and only the jobs that advanced get
+//! their executions, one per slot, a slot written before keeping its execution (G1); the
+//! executions a claim ahead could take are written claimed under the worker lease of
+//! [`TriggerCommit::handoff`] only while that lease stands, read (and, where the store can,
+//! held against a take-over) in the same transaction; every other execution waits for a claim.
+
+use std::collections::HashSet;
+use std::future::Future;
+
+use jiff::Timestamp;
+
+use crate::handoff;
+use crate::{JobTrigger, NewExecution, Result, ShardLease, TriggerCommit, TriggerCommitted};
+
+/// The statements of a trigger commit, in the dialect of one store, on the transaction the
+/// caller opened. Every method may fail with the store's classified error.
+pub trait TriggerStatements: Send {
+    /// Fails with [`crate::Error::StaleFence`] unless every shard in `shards` is still leased
+    /// to `node` with the epoch in `leases`, unexpired at `now` (Unix ms, UTC; the store may
+    /// read its own clock instead), holding the leases against a take-over until the
+    /// transaction ends where the store can.
+    fn check_fence(
+        &mut self,
+        node: &str,
+        leases: &[ShardLease],
+        shards: &[u16],
+        now: i64,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Advances every job of `jobs` whose stored version and next slot are still the ones it
+    /// was read at to its `next_slot_at` / `next_fire_at`; returns the uids of those that
+    /// advanced, in any order.
+    fn advance_jobs(
+        &mut self,
+        jobs: &[JobTrigger],
+    ) -> impl Future<Output = Result<Vec<String>>> + Send;
+
+    /// Whether the worker lease `epoch` still stands, holding it against a take-over until the
+    /// transaction ends where the store can (so a take-over waits for this commit).
+    fn worker_lease_stands(&mut self, epoch: i64) -> impl Future<Output = Result<bool>> + Send;
+
+    /// Inserts `executions` at `now` (Unix ms, UTC), triggered by `node` (`None`: the API),
+    /// a slot that has its execution already keeping it; returns how many went in. With
+    /// `claimed` (a worker and the epoch of its lease) they are written as their first attempt
+    /// under that lease, `running` from their fire time, and the ids of the new ones are
+    /// returned too; without it they wait for a claim.
+    fn insert_executions(
+        &mut self,
+        executions: &[&NewExecution],
+        now: i64,
+        node: Option<&str>,
+        claimed: Option<(&str, i64)>,
+    ) -> impl Future<Output = Result<(u32, Vec<String>)>> + Send;
+
+    /// Executions that wait for a claim went in: wake the workers once the transaction
+    /// commits, where the store signals inside the transaction (PostgreSQL's `NOTIFY`); a
+    /// store whose workers find them by their own timers does nothing.
+    fn waiting_inserted(&mut self) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// What a trigger commit applied, before the caller commits: [`TriggerCommitted`] but for the
+/// claims handed out, which [`TriggerApplied::into_committed`] builds after the commit.
+#[derive(Debug)]
+pub struct TriggerApplied<'c> {
+    committed: TriggerCommitted,
+    /// The executions written claimed, in fire time order, with the ids of those that went in
+    /// and the epoch they were claimed under.
+    handed: Vec<&'c NewExecution>,
+    handed_ids: Vec<String>,
+    epoch: Option<i64>,
+}
+
+impl TriggerApplied<'_> {
+    /// Whether any execution went in claimed: only then does the caller need the clock
+    /// reading [`TriggerApplied::into_committed`] stamps the claims with.
+    pub fn handed_any(&self) -> bool {
+        !self.handed_ids.is_empty()
+    }
+
+    /// The commit's answer, with the claims handed out stamped `claimed_at` (the store's
+    /// clock read after the commit; the caller may restamp them with
+    /// [`handoff::restamp`] once they are built, as building thousands takes milliseconds).
+    pub fn into_committed(self, claimed_at: Timestamp) -> TriggerCommitted {
+        let mut committed = self.committed;
+        if let Some(epoch) = self.epoch.filter(|_| !self.handed_ids.is_empty()) {
+            committed.handed =
+                handoff::claimed_of(&self.handed, &self.handed_ids, epoch, claimed_at);
+        }
+        committed
+    }
+}
+
+/// Applies `c` inside the caller's transaction at `now` (the store's now): the
+/// fence, the jobs' conditional advance, and their executions, those a claim ahead could take
+/// written claimed when `c` hands off to a worker whose lease still stands.
+///
+/// # Errors
+/// [`crate::Error::StaleFence`] when a shard of the batch is no longer leased as read (nothing
+/// written; the caller rolls back), or the store's classified error of any statement.
+pub async fn trigger_commit<'c, S: TriggerStatements>(
+    s: &mut S,
+    c: &'c TriggerCommit,
+    now: Timestamp,
+) -> Result<TriggerApplied<'c>> {
+    let ms = now.as_millisecond();
+    let shards: Vec<u16> = c.jobs.iter().map(|j| j.shard).collect();
+    s.check_fence(&c.node, &c.leases, &shards, ms).await?;
+    let advanced: HashSet<String> = s.advance_jobs(&c.jobs).await?.into_iter().collect();
+    let mut committed = TriggerCommitted::of(c, &advanced);
+    let executions = c
+        .jobs
+        .iter()
+        .filter(|j| advanced.contains(&j.uid))
+        .flat_map(|j| &j.executions);
+    let handoff = match &c.handoff {
+        Some(h) if s.worker_lease_stands(h.epoch).await? => Some(h),
+        _ => None,
+    };
+    let (waiting, handed) = handoff::split(executions, handoff, now);
+    let (inserted, _) = s
+        .insert_executions(&waiting, ms, Some(&c.node), None)
+        .await?;
+    committed.executions_inserted = inserted;
+    if inserted > 0 {
+        s.waiting_inserted().await?;
+    }
+    let (mut handed_ids, mut epoch) = (Vec::new(), None);
+    if let Some(h) = handoff {
+        let (inserted, ids) = s
+            .insert_executions(&handed, ms, Some(&c.node), Some((&h.worker, h.epoch)))
+            .await?;
+        committed.executions_inserted += inserted;
+        handed_ids = ids;
+        epoch = Some(h.epoch);
+    }
+    Ok(TriggerApplied {
+        committed,
+        handed,
+        handed_ids,
+        epoch,
+    })
+}
+
+/// Inserts one execution outside the schedule (a manual run, by the API) inside the caller's
+/// transaction at `now`, waiting for a claim; the caller commits and reads it
+/// back.
+///
+/// # Errors
+/// The store's classified error of either statement.
+pub async fn execution_insert<S: TriggerStatements>(
+    s: &mut S,
+    e: &NewExecution,
+    now: Timestamp,
+) -> Result<()> {
+    s.insert_executions(&[e], now.as_millisecond(), None, None)
+        .await?;
+    s.waiting_inserted().await
+}
