@@ -1,4 +1,6 @@
-//! Holiday calendars (docs/time.md, "Calendars"): put, get, list, who names one, delete.
+//! Holiday calendars (docs/time.md, "Calendars"): put, get, list, who names one, delete; the
+//! put and the delete are written once (`sundial_store::steps::calendars`) over this file's
+//! statements.
 //! A delete checks for users and deletes in one transaction. A job write that names the
 //! calendar and commits between the API's existence check and that transaction can still
 //! leave a job naming a deleted calendar; the scheduler then excludes nothing for it and says
@@ -7,6 +9,7 @@
 use super::*;
 use sundial_core::calendar::CalendarSpec;
 use sundial_store::CalendarRecord;
+use sundial_store::steps::calendars::{self as steps, CalendarStatements};
 
 const COLUMNS: &str = "namespace, name, spec, version, created_at, updated_at";
 
@@ -28,48 +31,19 @@ pub(crate) async fn calendar_put(
     name: &str,
     spec: &CalendarSpec,
 ) -> Result<(CalendarRecord, bool)> {
-    let text = serde_json::to_string(spec).map_err(|e| Error::Corrupt(e.to_string()))?;
+    let text = steps::spec_text(spec)?;
     let mut tx = store.begin().await?;
     let now = store.now_ms(&mut *tx).await?;
-    let old: Option<(String, i64)> = sqlx::query_as(
-        "SELECT spec, version FROM calendars WHERE namespace = $1 AND name = $2 FOR UPDATE",
+    let put = steps::calendar_put(
+        &mut CalendarTx(&mut tx),
+        namespace,
+        name,
+        (spec, &text),
+        now,
     )
-    .bind(namespace)
-    .bind(name)
-    .fetch_optional(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    let created = old.is_none();
-    let unchanged = old
-        .as_ref()
-        .and_then(|(s, _)| serde_json::from_str::<CalendarSpec>(s).ok())
-        .is_some_and(|s| s == *spec);
-    if !unchanged {
-        sqlx::query(
-            "INSERT INTO calendars (namespace, name, spec, version, created_at, updated_at) \
-             VALUES ($1, $2, $3, 1, $4, $4) \
-             ON CONFLICT (namespace, name) DO UPDATE SET spec = $3, \
-             version = calendars.version + 1, updated_at = $4",
-        )
-        .bind(namespace)
-        .bind(name)
-        .bind(&text)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    }
-    let row = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM calendars WHERE namespace = $1 AND name = $2"
-    ))
-    .bind(namespace)
-    .bind(name)
-    .fetch_one(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    let record = decode(&row)?;
+    .await?;
     commit(tx).await?;
-    Ok((record, created))
+    Ok(put)
 }
 
 pub(crate) async fn calendar_get(
@@ -127,27 +101,72 @@ pub(crate) async fn calendar_users(
 
 pub(crate) async fn calendar_delete(store: &PgStore, namespace: &str, name: &str) -> Result<()> {
     let mut tx = store.begin().await?;
-    let users: Vec<String> = sqlx::query_scalar(USERS)
+    steps::calendar_delete(&mut CalendarTx(&mut tx), namespace, name).await?;
+    commit(tx).await
+}
+
+/// A calendar's put and delete statements ([`CalendarStatements`]) on an open transaction.
+struct CalendarTx<'t, 'c>(&'t mut Tx<'c>);
+
+impl CalendarStatements for CalendarTx<'_, '_> {
+    async fn current(&mut self, namespace: &str, name: &str) -> Result<Option<(String, i64)>> {
+        sqlx::query_as(
+            "SELECT spec, version FROM calendars WHERE namespace = $1 AND name = $2 FOR UPDATE",
+        )
         .bind(namespace)
         .bind(name)
-        .fetch_all(&mut *tx)
+        .fetch_optional(&mut **self.0)
+        .await
+        .map_err(db_err)
+    }
+
+    async fn upsert(&mut self, namespace: &str, name: &str, spec: &str, now: i64) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO calendars (namespace, name, spec, version, created_at, updated_at) \
+             VALUES ($1, $2, $3, 1, $4, $4) \
+             ON CONFLICT (namespace, name) DO UPDATE SET spec = $3, \
+             version = calendars.version + 1, updated_at = $4",
+        )
+        .bind(namespace)
+        .bind(name)
+        .bind(spec)
+        .bind(now)
+        .execute(&mut **self.0)
         .await
         .map_err(db_err)?;
-    if !users.is_empty() {
-        return Err(Error::Conflict(format!(
-            "calendar {namespace}/{name} is named in exclude_calendars of {}",
-            users.join(", ")
-        )));
+        Ok(())
     }
-    let deleted = sqlx::query("DELETE FROM calendars WHERE namespace = $1 AND name = $2")
+
+    async fn read(&mut self, namespace: &str, name: &str) -> Result<CalendarRecord> {
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM calendars WHERE namespace = $1 AND name = $2"
+        ))
         .bind(namespace)
         .bind(name)
-        .execute(&mut *tx)
+        .fetch_one(&mut **self.0)
         .await
-        .map_err(db_err)?
-        .rows_affected();
-    if deleted == 0 {
-        return Err(Error::NotFound(format!("calendar {namespace}/{name}")));
+        .map_err(db_err)?;
+        decode(&row)
     }
-    commit(tx).await
+
+    async fn users(&mut self, namespace: &str, name: &str) -> Result<Vec<String>> {
+        sqlx::query_scalar(USERS)
+            .bind(namespace)
+            .bind(name)
+            .fetch_all(&mut **self.0)
+            .await
+            .map_err(db_err)
+    }
+
+    async fn delete(&mut self, namespace: &str, name: &str) -> Result<u64> {
+        Ok(
+            sqlx::query("DELETE FROM calendars WHERE namespace = $1 AND name = $2")
+                .bind(namespace)
+                .bind(name)
+                .execute(&mut **self.0)
+                .await
+                .map_err(db_err)?
+                .rows_affected(),
+        )
+    }
 }

@@ -9,6 +9,7 @@
 //! of rows; a step never commits (the caller does, with the rest of its transaction).
 
 pub mod backfill;
+pub mod calendars;
 pub mod release;
 pub mod runs;
 pub mod trigger;

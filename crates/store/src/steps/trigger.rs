@@ -1,9 +1,9 @@
 //! The trigger commit and a single execution's insert, written once over the statements each
 //! store provides ([`TriggerStatements`], on the caller's open transaction). The caller opens
 //! the transaction, runs [`trigger_commit`] (or [`execution_insert`]), commits, and only then
-//! turns what was applied into its answer with [`TriggerApplied::into_committed`], so that the
-//! claims it hands out are stamped after the commit (docs/guarantees.md, "Slots handed to the
-//! worker beside the scheduler").
+//! turns what was applied into its answer with [`TriggerApplied::into_committed`] and stamps
+//! the claims it hands out with a clock read after the commit (docs/guarantees.md, "Slots
+//! handed to the worker beside the scheduler").
 //!
 //! Invariants: nothing is written unless every shard of the batch is still leased to the
 //! scheduler with the epoch it read (docs/guarantees.md, "G4 Failover"); each job advances
@@ -52,7 +52,10 @@ pub trait TriggerStatements: Send {
     /// a slot that has its execution already keeping it; returns how many went in. With
     /// `claimed` (a worker and the epoch of its lease) they are written as their first attempt
     /// under that lease, `running` from their fire time, and the ids of the new ones are
-    /// returned too; without it they wait for a claim.
+    /// returned too; without it they wait for a claim. Fails with [`crate::Error::Corrupt`]
+    /// when a run definition does not serialise, and may refuse an execution the store cannot
+    /// hold ([`crate::Error::Defect`]: PostgreSQL's partition key needs a slot's execution id
+    /// derived from the slot).
     fn insert_executions(
         &mut self,
         executions: &[&NewExecution],
@@ -72,8 +75,8 @@ pub trait TriggerStatements: Send {
 #[derive(Debug)]
 pub struct TriggerApplied<'c> {
     committed: TriggerCommitted,
-    /// The executions written claimed, in fire time order, with the ids of those that went in
-    /// and the epoch they were claimed under.
+    /// The executions written claimed, in the batch's order, with the ids of those that went
+    /// in and the epoch they were claimed under.
     handed: Vec<&'c NewExecution>,
     handed_ids: Vec<String>,
     epoch: Option<i64>,
@@ -86,9 +89,11 @@ impl TriggerApplied<'_> {
         !self.handed_ids.is_empty()
     }
 
-    /// The commit's answer, with the claims handed out stamped `claimed_at` (the store's
-    /// clock read after the commit; the caller may restamp them with
-    /// [`handoff::restamp`] once they are built, as building thousands takes milliseconds).
+    /// The commit's answer, with the claims handed out (in fire time order,
+    /// [`handoff::claimed_of`]) stamped `claimed_at`. Call it after the commit; the caller
+    /// restamps the claims with [`handoff::restamp`] from a clock read once they are built
+    /// (building thousands takes milliseconds), so `claimed_at` may be a reading from before
+    /// the commit.
     pub fn into_committed(self, claimed_at: Timestamp) -> TriggerCommitted {
         let mut committed = self.committed;
         if let Some(epoch) = self.epoch.filter(|_| !self.handed_ids.is_empty()) {
@@ -105,7 +110,10 @@ impl TriggerApplied<'_> {
 ///
 /// # Errors
 /// [`crate::Error::StaleFence`] when a shard of the batch is no longer leased as read (nothing
-/// written; the caller rolls back), or the store's classified error of any statement.
+/// written; the caller rolls back); whatever [`TriggerStatements::insert_executions`] refuses
+/// ([`crate::Error::Corrupt`] for a run definition that does not serialise, a store's
+/// [`crate::Error::Defect`] for an execution whose id is not its slot's); or the store's
+/// classified error of any statement.
 pub async fn trigger_commit<'c, S: TriggerStatements>(
     s: &mut S,
     c: &'c TriggerCommit,
@@ -155,7 +163,7 @@ pub async fn trigger_commit<'c, S: TriggerStatements>(
 /// back.
 ///
 /// # Errors
-/// The store's classified error of either statement.
+/// As [`trigger_commit`]'s inserts.
 pub async fn execution_insert<S: TriggerStatements>(
     s: &mut S,
     e: &NewExecution,

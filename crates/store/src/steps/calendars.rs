@@ -1,0 +1,114 @@
+//! A holiday calendar's put and delete (docs/time.md, "Calendars"), written once over the
+//! statements each store provides ([`CalendarStatements`], on the caller's open transaction).
+//! The caller opens the transaction, runs [`calendar_put`] or [`calendar_delete`], and commits
+//! only when the step returns `Ok` (an error has written nothing the caller keeps).
+//!
+//! Invariants: a put that changes nothing (the same spec, compared parsed) keeps the
+//! calendar's version and `updated_at`; any other put moves the version on by one; a delete
+//! refuses a calendar that a job or workflow of its namespace names in `exclude_calendars`,
+//! checked in the transaction that deletes it.
+
+use std::future::Future;
+
+use sundial_core::calendar::CalendarSpec;
+
+use crate::{CalendarRecord, Error, Result};
+
+/// The statements of a calendar's put and delete, in the dialect of one store, on the
+/// transaction the caller opened. Every method may fail with the store's classified error.
+pub trait CalendarStatements: Send {
+    /// The stored spec (JSON text) and version of calendar `namespace`/`name`, `None` when
+    /// there is none, its row held until the transaction ends where the store can.
+    fn current(
+        &mut self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<(String, i64)>>> + Send;
+
+    /// Writes the calendar with `spec` (JSON text) at `now` (Unix ms, UTC): version 1 and
+    /// `created_at` = `updated_at` = `now` when new, else its spec replaced, its version moved
+    /// on by one and `updated_at` = `now`.
+    fn upsert(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        spec: &str,
+        now: i64,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// The stored calendar `namespace`/`name` (it exists).
+    fn read(
+        &mut self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<CalendarRecord>> + Send;
+
+    /// Who names the calendar in `exclude_calendars`: `job NAME` and `workflow NAME` of its
+    /// namespace, in order.
+    fn users(
+        &mut self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Vec<String>>> + Send;
+
+    /// Deletes the calendar; returns how many rows went (0 or 1).
+    fn delete(&mut self, namespace: &str, name: &str) -> impl Future<Output = Result<u64>> + Send;
+}
+
+/// The JSON text a calendar's spec is stored as; the caller makes it before it opens the
+/// transaction of [`calendar_put`].
+///
+/// # Errors
+/// [`Error::Corrupt`] when `spec` does not serialise.
+pub fn spec_text(spec: &CalendarSpec) -> Result<String> {
+    serde_json::to_string(spec).map_err(|e| Error::Corrupt(e.to_string()))
+}
+
+/// Creates or replaces calendar `namespace`/`name` with `spec` (stored as `text`, from
+/// [`spec_text`]) at `now` (Unix ms, UTC); returns the stored record and whether it was
+/// created.
+///
+/// # Errors
+/// The store's classified error.
+pub async fn calendar_put<S: CalendarStatements>(
+    s: &mut S,
+    namespace: &str,
+    name: &str,
+    (spec, text): (&CalendarSpec, &str),
+    now: i64,
+) -> Result<(CalendarRecord, bool)> {
+    let old = s.current(namespace, name).await?;
+    let created = old.is_none();
+    let unchanged = old
+        .as_ref()
+        .and_then(|(stored, _)| serde_json::from_str::<CalendarSpec>(stored).ok())
+        .is_some_and(|stored| stored == *spec);
+    if !unchanged {
+        s.upsert(namespace, name, text, now).await?;
+    }
+    Ok((s.read(namespace, name).await?, created))
+}
+
+/// Deletes calendar `namespace`/`name` unless a job or workflow names it.
+///
+/// # Errors
+/// [`Error::Conflict`] naming its users when some job or workflow names it in
+/// `exclude_calendars`; [`Error::NotFound`] when there is no such calendar; or the store's
+/// classified error. Nothing is deleted on any error.
+pub async fn calendar_delete<S: CalendarStatements>(
+    s: &mut S,
+    namespace: &str,
+    name: &str,
+) -> Result<()> {
+    let users = s.users(namespace, name).await?;
+    if !users.is_empty() {
+        return Err(Error::Conflict(format!(
+            "calendar {namespace}/{name} is named in exclude_calendars of {}",
+            users.join(", ")
+        )));
+    }
+    if s.delete(namespace, name).await? == 0 {
+        return Err(Error::NotFound(format!("calendar {namespace}/{name}")));
+    }
+    Ok(())
+}
