@@ -16,6 +16,12 @@
 //! written before its fire time as a lone slot is (docs/configuration.md, "lookahead",
 //! "Bursts").
 //!
+//! Beside a worker ([`Scheduler::hand_off_to`]), a pass writes the slots that worker takes
+//! already claimed, and none that it has no room for: their jobs stay due until a pass finds
+//! room ([`DEFER_RETRY`]; docs/guarantees.md, "Slots handed to the worker beside
+//! the scheduler"), so more load than the process serves leaves its lateness in the jobs
+//! rather than in executions a claim would write again.
+//!
 //! Invariants:
 //! - Nothing is triggered for a shard without a live lease; a commit whose epoch went stale
 //!   writes nothing ([`sundial_store::Error::StaleFence`]) and the leases are re-read.
@@ -26,6 +32,7 @@
 //!   setting's.
 //!
 //! Metrics: `sundial_triggers_total` (executions inserted), `sundial_shards_held`,
+//! `sundial_trigger_deferred_total` (due jobs left for a later pass for want of room),
 //! `sundial_trigger_fenced_total` (commits refused for a stale shard epoch),
 //! `sundial_workflow_runs_total` (workflow runs created).
 
@@ -45,7 +52,7 @@ use sundial_core::job::ScheduleSpec;
 use sundial_core::plan::{JobTiming, Plan, plan};
 use sundial_core::schedule::Schedule;
 use sundial_core::workflow::RunState;
-use sundial_store::handoff::Handoff;
+use sundial_store::handoff::{Handoff, defer_beyond_room};
 use sundial_store::{
     DueJob, Error as StoreError, JobTrigger, NewExecution, NewRun, RunSpec, SchedulerStore,
     ShardLease, ShardLeaseRequest, TriggerCommit, TriggerDueSeconds, TriggerListDue,
@@ -152,7 +159,17 @@ pub struct PassReport {
     /// The jobs' lookahead widened for a burst whose first slot it now reaches: the next pass
     /// comes at once.
     pub burst_in_reach: bool,
+    /// Due jobs left for a later pass because the worker beside this scheduler had no room
+    /// for their slots ([`sundial_store::handoff::defer_beyond_room`]): the next pass
+    /// comes after [`DEFER_RETRY`].
+    pub deferred: u32,
 }
+
+/// How long a scheduler that deferred due jobs for want of room in the worker beside it waits
+/// before it looks again (250 ms), unless a job changes: long enough that a saturated process
+/// does not spend its CPU re-reading and re-planning the same jobs, short against the lateness
+/// a full worker already means.
+pub const DEFER_RETRY: Dur = Dur::from_millis(250);
 
 /// The scheduler role.
 #[derive(Debug)]
@@ -298,6 +315,13 @@ impl Scheduler {
                 break;
             }
             let (more, next_run_in) = match self.pass().await {
+                Ok(report) if report.deferred > 0 => {
+                    let retry = DEFER_RETRY.as_signed();
+                    (
+                        false,
+                        Some(report.next_run_in.map_or(retry, |n| n.min(retry))),
+                    )
+                }
                 Ok(report) => (
                     report.jobs >= self.config.batch || report.burst_in_reach,
                     report.next_run_in,
@@ -419,11 +443,30 @@ impl Scheduler {
         }
         let planned: usize = jobs.iter().map(|j| j.executions.len()).sum();
         let offer = self.handoff.as_ref().and_then(|w| w.offer(planned));
+        if let Some(offer) = &offer {
+            report.deferred = u32::try_from(defer_beyond_room(&mut jobs, &offer.request, now))
+                .unwrap_or(u32::MAX);
+            if report.deferred > 0 {
+                metrics::counter!("sundial_trigger_deferred_total")
+                    .increment(u64::from(report.deferred));
+                tracing::debug!(
+                    deferred = report.deferred,
+                    room = offer.request.limit,
+                    "due jobs deferred: no room in the worker"
+                );
+            }
+            if jobs.is_empty() {
+                return Ok(report);
+            }
+        }
         let commit = TriggerCommit {
             node: self.config.node.clone(),
             leases: self.leases.clone(),
             jobs,
-            handoff: offer.as_ref().map(|o| o.request.clone()),
+            handoff: offer
+                .as_ref()
+                .filter(|o| o.request.limit > 0)
+                .map(|o| o.request.clone()),
         };
         let (listed_ms, committing) = (
             listing.elapsed().as_secs_f64() * 1e3,
@@ -452,7 +495,7 @@ impl Scheduler {
                 if sundial_trace::enabled() {
                     self.trace_triggers(&commit, &done.changed);
                 }
-                if report.jobs < self.config.batch {
+                if report.jobs < self.config.batch && report.deferred == 0 {
                     report.burst_in_reach = self.look_beyond(now, horizon).await;
                 }
                 Ok(report)

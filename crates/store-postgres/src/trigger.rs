@@ -97,14 +97,14 @@ pub(crate) async fn insert_executions(
         };
     }
     if let Some((worker, epoch)) = claimed {
-        // Claimed as written: the attempt runs under the worker lease from its fire time, with
-        // no lease of its own; its queue row carries the lease's epoch for the reaper.
+        // Claimed as written: the attempt runs under the worker lease from its fire time (from
+        // now for a slot written late), with no lease of its own; its queue row carries the lease's epoch for the reaper.
         let ids = sqlx::query_scalar(
             "WITH e AS (INSERT INTO executions (id, namespace, job, job_uid, job_version, shard, trigger, \
                scheduled_at, fire_at, queued_at, due_at, finished_at, state, max_attempts, lease_ms, run, \
                triggered_by, created_at, attempt, worker, worker_epoch, started_at, attempt_started_at) \
              SELECT id, ns, job, uid, ver, shard, trig, sched, fire, fire, due, fin, st, maxa, lease, run, \
-               $16, $17, 1, $18, $19, fire, fire \
+               $16, $17, 1, $18, $19, GREATEST(fire, $17), GREATEST(fire, $17) \
              FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::text[], \
                $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::text[], $13::bigint[], $14::bigint[], $15::text[]) \
                AS t(id, ns, job, uid, ver, shard, trig, sched, fire, due, fin, st, maxa, lease, run) \

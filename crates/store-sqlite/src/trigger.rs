@@ -73,8 +73,8 @@ pub(crate) async fn insert_executions(
                     .bind(1_i64)
                     .bind(worker)
                     .bind(epoch)
-                    .bind(ms(e.fire_at))
-                    .bind(ms(e.fire_at));
+                    .bind(ms(e.fire_at.max(now)))
+                    .bind(ms(e.fire_at.max(now)));
             }
         }
         if claimed.is_some() {

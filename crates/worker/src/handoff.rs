@@ -4,7 +4,12 @@
 //! bound before each trigger commit, then holds what the commit handed out until its fire time,
 //! as it holds executions claimed ahead. The invariants are the crate's (lib.rs); besides:
 //! - Nothing is handed out while the store has a backlog (executions due longer ago than a
-//!   second, `backlog.rs`): the room then goes to the claims that serve it.
+//!   second, `backlog.rs`): the room then goes to the claims that serve it, and the scheduler
+//!   writes its slots to wait their turn in the store.
+//! - Once the `max_claimed_ahead` bound is full, the offer says "no room" (a `limit` of 0): the
+//!   scheduler then writes no slot this worker would take until it has room, so that under
+//!   more load than the process serves the slots wait in their jobs rather than as executions
+//!   each claim would write again.
 //! - Nothing is handed out whose fire time is further ahead than the widest window this
 //!   worker claims ahead in ([`BURST_WINDOW_MAX`], or `claim_ahead` if wider).
 //! - Nothing is handed out to a worker without its liveness lease, or with claiming ahead
@@ -28,7 +33,8 @@ impl Handoff for Worker {
         }
         let epoch = self.liveness.epoch()?;
         let room = wanted.min(self.ahead.available_permits());
-        let limit = u32::try_from(room).ok().filter(|n| *n > 0)?;
+        let limit = u32::try_from(room).unwrap_or(u32::MAX);
+        // Zero permits are always granted: an offer of no room.
         let reserved = self.ahead.clone().try_acquire_many_owned(limit).ok()?;
         let worker = self.clone();
         Some(HandoffOffer {

@@ -2,8 +2,8 @@
 //! worker beside the scheduler"), against the embedded store, a real HTTP target and a manual
 //! clock: a running worker offers room once it holds its lease and has seen no backlog; a
 //! trigger commit carrying the offer writes the slot claimed under that lease; the worker holds
-//! it and delivers it at its fire time, never before, once; while the store has a backlog it
-//! offers nothing.
+//! it and delivers it at its fire time, never before, once; with its room reserved it offers
+//! none (a limit of 0); while the store has a backlog it offers nothing.
 
 mod common;
 
@@ -37,6 +37,7 @@ async fn a_handed_out_slot_is_delivered_once_at_its_fire_time_and_none_is_offere
             // A namespace whose executions wait for tokens it barely has: its late one stays
             // due, a backlog the claims cannot drain.
             rate_limits: [("slow".to_owned(), 0.001)].into_iter().collect(),
+            max_claimed_ahead: 10,
             ..WorkerConfig::new("w1")
         },
         Arc::new(tokio::sync::Notify::new()),
@@ -48,6 +49,11 @@ async fn a_handed_out_slot_is_delivered_once_at_its_fire_time_and_none_is_offere
     eventually("an offer", async || worker.offer(10).is_some()).await;
     let offer = worker.offer(10).expect("offer");
     assert_eq!(offer.request.limit, 10);
+    // Its room (`max_claimed_ahead`) is reserved by that offer: another says "no room", so the
+    // scheduler leaves the slots the worker would take in their jobs.
+    let full = worker.offer(10).expect("an offer of no room");
+    assert_eq!(full.request.limit, 0);
+    drop(full);
     let fire = t0() + SignedDuration::from_secs(2);
     let mut commit = first_slots_commit(&*store, "n1", std::slice::from_ref(&job))
         .await

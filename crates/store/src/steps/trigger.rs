@@ -51,7 +51,8 @@ pub trait TriggerStatements: Send {
     /// Inserts `executions` at `now` (Unix ms, UTC), triggered by `node` (`None`: the API),
     /// a slot that has its execution already keeping it; returns how many went in. With
     /// `claimed` (a worker and the epoch of its lease) they are written as their first attempt
-    /// under that lease, `running` from their fire time, and the ids of the new ones are
+    /// under that lease, `running` from their fire time (from `now` for a slot due already,
+    /// [`handoff::started_at`]), and the ids of the new ones are
     /// returned too; without it they wait for a claim. Fails with [`crate::Error::Corrupt`]
     /// when a run definition does not serialise, and may refuse an execution the store cannot
     /// hold ([`crate::Error::Defect`]: PostgreSQL's partition key needs a slot's execution id
@@ -80,6 +81,8 @@ pub struct TriggerApplied<'c> {
     handed: Vec<&'c NewExecution>,
     handed_ids: Vec<String>,
     epoch: Option<i64>,
+    /// The commit's time: a slot written late starts then ([`handoff::started_at`]).
+    written_at: Timestamp,
 }
 
 impl TriggerApplied<'_> {
@@ -97,8 +100,13 @@ impl TriggerApplied<'_> {
     pub fn into_committed(self, claimed_at: Timestamp) -> TriggerCommitted {
         let mut committed = self.committed;
         if let Some(epoch) = self.epoch.filter(|_| !self.handed_ids.is_empty()) {
-            committed.handed =
-                handoff::claimed_of(&self.handed, &self.handed_ids, epoch, claimed_at);
+            committed.handed = handoff::claimed_of(
+                &self.handed,
+                &self.handed_ids,
+                epoch,
+                self.written_at,
+                claimed_at,
+            );
         }
         committed
     }
@@ -155,6 +163,7 @@ pub async fn trigger_commit<'c, S: TriggerStatements>(
         handed,
         handed_ids,
         epoch,
+        written_at: now,
     })
 }
 
