@@ -17,9 +17,9 @@
 //! "Bursts").
 //!
 //! Beside a worker ([`Scheduler::hand_off_to`]), a pass writes the slots that worker takes
-//! already claimed, and none that it has no room for: their jobs stay due until a pass finds
-//! room ([`DEFER_RETRY`]; docs/guarantees.md, "Slots handed to the worker beside
-//! the scheduler"), so more load than the process serves leaves its lateness in the jobs
+//! already claimed, and, while the store has a backlog, none that it has no room for: their
+//! jobs stay due until a pass finds room ([`DEFER_RETRY`]; docs/guarantees.md, "Slots handed to the worker beside
+//! the scheduler"), so more load than the workers serve leaves its lateness in the jobs
 //! rather than in executions a claim would write again.
 //!
 //! Invariants:
@@ -159,14 +159,14 @@ pub struct PassReport {
     /// The jobs' lookahead widened for a burst whose first slot it now reaches: the next pass
     /// comes at once.
     pub burst_in_reach: bool,
-    /// Due jobs left for a later pass because the worker beside this scheduler had no room
-    /// for their slots ([`sundial_store::handoff::defer_beyond_room`]): the next pass
+    /// Due jobs left for a later pass because the store had a backlog and the worker beside
+    /// this scheduler no room for their slots ([`sundial_store::handoff::defer_beyond_room`]): the next pass
     /// comes after [`DEFER_RETRY`].
     pub deferred: u32,
 }
 
 /// How long a scheduler that deferred due jobs for want of room in the worker beside it waits
-/// before it looks again (250 ms), unless a job changes: long enough that a saturated process
+/// before it looks again (250 ms), whatever changes meanwhile: long enough that a saturated process
 /// does not spend its CPU re-reading and re-planning the same jobs, short against the lateness
 /// a full worker already means.
 pub const DEFER_RETRY: Dur = Dur::from_millis(250);
@@ -254,7 +254,9 @@ impl Scheduler {
     /// Hands the executions this scheduler writes to `worker`, the worker of its process,
     /// already claimed, as far as it has room and they may be handed out
     /// (`sundial_store::handoff`, docs/guarantees.md, "Slots handed to the worker beside the
-    /// scheduler"); the rest wait in the store for a claim, as without it.
+    /// scheduler"); the rest wait in the store for a claim, as without it, but for those the
+    /// worker would take while the store has a backlog: their jobs stay due for a later pass
+    /// ([`PassReport::deferred`]).
     pub fn hand_off_to(&mut self, worker: Arc<dyn Handoff>) {
         self.handoff = Some(worker);
     }
@@ -316,11 +318,18 @@ impl Scheduler {
             }
             let (more, next_run_in) = match self.pass().await {
                 Ok(report) if report.deferred > 0 => {
+                    // Not woken by a job's change meanwhile, which would re-plan the same
+                    // deferred jobs at once; a workflow run held back still comes on time.
                     let retry = DEFER_RETRY.as_signed();
-                    (
-                        false,
-                        Some(report.next_run_in.map_or(retry, |n| n.min(retry))),
-                    )
+                    let wait = report
+                        .next_run_in
+                        .map_or(retry, |n| n.clamp(jiff::SignedDuration::ZERO, retry));
+                    let deadline = self.clock.now() + wait;
+                    tokio::select! {
+                        _ = self.clock.sleep_until(deadline) => {}
+                        _ = shutdown.changed() => {}
+                    }
+                    continue;
                 }
                 Ok(report) => (
                     report.jobs >= self.config.batch || report.burst_in_reach,
@@ -443,7 +452,7 @@ impl Scheduler {
         }
         let planned: usize = jobs.iter().map(|j| j.executions.len()).sum();
         let offer = self.handoff.as_ref().and_then(|w| w.offer(planned));
-        if let Some(offer) = &offer {
+        if let Some(offer) = offer.as_ref().filter(|o| o.defer) {
             report.deferred = u32::try_from(defer_beyond_room(&mut jobs, &offer.request, now))
                 .unwrap_or(u32::MAX);
             if report.deferred > 0 {
@@ -452,10 +461,13 @@ impl Scheduler {
                 tracing::debug!(
                     deferred = report.deferred,
                     room = offer.request.limit,
-                    "due jobs deferred: no room in the worker"
+                    "due jobs deferred: a backlog in the store, no room in the worker"
                 );
             }
             if jobs.is_empty() {
+                if report.jobs < self.config.batch {
+                    report.burst_in_reach = self.look_beyond(now, horizon).await;
+                }
                 return Ok(report);
             }
         }
@@ -495,7 +507,7 @@ impl Scheduler {
                 if sundial_trace::enabled() {
                     self.trace_triggers(&commit, &done.changed);
                 }
-                if report.jobs < self.config.batch && report.deferred == 0 {
+                if report.jobs < self.config.batch {
                     report.burst_in_reach = self.look_beyond(now, horizon).await;
                 }
                 Ok(report)

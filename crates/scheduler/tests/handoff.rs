@@ -1,8 +1,8 @@
 //! A scheduler handing the slots it writes to the worker beside it, against the embedded store
 //! with an injected clock (docs/guarantees.md, "Slots handed to the worker beside the
-//! scheduler"): a slot due already that the worker would take but has no room for is not
-//! written; its job stays due until a pass finds room, and is then handed out, started at
-//! the commit's time. The worker is stood in for by its room alone ([`Room`]); the store, its
+//! scheduler"): while the store has a backlog, a slot the worker would take but has no room
+//! for is not written; its job stays due until a pass finds room, and is then handed out,
+//! started at the commit's time. Without a backlog it is written to wait for a claim. The worker is stood in for by its room alone ([`Room`]); the store, its
 //! worker lease and the trigger commit are the real ones. No test sleeps.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -25,9 +25,11 @@ use sundial_store_sqlite::SqliteStore;
 use tokio::sync::Notify;
 
 /// The worker's side of a handoff as the scheduler sees it: the room it offers (`None` when it
-/// takes nothing at all) under a real worker lease, and what it was handed.
+/// takes nothing at all) under a real worker lease, whether the store has a backlog (the slots
+/// beyond the room are then deferred), and what it was handed.
 struct Room {
     room: AtomicU32,
+    backlog: AtomicBool,
     declines: AtomicBool,
     epoch: i64,
     handed: Arc<Mutex<Vec<ClaimedExecution>>>,
@@ -51,6 +53,7 @@ impl Handoff for Room {
                 within: Dur::from_secs(10),
                 rate_limited: Vec::new(),
             },
+            defer: self.backlog.load(Ordering::SeqCst),
             deliver: Box::new(move |claims, _| handed.lock().unwrap().extend(claims)),
         })
     }
@@ -76,6 +79,7 @@ async fn rig(start: &str) -> Rig {
         .unwrap();
     let room = Arc::new(Room {
         room: AtomicU32::new(0),
+        backlog: AtomicBool::new(true),
         declines: AtomicBool::new(false),
         epoch: lease.epoch,
         handed: Arc::default(),
@@ -159,13 +163,13 @@ impl Rig {
 }
 
 #[tokio::test]
-async fn a_due_slot_the_worker_has_no_room_for_stays_in_its_job_until_it_has() {
+async fn under_a_backlog_a_slot_the_worker_has_no_room_for_stays_in_its_job_until_it_has() {
     let mut rig = rig("2026-01-01T00:00:00Z").await;
     for name in ["a", "b", "c"] {
         rig.once(name, "2026-01-01T00:00:10Z", ConcurrencyPolicy::Allow)
             .await;
     }
-    // The scheduler reaches the slots 20 s late, and the worker has no room.
+    // The scheduler reaches the slots 20 s late, the store has a backlog, the worker no room.
     rig.clock.set("2026-01-01T00:00:30Z".parse().unwrap());
     let report = rig.scheduler.pass().await.unwrap();
     assert_eq!((report.jobs, report.deferred), (3, 3));
@@ -200,6 +204,16 @@ async fn a_due_slot_the_worker_has_no_room_for_stays_in_its_job_until_it_has() {
     assert_eq!(written.len(), 3);
     assert!(written.iter().all(|e| e.state == ExecutionState::Running));
     assert_eq!(rig.next_fire_at("a").await, None, "a one-off job is done");
+    // Without a backlog, a slot beyond the room is written to wait, for any worker to claim.
+    rig.room.backlog.store(false, Ordering::SeqCst);
+    rig.room.room.store(0, Ordering::SeqCst);
+    rig.once("d", "2026-01-01T00:00:20Z", ConcurrencyPolicy::Allow)
+        .await;
+    let report = rig.scheduler.pass().await.unwrap();
+    assert_eq!((report.jobs, report.deferred), (1, 0));
+    let d = rig.executions().await.into_iter().find(|e| e.job == "d");
+    assert_eq!(d.map(|e| e.state), Some(ExecutionState::Scheduled));
+    assert_eq!(rig.handed().len(), 3);
 }
 
 #[tokio::test]
@@ -229,7 +243,7 @@ async fn what_the_worker_would_not_take_is_written_to_wait_whatever_its_room() {
         handed[0].started_at,
         "2026-01-01T00:00:04Z".parse::<Timestamp>().unwrap()
     );
-    // A worker that takes nothing now (no lease, a backlog, claim ahead off) defers nothing.
+    // A worker that takes nothing now (no lease, claim ahead off) defers nothing.
     rig.room.declines.store(true, Ordering::SeqCst);
     rig.once("due", "2026-01-01T00:00:01Z", ConcurrencyPolicy::Allow)
         .await;

@@ -7,8 +7,8 @@ use sundial_store::steps::trigger::{self as steps, TriggerStatements};
 
 /// Inserts executions in one statement (UNNEST of column arrays), with their queue rows;
 /// returns how many were new. With `claimed` (a worker and the epoch of its lease) they are
-/// written as their first attempt under that lease, `running` from their fire time
-/// (`sundial_store::handoff`), their queue rows under the lease, and the ids of the new ones
+/// written as their first attempt under that lease, `running` from their fire time, or
+/// from `now` for a slot due already (`sundial_store::handoff::started_at`), their queue rows under the lease, and the ids of the new ones
 /// are returned as well; without it they wait for a claim (`due_at` their fire time).
 #[expect(
     clippy::type_complexity,

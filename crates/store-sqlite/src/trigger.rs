@@ -8,7 +8,8 @@ use sundial_store::steps::trigger::{self as steps, TriggerStatements};
 /// Inserts `executions` (`ON CONFLICT DO NOTHING`: a slot written before keeps its
 /// execution) in multi-row `VALUES` statements; returns how many were new. With `claimed`
 /// (a worker and the epoch of its lease) they are written as their first attempt under that
-/// lease, `running` from their fire time (`sundial_store::handoff`), and the ids of the new
+/// lease, `running` from their fire time, or from `now` for a slot due already
+/// (`sundial_store::handoff::started_at`), and the ids of the new
 /// ones are returned as well; without it they wait for a claim (`due_at` their fire time).
 pub(crate) async fn insert_executions(
     tx: &mut Tx<'_>,

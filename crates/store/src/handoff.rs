@@ -6,21 +6,23 @@
 //! claim reads it and writes it again), and the claim loop serves what it was not handed.
 //!
 //! Invariants:
-//! - An execution is handed out only if a claim could have handed it out at the commit's
-//!   time without a decision ([`handed_out`], the rule of
-//!   [`crate::claim::DueExecution::claimable_ahead`]): scheduled, never started, created by its
-//!   schedule or by hand, due within [`TriggerHandoff::within`] (or due already: a slot the
-//!   scheduler reaches late, which the worker starts at once), of a job whose concurrency policy
-//!   is `allow`, outside the namespaces the worker rate-limits. For such an execution a claim
-//!   decides nothing: its misfire policy was applied when it was planned.
-//! - A scheduler beside a worker writes no slot the worker would take but has no room for
+//! - An execution is handed out only if it is of the kind a claim ahead takes ([`handed_out`],
+//!   the rule of [`crate::claim::DueExecution::claimable_ahead`]): scheduled, never started,
+//!   created by its schedule or by hand, due within [`TriggerHandoff::within`], of a job whose
+//!   concurrency policy is `allow`, outside the namespaces the worker rate-limits; or such a
+//!   slot due already, which the scheduler reached late and whose misfire policy it applied
+//!   when it planned the slot: the worker starts it at once, as it starts an execution claimed
+//!   ahead whose fire time passed while it was held.
+//! - While the store has a backlog (no worker keeps up: [`HandoffOffer::defer`]), a scheduler
+//!   beside a worker writes no slot that worker would take but has no room for
 //!   ([`defer_beyond_room`]): the slot's job stays where it was and is triggered by a later
 //!   pass, once the worker has room (by its misfire policy, should it wait past its
-//!   threshold). Under more load than the process serves, the lateness stays in the jobs,
+//!   threshold). Under more load than the workers serve, that lateness stays in the jobs,
 //!   costing no write, instead of in executions written to wait, each of which a claim would
 //!   read and write again (docs/guarantees.md, "Slots handed to the worker beside the
-//!   scheduler"). The one exception: a batch whose first such job alone has more of them than
-//!   the whole room keeps that job, so that no job waits for more room than the worker has.
+//!   scheduler"). Without a backlog, slots beyond the room are written to wait, for any worker
+//!   to claim. With some room, a batch whose first such job alone has more of them than the
+//!   whole room keeps that job, so that no job waits for more room than the worker has.
 //! - At most [`TriggerHandoff::limit`] executions are handed out by one commit: the worker
 //!   reserved room to hold that many before asking.
 //! - A commit whose worker lease no longer stands hands nothing out: its executions are
@@ -58,11 +60,9 @@ pub struct TriggerHandoff {
 /// The worker a scheduler hands the slots it writes to, when the two run in one process.
 ///
 /// `offer` is called before each trigger commit; it reserves room for up to `wanted`
-/// executions and returns the request with the delivery of what the commit handed out. An
-/// offer whose `limit` is 0 says the worker takes handed-out executions but has no room now
-/// (its claimed-ahead bound is full): the scheduler then defers the jobs whose slots the
-/// worker would take ([`defer_beyond_room`]). `None` says the worker takes none now (no worker
-/// lease, a backlog in the store to serve first, claiming ahead turned off, `wanted` 0):
+/// executions and returns the request with the delivery of what the commit handed out, and
+/// whether what it has no room for should wait in its jobs ([`HandoffOffer::defer`]). `None`
+/// says the worker takes none now (no worker lease, claiming ahead turned off, `wanted` 0):
 /// every slot is written to wait for a claim. Dropping the offer gives the room back.
 pub trait Handoff: Send + Sync {
     /// Reserves room for up to `wanted` executions (`0` reserves none and returns `None`).
@@ -78,8 +78,15 @@ impl std::fmt::Debug for dyn Handoff {
 /// A worker's reservation for one trigger commit: what to ask of the store, and where to
 /// deliver what it handed out.
 pub struct HandoffOffer {
-    /// The request the trigger commit carries.
+    /// The request the trigger commit carries; a `limit` of 0 asks for nothing (the commit
+    /// then carries no handoff).
     pub request: TriggerHandoff,
+    /// Whether the slots this worker would take beyond `request.limit` should stay in their
+    /// jobs for a later pass ([`defer_beyond_room`]) rather than be written to wait for a
+    /// claim: set while the store has a backlog (an execution due more than a second ago), when
+    /// no worker claims what is written as fast as it comes due and one more waiting execution
+    /// would only cost one more claim.
+    pub defer: bool,
     /// Takes the executions the commit handed out (at most `request.limit`), and when the
     /// commit returned (this node's clock, UTC): the worker holds each one for
     /// `started_at - claimed_at` from then. Room reserved and not used is given back.
@@ -90,12 +97,13 @@ impl std::fmt::Debug for HandoffOffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HandoffOffer")
             .field("request", &self.request)
+            .field("defer", &self.defer)
             .finish_non_exhaustive()
     }
 }
 
-/// Whether `e` may be handed out by a commit at `now` (UTC) under `handoff`: the rule of a
-/// claim ahead, and a slot due already (the module's first invariant).
+/// Whether `e` may be handed out by a commit at `now` (UTC) under `handoff`: the kind a claim
+/// ahead takes, due within the window or already (the module's first invariant).
 pub fn handed_out(e: &NewExecution, now: Timestamp, handoff: &TriggerHandoff) -> bool {
     e.state == ExecutionState::Scheduled
         && matches!(e.trigger, Trigger::Schedule | Trigger::Manual)
@@ -109,10 +117,11 @@ pub fn handed_out(e: &NewExecution, now: Timestamp, handoff: &TriggerHandoff) ->
 /// executions the worker would take ([`handed_out`]) beyond the room left (`handoff.limit`,
 /// spent in order as [`split`] spends it), to be triggered by a later pass (the module's
 /// second invariant). A commit of what is kept hands out every execution the worker would
-/// take, but for one case: while nothing of the room is spent, a job with more such executions
-/// than the whole room is kept, and what does not fit waits for a claim. A commit whose clock
-/// reads later than `now` may find a slot more within [`TriggerHandoff::within`] and hand it
-/// out ahead of later jobs' slots, which then wait for a claim.
+/// take, but for one case: while nothing of a room of at least one is spent, a job with more
+/// such executions than the whole room is kept, and what does not fit waits for a claim. A
+/// commit whose clock reads later than `now` may find a slot more within
+/// [`TriggerHandoff::within`] and hand it out ahead of later jobs' slots, which then wait for
+/// a claim.
 pub fn defer_beyond_room(
     jobs: &mut Vec<JobTrigger>,
     handoff: &TriggerHandoff,
@@ -396,8 +405,22 @@ mod tests {
             let first = kept.iter().find(|j| takes(j) > 0);
             let oversized = first.is_some_and(|j| takes(j) > limit as usize);
             prop_assert!(left_waiting == 0 || (oversized && left_waiting == takes(first.unwrap()) - limit as usize));
-            for j in jobs.iter().filter(|j| !kept.iter().any(|k| k.uid == j.uid)) {
-                prop_assert!(takes(j) > 0);
+            // The greedy rule, job by job: a job is taken out exactly when what it takes
+            // exceeds the room left at its place (and it is not the first to take any with a
+            // room of at least one).
+            let mut left = limit as usize;
+            for j in &jobs {
+                let t = takes(j);
+                let was_kept = kept.iter().any(|k| k.uid == j.uid);
+                if t <= left {
+                    prop_assert!(was_kept);
+                    left -= t;
+                } else if left == limit as usize && limit > 0 {
+                    prop_assert!(was_kept);
+                    left = 0;
+                } else {
+                    prop_assert!(!was_kept);
+                }
             }
         }
 

@@ -4,12 +4,11 @@
 //! bound before each trigger commit, then holds what the commit handed out until its fire time,
 //! as it holds executions claimed ahead. The invariants are the crate's (lib.rs); besides:
 //! - Nothing is handed out while the store has a backlog (executions due longer ago than a
-//!   second, `backlog.rs`): the room then goes to the claims that serve it, and the scheduler
-//!   writes its slots to wait their turn in the store.
-//! - Once the `max_claimed_ahead` bound is full, the offer says "no room" (a `limit` of 0): the
-//!   scheduler then writes no slot this worker would take until it has room, so that under
-//!   more load than the process serves the slots wait in their jobs rather than as executions
-//!   each claim would write again.
+//!   second, `backlog.rs`): the room then goes to the claims that serve it, and the offer asks
+//!   the scheduler to defer the slots this worker would take (`HandoffOffer::defer`): no
+//!   worker keeps up, so each one written to wait would cost a claim more and serve no sooner.
+//! - Without a backlog, what does not fit in the room is written to wait, for any worker to
+//!   claim.
 //! - Nothing is handed out whose fire time is further ahead than the widest window this
 //!   worker claims ahead in ([`BURST_WINDOW_MAX`], or `claim_ahead` if wider).
 //! - Nothing is handed out to a worker without its liveness lease, or with claiming ahead
@@ -27,12 +26,16 @@ impl Handoff for Worker {
             || self.config.claim_ahead.as_millis() == 0
             || self.config.max_claimed_ahead == 0
             || !self.leased.load(Ordering::Relaxed)
-            || self.backlogged.load(Ordering::Relaxed)
         {
             return None;
         }
         let epoch = self.liveness.epoch()?;
-        let room = wanted.min(self.ahead.available_permits());
+        let backlogged = self.backlogged.load(Ordering::Relaxed);
+        let room = if backlogged {
+            0
+        } else {
+            wanted.min(self.ahead.available_permits())
+        };
         let limit = u32::try_from(room).unwrap_or(u32::MAX);
         // Zero permits are always granted: an offer of no room.
         let reserved = self.ahead.clone().try_acquire_many_owned(limit).ok()?;
@@ -45,6 +48,7 @@ impl Handoff for Worker {
                 rate_limited: self.config.rate_limits.keys().cloned().collect(),
                 within: BURST_WINDOW_MAX.max(self.config.claim_ahead),
             },
+            defer: backlogged,
             deliver: Box::new(move |handed, returned_at| {
                 worker.take_handed(handed, reserved, returned_at);
             }),

@@ -3,7 +3,8 @@
 //! clock: a running worker offers room once it holds its lease and has seen no backlog; a
 //! trigger commit carrying the offer writes the slot claimed under that lease; the worker holds
 //! it and delivers it at its fire time, never before, once; with its room reserved it offers
-//! none (a limit of 0); while the store has a backlog it offers nothing.
+//! none (a limit of 0); while the store has a backlog it offers none and asks the scheduler to
+//! defer the slots it would take.
 
 mod common;
 
@@ -46,13 +47,22 @@ async fn a_handed_out_slot_is_delivered_once_at_its_fire_time_and_none_is_offere
     let running = tokio::spawn(worker.clone().run(stopped));
 
     // Once the worker holds its lease and has counted no backlog, it offers room.
-    eventually("an offer", async || worker.offer(10).is_some()).await;
+    eventually("an offer of room", async || {
+        worker
+            .offer(10)
+            .is_some_and(|o| o.request.limit > 0 && !o.defer)
+    })
+    .await;
     let offer = worker.offer(10).expect("offer");
-    assert_eq!(offer.request.limit, 10);
+    assert_eq!((offer.request.limit, offer.defer), (10, false));
     // Its room (`max_claimed_ahead`) is reserved by that offer: another says "no room", so the
     // scheduler leaves the slots the worker would take in their jobs.
     let full = worker.offer(10).expect("an offer of no room");
-    assert_eq!(full.request.limit, 0);
+    assert_eq!(
+        (full.request.limit, full.defer),
+        (0, false),
+        "no room, no backlog: what does not fit is written to wait"
+    );
     drop(full);
     let fire = t0() + SignedDuration::from_secs(2);
     let mut commit = first_slots_commit(&*store, "n1", std::slice::from_ref(&job))
@@ -89,16 +99,20 @@ async fn a_handed_out_slot_is_delivered_once_at_its_fire_time_and_none_is_offere
     late.spec.namespace = "slow".into();
     write_firing_at(&*store, late, fire - SignedDuration::from_secs(5)).await;
     clock.set(fire + SignedDuration::from_secs(1));
-    let mut offered = true;
+    let mut offered = Some((10, false));
     for _ in 0..50 {
         clock.advance(SignedDuration::from_millis(1));
-        offered = worker.offer(10).is_some();
-        if !offered {
+        offered = worker.offer(10).map(|o| (o.request.limit, o.defer));
+        if offered == Some((0, true)) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(!offered, "no offer while the store has a backlog");
+    assert_eq!(
+        offered,
+        Some((0, true)),
+        "no room while the store has a backlog, and the slots it would take deferred"
+    );
 
     clock.set(fire + SignedDuration::from_secs(5));
     tokio::time::sleep(Duration::from_millis(300)).await;

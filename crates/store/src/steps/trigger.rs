@@ -9,7 +9,7 @@
 //! scheduler with the epoch it read (docs/guarantees.md, "G4 Failover"); each job advances
 //! only from the version and next slot it was read at, and only the jobs that advanced get
 //! their executions, one per slot, a slot written before keeping its execution (G1); the
-//! executions a claim ahead could take are written claimed under the worker lease of
+//! executions the handoff may take (`handoff::handed_out`) are written claimed under the worker lease of
 //! [`TriggerCommit::handoff`] only while that lease stands, read (and, where the store can,
 //! held against a take-over) in the same transaction; every other execution waits for a claim.
 
@@ -113,7 +113,7 @@ impl TriggerApplied<'_> {
 }
 
 /// Applies `c` inside the caller's transaction at `now` (the store's now): the
-/// fence, the jobs' conditional advance, and their executions, those a claim ahead could take
+/// fence, the jobs' conditional advance, and their executions, those the handoff may take
 /// written claimed when `c` hands off to a worker whose lease still stands.
 ///
 /// # Errors

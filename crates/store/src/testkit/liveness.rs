@@ -189,6 +189,47 @@ pub async fn the_cluster_view_shows_each_workers_lease_and_what_it_holds(h: Harn
     assert!(!node.worker_lease.as_ref().expect("lease").live);
 }
 
+/// A slot the scheduler reaches late is handed out as one ahead of its fire time is, started
+/// at the commit's time (the store's clock), not at its past fire time: in the row as in the
+/// claim the worker receives (docs/guarantees.md, "Slots handed to the worker beside the
+/// scheduler").
+pub async fn a_slot_written_late_is_handed_out_started_at_the_commit(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let late = create(&*store, "ns", "late").await;
+    let lease = store.worker_lease_acquire("w1", TTL).await.expect("lease");
+    let leases = renew_leases(&*store, "n1").await.expect("leases");
+    let fire = t0() - SignedDuration::from_secs(20);
+    let commit = TriggerCommit {
+        node: "n1".into(),
+        leases,
+        jobs: vec![job_trigger(
+            &late,
+            t0(),
+            Some(t0() + SignedDuration::from_secs(10)),
+            vec![execution(&late, fire)],
+        )],
+        handoff: Some(crate::handoff::TriggerHandoff {
+            worker: "w1".into(),
+            epoch: lease.epoch,
+            limit: 5,
+            rate_limited: Vec::new(),
+            within: Dur::from_secs(10),
+        }),
+    };
+    let done = store.trigger_commit(&commit).await.expect("commit");
+    assert_eq!(done.handed.len(), 1, "{:?}", done.handed);
+    let handed = &done.handed[0];
+    assert_eq!((handed.fire_at, handed.started_at), (fire, t0()));
+    let read = store
+        .execution_get("ns", &handed.id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(read.state, ExecutionState::Running);
+    assert_eq!(read.started_at, Some(t0()), "started when written");
+}
+
 /// A trigger commit with a handoff writes the executions a claim ahead could take as their
 /// first attempt under the worker's lease and returns them, at most its limit; the rest wait
 /// for a claim (so do slots beyond its window), which never hands a handed-out one out again; a handed-out attempt completes

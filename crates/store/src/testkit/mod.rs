@@ -493,6 +493,7 @@ macro_rules! conformance_tests {
             attempts_under_a_worker_lease_record_its_epoch_and_live_by_it,
             a_worker_lease_taken_over_lapses_every_attempt_under_it,
             a_trigger_commit_hands_out_what_a_claim_ahead_could_take,
+            a_slot_written_late_is_handed_out_started_at_the_commit,
             the_cluster_view_shows_each_workers_lease_and_what_it_holds,
             a_retry_is_due_its_delay_after_the_completion_is_written,
             heartbeats_keep_the_lease,
