@@ -32,7 +32,8 @@
 //!   setting's.
 //!
 //! Metrics: `sundial_triggers_total` (executions inserted), `sundial_shards_held`,
-//! `sundial_trigger_deferred_total` (due jobs left for a later pass for want of room),
+//! `sundial_trigger_deferred_total` (due jobs left for a later pass for want of room, a job
+//! counted again at every pass that defers it),
 //! `sundial_trigger_fenced_total` (commits refused for a stale shard epoch),
 //! `sundial_workflow_runs_total` (workflow runs created).
 

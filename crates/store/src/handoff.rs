@@ -13,16 +13,16 @@
 //!   slot due already, which the scheduler reached late and whose misfire policy it applied
 //!   when it planned the slot: the worker starts it at once, as it starts an execution claimed
 //!   ahead whose fire time passed while it was held.
-//! - While the store has a backlog (no worker keeps up: [`HandoffOffer::defer`]), a scheduler
-//!   beside a worker writes no slot that worker would take but has no room for
-//!   ([`defer_beyond_room`]): the slot's job stays where it was and is triggered by a later
-//!   pass, once the worker has room (by its misfire policy, should it wait past its
-//!   threshold). Under more load than the workers serve, that lateness stays in the jobs,
-//!   costing no write, instead of in executions written to wait, each of which a claim would
-//!   read and write again (docs/guarantees.md, "Slots handed to the worker beside the
-//!   scheduler"). Without a backlog, slots beyond the room are written to wait, for any worker
-//!   to claim. With some room, a batch whose first such job alone has more of them than the
-//!   whole room keeps that job, so that no job waits for more room than the worker has.
+//! - While the store has a backlog ([`HandoffOffer::defer`]), a scheduler beside a worker
+//!   writes no slot that worker would take but has no room for ([`defer_beyond_room`]): the
+//!   slot's job stays where it was and is triggered by a later pass, once the worker has room
+//!   (by its misfire policy, should it wait past its threshold). Under more load than the
+//!   process serves, that lateness stays in the jobs, costing no write, instead of in
+//!   executions written to wait, each of which a claim would read and write again
+//!   (docs/guarantees.md, "Slots handed to the worker beside the scheduler"). Without a
+//!   backlog, slots beyond the room are written to wait, for any worker to claim. With some
+//!   room, a batch whose first such job alone has more of them than the whole room keeps that
+//!   job, so that no job waits for more room than the worker has.
 //! - At most [`TriggerHandoff::limit`] executions are handed out by one commit: the worker
 //!   reserved room to hold that many before asking.
 //! - A commit whose worker lease no longer stands hands nothing out: its executions are
@@ -83,9 +83,9 @@ pub struct HandoffOffer {
     pub request: TriggerHandoff,
     /// Whether the slots this worker would take beyond `request.limit` should stay in their
     /// jobs for a later pass ([`defer_beyond_room`]) rather than be written to wait for a
-    /// claim: set while the store has a backlog (an execution due more than a second ago), when
-    /// no worker claims what is written as fast as it comes due and one more waiting execution
-    /// would only cost one more claim.
+    /// claim: set while the store has a backlog (an execution due more than a second ago),
+    /// when one more waiting execution would cost one more claim and this worker, out of room,
+    /// would serve it no sooner.
     pub defer: bool,
     /// Takes the executions the commit handed out (at most `request.limit`), and when the
     /// commit returned (this node's clock, UTC): the worker holds each one for

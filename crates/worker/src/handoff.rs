@@ -3,10 +3,11 @@
 //! `sundial_store::handoff`): the worker reserves room for them in its `max_claimed_ahead`
 //! bound before each trigger commit, then holds what the commit handed out until its fire time,
 //! as it holds executions claimed ahead. The invariants are the crate's (lib.rs); besides:
-//! - Nothing is handed out while the store has a backlog (executions due longer ago than a
-//!   second, `backlog.rs`): the room then goes to the claims that serve it, and the offer asks
-//!   the scheduler to defer the slots this worker would take (`HandoffOffer::defer`): no
-//!   worker keeps up, so each one written to wait would cost a claim more and serve no sooner.
+//! - While the store has a backlog (executions due longer ago than a second, `backlog.rs`),
+//!   the offer asks the scheduler to defer the slots this worker would take beyond its room
+//!   (`HandoffOffer::defer`): written to wait, each would cost a claim more, and this worker,
+//!   out of room, would serve it no sooner. A worker with room still takes what fits, so a
+//!   backlog its claims cannot drain (a rate-limited namespace's) holds nothing back.
 //! - Without a backlog, what does not fit in the room is written to wait, for any worker to
 //!   claim.
 //! - Nothing is handed out whose fire time is further ahead than the widest window this
@@ -31,11 +32,7 @@ impl Handoff for Worker {
         }
         let epoch = self.liveness.epoch()?;
         let backlogged = self.backlogged.load(Ordering::Relaxed);
-        let room = if backlogged {
-            0
-        } else {
-            wanted.min(self.ahead.available_permits())
-        };
+        let room = wanted.min(self.ahead.available_permits());
         let limit = u32::try_from(room).unwrap_or(u32::MAX);
         // Zero permits are always granted: an offer of no room.
         let reserved = self.ahead.clone().try_acquire_many_owned(limit).ok()?;

@@ -46,8 +46,8 @@
 //! - The scheduler of this process may hand this worker the executions it writes, already
 //!   claimed under its liveness lease (`handoff.rs`, `sundial_store::handoff`): held as
 //!   executions claimed ahead are, within the room reserved for them in the `max_claimed_ahead`
-//!   bound, and never while the store has a backlog (its scheduler then leaves the slots this
-//!   worker would take beyond that room in their jobs).
+//!   bound; while the store has a backlog, its scheduler leaves the slots this worker would
+//!   take beyond that room in their jobs.
 //! - Claims read the oldest due first, or the executions due within the last second first
 //!   while the store's backlog shrinks (`backlog.rs`, docs/guarantees.md, "Claim order under a
 //!   backlog"); either way each is claimed once and never early.
