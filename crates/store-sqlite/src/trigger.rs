@@ -74,8 +74,8 @@ pub(crate) async fn insert_executions(
                     .bind(1_i64)
                     .bind(worker)
                     .bind(epoch)
-                    .bind(ms(e.fire_at.max(now)))
-                    .bind(ms(e.fire_at.max(now)));
+                    .bind(ms(sundial_store::handoff::started_at(e, now)))
+                    .bind(ms(sundial_store::handoff::started_at(e, now)));
             }
         }
         if claimed.is_some() {
