@@ -141,6 +141,9 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
         .await
         .with_context(|| format!("--listen: cannot listen on {}", config.listen))?;
     let addr = listener.local_addr()?;
+    // The recorder is installed before any role starts: a metric set before it (the
+    // scheduler's first `sundial_shards_held`, on acquiring its leases) would be lost.
+    let metrics = prometheus();
     let store = open_store(&config.database_url, clock.clone()).await?;
     let (shutdown, rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
@@ -305,7 +308,7 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
         tokens: config.tokens.clone(),
         node: config.node_id.clone(),
         roles: config.roles.clone(),
-        metrics: prometheus(),
+        metrics,
     };
     let app = if config.has("api") {
         router(state)
