@@ -1,8 +1,10 @@
-//! The claim: due executions locked `FOR UPDATE SKIP LOCKED` (execution row, then queue row),
-//! the facts of their jobs read under per-job advisory locks, the decision of
-//! `sundial_store::claim::plan`, and its application in a few statements whatever the batch.
+//! The claim's statements for the claim written once in `sundial_store::steps::claim`: due
+//! executions locked `FOR UPDATE SKIP LOCKED` (execution row, then queue row), the facts of
+//! their jobs read under per-job advisory locks, and the plan's writes, a few statements
+//! whatever the batch.
 
-use sundial_store::claim_order::ClaimReads;
+use sundial_store::claim_order::Read;
+use sundial_store::steps::claim::{self as steps, ClaimStatements};
 
 use super::*;
 
@@ -92,178 +94,12 @@ pub(crate) async fn job_facts(
     Ok(facts)
 }
 
-/// Applies what a claim decided except the hand-out itself, one statement a kind.
-pub(crate) async fn apply_claim_plan(tx: &mut Tx<'_>, plan: &ClaimPlan, now: i64) -> Result<()> {
-    if !plan.misfire.is_empty() {
-        sqlx::query("UPDATE executions SET trigger = 'misfire' WHERE id = ANY($1)")
-            .bind(&plan.misfire)
-            .execute(&mut **tx)
-            .await
-            .map_err(db_err)?;
-    }
-    for (ids, state, trigger) in [
-        (&plan.missed, "missed", "'misfire'"),
-        (&plan.skipped, "skipped", "trigger"),
-    ] {
-        if ids.is_empty() {
-            continue;
-        }
-        sqlx::query(&format!(
-            "WITH q AS (DELETE FROM execution_queue WHERE id = ANY($1)) \
-             UPDATE executions SET state = '{state}', trigger = {trigger}, due_at = NULL, \
-               finished_at = $2 WHERE id = ANY($1)"
-        ))
-        .bind(ids)
-        .bind(now)
-        .execute(&mut **tx)
-        .await
-        .map_err(db_err)?;
-    }
-    if !plan.deferred.is_empty() {
-        sqlx::query(
-            "WITH q AS (UPDATE execution_queue SET due_at = $2 WHERE id = ANY($1)) \
-             UPDATE executions SET due_at = $2 WHERE id = ANY($1)",
-        )
-        .bind(&plan.deferred)
-        .bind(ClaimPlan::deferred_until(now))
-        .execute(&mut **tx)
-        .await
-        .map_err(db_err)?;
-    }
-    if !plan.cancelled.is_empty() {
-        let ids: Vec<&str> = plan.cancelled.iter().map(|a| a.id.as_str()).collect();
-        cancel_all_in_tx(tx, &ids, now).await?;
-        for a in plan.cancelled.iter().filter(|a| a.running) {
-            notify_cancelled(tx, &a.id).await?;
-        }
-    }
-    Ok(())
-}
-
 pub(crate) async fn execution_claim(
     store: &PgStore,
     claim: &ExecutionClaim,
 ) -> Result<Vec<ClaimedExecution>> {
     let mut tx = store.begin().await?;
-    if let Some(epoch) = claim.epoch {
-        liveness::lock_for_claim(&mut tx, epoch).await?;
-    }
-    let now = store.now_ms(&mut *tx).await?;
-    // Token buckets of the rate-limited namespaces, locked and refilled to now: one claimer
-    // at a time spends a namespace's tokens, whichever process it is in.
-    let mut buckets = Vec::with_capacity(claim.rate_limits.len());
-    for (ns, rate) in &claim.rate_limits {
-        sqlx::query(
-            "INSERT INTO namespace_rates (namespace, tokens, updated_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-        )
-        .bind(ns)
-        .bind(*rate)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-        let row: Option<(f64, i64)> = sqlx::query_as(
-            "SELECT tokens, updated_at FROM namespace_rates WHERE namespace = $1 FOR UPDATE",
-        )
-        .bind(ns)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db_err)?;
-        buckets.push((ns.clone(), refill(row, *rate, now)));
-    }
-    let limited: Vec<String> = claim.rate_limits.keys().cloned().collect();
-    let due_sql = |filter: &str| {
-        format!(
-            "SELECT e.id, e.namespace, e.job_uid, e.trigger, e.run, e.scheduled_at, e.fire_at, \
-               e.attempt, q.due_at \
-             FROM executions e JOIN execution_queue q ON q.id = e.id \
-             WHERE q.due_at <= $1 AND {filter} \
-             ORDER BY q.due_at LIMIT $2 FOR UPDATE OF e, q SKIP LOCKED"
-        )
-    };
-    // Executions of namespaces without a rate limit are read up to the claim-ahead window
-    // (after every due one), in the order the claim asks for (`sundial_store::claim_order`);
-    // a rate-limited namespace's only once due, oldest first.
-    let unlimited = due_sql("q.namespace <> ALL($3) AND q.due_at > $4");
-    let mut reads = ClaimReads::new(now, claim.ahead_ms, claim.limit, claim.on_time_first);
-    let mut rows = Vec::new();
-    let mut returned = 0;
-    while let Some(read) = reads.next(returned) {
-        let more = sqlx::query(&unlimited)
-            .bind(read.until)
-            .bind(i64::from(read.limit))
-            .bind(&limited)
-            .bind(read.after)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(db_err)?;
-        returned = more.len();
-        rows.extend(more);
-    }
-    for (ns, tokens) in &buckets {
-        let allowance = sundial_store::claim::allowance(*tokens, claim.limit);
-        if allowance > 0 {
-            rows.extend(
-                sqlx::query(&due_sql("q.namespace = $3"))
-                    .bind(now)
-                    .bind(allowance)
-                    .bind(ns)
-                    .fetch_all(&mut *tx)
-                    .await
-                    .map_err(db_err)?,
-            );
-        }
-    }
-    let mut due: Vec<DueExecution> = rows
-        .iter()
-        .map(rows::due_execution)
-        .collect::<Result<_>>()?;
-    if !buckets.is_empty() || claim.on_time_first {
-        sundial_store::claim::oldest_due(&mut due, claim.limit);
-    }
-    let facts = job_facts(&mut tx, &due, now).await?;
-    let plan = sundial_store::claim::plan(&due, &facts, &buckets, now);
-    apply_claim_plan(&mut tx, &plan, now).await?;
-    let runs = plan.runs(due);
-    // The queue rows are found by `id = ANY(ARRAY(SELECT … FROM claimed))`, an index
-    // condition on the primary key, never by joining the CTE: the planner estimates a CTE
-    // at one row and, on a queue it last analysed empty, walked the whole queue index once
-    // against it (BENCHMARKS.md, "Plans on stale statistics").
-    let sql = format!(
-        "WITH claimed AS (UPDATE executions e SET state = 'running', attempt = e.attempt + 1, worker = $1, \
-             started_at = coalesce(e.started_at, GREATEST($2, e.fire_at)), \
-             attempt_started_at = GREATEST($2, e.fire_at), worker_epoch = $4, \
-             lease_expires_at = CASE WHEN $4::bigint IS NULL THEN GREATEST($2, e.fire_at) + e.lease_ms END, \
-             due_at = NULL \
-             WHERE e.id = ANY($3) AND e.state IN ('scheduled', 'queued', 'retry_wait') \
-             RETURNING {CLAIM_RETURNING}), \
-         queue AS (UPDATE execution_queue q SET due_at = NULL, worker_epoch = $4, \
-             lease_expires_at = CASE WHEN $4::bigint IS NULL THEN GREATEST($2, x.fire_at) + x.lease_ms END \
-             FROM executions x WHERE q.id = ANY(ARRAY(SELECT id FROM claimed)) AND x.id = q.id) \
-         SELECT * FROM claimed ORDER BY fire_at"
-    );
-    let claimed = sqlx::query(&sql)
-        .bind(&claim.worker)
-        .bind(now)
-        .bind(&plan.run)
-        .bind(claim.epoch)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    for (ns, tokens) in &plan.buckets {
-        // The bucket's time never moves back: this claim read the clock before it locked
-        // the bucket, so a claim that read it later may have refilled it first.
-        sqlx::query(
-            "UPDATE namespace_rates SET tokens = $2, updated_at = GREATEST(updated_at, $3) \
-             WHERE namespace = $1",
-        )
-        .bind(ns)
-        .bind(*tokens)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    }
+    let applied = steps::claim(&mut ClaimTx { tx: &mut tx, store }, claim).await?;
     commit(tx).await?;
     // The store's clock read once the claim has committed: a worker holds what it claimed
     // ahead for its start less this reading, counted from when the claim returns, so every
@@ -275,13 +111,10 @@ pub(crate) async fn execution_claim(
     // has committed, so a failed reading must not fail it (its executions would wait for the
     // reaper): `now`, read before the claim, is earlier still, so the holds end later, never
     // before the fire time.
-    let took_ahead = claimed.iter().any(|r| {
-        r.try_get::<i64, _>("fire_at")
-            .is_ok_and(|fire_at| fire_at > now)
-    });
+    let now = applied.now;
     let claimed_at = match &store.clock {
         Some(clock) => crate::ms(clock.now()),
-        None if took_ahead => match store.now_ms(&store.pool).await {
+        None if applied.took_ahead() => match store.now_ms(&store.pool).await {
             Ok(t) => t.max(now),
             Err(e) => {
                 tracing::warn!(error = %e,
@@ -291,7 +124,196 @@ pub(crate) async fn execution_claim(
         },
         None => now,
     };
-    rows::claimed_rows(&claimed, runs, now, claimed_at)
+    let mut claimed = applied.claimed;
+    sundial_store::handoff::restamp(&mut claimed, ts(claimed_at)?);
+    Ok(claimed)
+}
+
+/// The claim's statements ([`ClaimStatements`]) on one transaction: due executions locked
+/// `FOR UPDATE SKIP LOCKED` (execution row, then queue row), per-job advisory locks, buckets
+/// locked by row, cancellations signalled by `NOTIFY` inside the transaction.
+struct ClaimTx<'t, 'c, 's> {
+    tx: &'t mut Tx<'c>,
+    store: &'s PgStore,
+}
+
+/// A claim's read of due executions with the extra condition `filter` (`$3`, `$4` its binds),
+/// `$1` the latest due time and `$2` the limit, locked against other claims.
+fn due_sql(filter: &str) -> String {
+    format!(
+        "SELECT e.id, e.namespace, e.job_uid, e.trigger, e.run, e.scheduled_at, e.fire_at, \
+           e.attempt, q.due_at \
+         FROM executions e JOIN execution_queue q ON q.id = e.id \
+         WHERE q.due_at <= $1 AND {filter} \
+         ORDER BY q.due_at LIMIT $2 FOR UPDATE OF e, q SKIP LOCKED"
+    )
+}
+
+impl ClaimStatements for ClaimTx<'_, '_, '_> {
+    async fn worker_lease_holds(&mut self, epoch: i64) -> Result<()> {
+        liveness::lock_for_claim(self.tx, epoch).await
+    }
+
+    async fn now(&mut self) -> Result<i64> {
+        self.store.now_ms(&mut **self.tx).await
+    }
+
+    async fn bucket(&mut self, namespace: &str, rate: f64, now: i64) -> Result<Option<(f64, i64)>> {
+        // Created full where missing, then locked: one claimer at a time spends a
+        // namespace's tokens, whichever process it is in.
+        sqlx::query(
+            "INSERT INTO namespace_rates (namespace, tokens, updated_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+        )
+        .bind(namespace)
+        .bind(rate)
+        .bind(now)
+        .execute(&mut **self.tx)
+        .await
+        .map_err(db_err)?;
+        sqlx::query_as(
+            "SELECT tokens, updated_at FROM namespace_rates WHERE namespace = $1 FOR UPDATE",
+        )
+        .bind(namespace)
+        .fetch_optional(&mut **self.tx)
+        .await
+        .map_err(db_err)
+    }
+
+    async fn due(&mut self, read: Read, limited: &[String]) -> Result<Vec<DueExecution>> {
+        let rows = sqlx::query(&due_sql("q.namespace <> ALL($3) AND q.due_at > $4"))
+            .bind(read.until)
+            .bind(i64::from(read.limit))
+            .bind(limited)
+            .bind(read.after)
+            .fetch_all(&mut **self.tx)
+            .await
+            .map_err(db_err)?;
+        rows.iter().map(rows::due_execution).collect()
+    }
+
+    async fn due_in(&mut self, namespace: &str, now: i64, limit: i64) -> Result<Vec<DueExecution>> {
+        let rows = sqlx::query(&due_sql("q.namespace = $3"))
+            .bind(now)
+            .bind(limit)
+            .bind(namespace)
+            .fetch_all(&mut **self.tx)
+            .await
+            .map_err(db_err)?;
+        rows.iter().map(rows::due_execution).collect()
+    }
+
+    async fn job_facts(
+        &mut self,
+        due: &[DueExecution],
+        now: i64,
+    ) -> Result<std::collections::HashMap<String, JobFacts>> {
+        job_facts(self.tx, due, now).await
+    }
+
+    async fn mark_misfire(&mut self, ids: &[String]) -> Result<()> {
+        sqlx::query("UPDATE executions SET trigger = 'misfire' WHERE id = ANY($1)")
+            .bind(ids)
+            .execute(&mut **self.tx)
+            .await
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn finish(
+        &mut self,
+        ids: &[String],
+        state: ExecutionState,
+        misfire: bool,
+        now: i64,
+    ) -> Result<()> {
+        let trigger = if misfire { "'misfire'" } else { "trigger" };
+        sqlx::query(&format!(
+            "WITH q AS (DELETE FROM execution_queue WHERE id = ANY($1)) \
+             UPDATE executions SET state = $3, trigger = {trigger}, due_at = NULL, \
+               finished_at = $2 WHERE id = ANY($1)"
+        ))
+        .bind(ids)
+        .bind(now)
+        .bind(state.as_str())
+        .execute(&mut **self.tx)
+        .await
+        .map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn defer(&mut self, ids: &[String], until: i64) -> Result<()> {
+        sqlx::query(
+            "WITH q AS (UPDATE execution_queue SET due_at = $2 WHERE id = ANY($1)) \
+             UPDATE executions SET due_at = $2 WHERE id = ANY($1)",
+        )
+        .bind(ids)
+        .bind(until)
+        .execute(&mut **self.tx)
+        .await
+        .map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn cancel(&mut self, cancelled: &[ActiveExecution], now: i64) -> Result<()> {
+        let ids: Vec<&str> = cancelled.iter().map(|a| a.id.as_str()).collect();
+        cancel_all_in_tx(self.tx, &ids, now).await?;
+        for a in cancelled.iter().filter(|a| a.running) {
+            notify_cancelled(self.tx, &a.id).await?;
+        }
+        Ok(())
+    }
+
+    async fn hand_out(
+        &mut self,
+        worker: &str,
+        now: i64,
+        ids: &[String],
+        epoch: Option<i64>,
+        runs: std::collections::HashMap<String, sundial_store::RunSpec>,
+    ) -> Result<Vec<ClaimedExecution>> {
+        // The queue rows are found by `id = ANY(ARRAY(SELECT … FROM claimed))`, an index
+        // condition on the primary key, never by joining the CTE: the planner estimates a CTE
+        // at one row and, on a queue it last analysed empty, walked the whole queue index once
+        // against it (BENCHMARKS.md, "Plans on stale statistics").
+        let sql = format!(
+            "WITH claimed AS (UPDATE executions e SET state = 'running', attempt = e.attempt + 1, worker = $1, \
+                 started_at = coalesce(e.started_at, GREATEST($2, e.fire_at)), \
+                 attempt_started_at = GREATEST($2, e.fire_at), worker_epoch = $4, \
+                 lease_expires_at = CASE WHEN $4::bigint IS NULL THEN GREATEST($2, e.fire_at) + e.lease_ms END, \
+                 due_at = NULL \
+                 WHERE e.id = ANY($3) AND e.state IN ('scheduled', 'queued', 'retry_wait') \
+                 RETURNING {CLAIM_RETURNING}), \
+             queue AS (UPDATE execution_queue q SET due_at = NULL, worker_epoch = $4, \
+                 lease_expires_at = CASE WHEN $4::bigint IS NULL THEN GREATEST($2, x.fire_at) + x.lease_ms END \
+                 FROM executions x WHERE q.id = ANY(ARRAY(SELECT id FROM claimed)) AND x.id = q.id) \
+             SELECT * FROM claimed ORDER BY fire_at"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(worker)
+            .bind(now)
+            .bind(ids)
+            .bind(epoch)
+            .fetch_all(&mut **self.tx)
+            .await
+            .map_err(db_err)?;
+        rows::claimed_rows(&rows, runs, now, now)
+    }
+
+    async fn write_bucket(&mut self, namespace: &str, tokens: f64, now: i64) -> Result<()> {
+        // The bucket's time never moves back: this claim read the clock before it locked
+        // the bucket, so a claim that read it later may have refilled it first.
+        sqlx::query(
+            "UPDATE namespace_rates SET tokens = $2, updated_at = GREATEST(updated_at, $3) \
+             WHERE namespace = $1",
+        )
+        .bind(namespace)
+        .bind(tokens)
+        .bind(now)
+        .execute(&mut **self.tx)
+        .await
+        .map_err(db_err)?;
+        Ok(())
+    }
 }
 
 pub(crate) async fn execution_next_due(store: &PgStore) -> Result<Option<Timestamp>> {

@@ -1,8 +1,9 @@
-//! The claim: due executions read oldest due first on the single writer (which is the per-job
-//! lock), the facts of their jobs, the decision of `sundial_store::claim::plan`, and its
-//! application in a few statements whatever the batch.
+//! The claim's statements on the single writer (which is the per-job lock), for the claim
+//! written once in `sundial_store::steps::claim`: the due executions, the facts of their
+//! jobs, and the plan's writes, a few statements whatever the batch.
 
-use sundial_store::claim_order::ClaimReads;
+use sundial_store::claim_order::Read;
+use sundial_store::steps::claim::{self as steps, ClaimStatements};
 
 use super::*;
 
@@ -88,169 +89,194 @@ pub(crate) async fn job_facts(
     Ok(facts)
 }
 
-/// Applies what a claim decided except the hand-out itself, one statement a kind.
-pub(crate) async fn apply_claim_plan(tx: &mut Tx<'_>, plan: &ClaimPlan, now: i64) -> Result<()> {
-    let list =
-        |ids: &[String]| serde_json::to_string(ids).map_err(|e| Error::Corrupt(e.to_string()));
-    if !plan.misfire.is_empty() {
-        sqlx::query(
-            "UPDATE executions SET trigger = 'misfire' WHERE id IN (SELECT value FROM json_each(?1))",
-        )
-        .bind(list(&plan.misfire)?)
-        .execute(&mut **tx)
-        .await
-        .map_err(db_err)?;
-    }
-    for (ids, state, trigger) in [
-        (&plan.missed, "missed", "'misfire'"),
-        (&plan.skipped, "skipped", "trigger"),
-    ] {
-        if ids.is_empty() {
-            continue;
-        }
-        sqlx::query(&format!(
-            "UPDATE executions SET state = '{state}', trigger = {trigger}, due_at = NULL, \
-               finished_at = ?2 WHERE id IN (SELECT value FROM json_each(?1))"
-        ))
-        .bind(list(ids)?)
-        .bind(now)
-        .execute(&mut **tx)
-        .await
-        .map_err(db_err)?;
-    }
-    if !plan.deferred.is_empty() {
-        sqlx::query(
-            "UPDATE executions SET due_at = ?2 WHERE id IN (SELECT value FROM json_each(?1))",
-        )
-        .bind(list(&plan.deferred)?)
-        .bind(ClaimPlan::deferred_until(now))
-        .execute(&mut **tx)
-        .await
-        .map_err(db_err)?;
-    }
-    if !plan.cancelled.is_empty() {
-        let ids: Vec<&str> = plan.cancelled.iter().map(|a| a.id.as_str()).collect();
-        cancel_all_in_tx(tx, &ids, now).await?;
-    }
-    Ok(())
-}
-
 pub(crate) async fn execution_claim(
     store: &SqliteStore,
     claim: &ExecutionClaim,
 ) -> Result<Vec<ClaimedExecution>> {
-    let now = ms(store.clock.now());
     let mut tx = store.begin().await?;
-    if let Some(epoch) = claim.epoch {
-        liveness::check_for_claim(&mut tx, epoch).await?;
-    }
-    // Token buckets of the rate-limited namespaces, refilled to now.
-    let mut buckets = Vec::with_capacity(claim.rate_limits.len());
-    for (ns, rate) in &claim.rate_limits {
-        let row: Option<(f64, i64)> =
-            sqlx::query_as("SELECT tokens, updated_at FROM namespace_rates WHERE namespace = ?1")
-                .bind(ns)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(db_err)?;
-        buckets.push((ns.clone(), refill(row, *rate, now)));
-    }
-    let limited: Vec<&str> = claim.rate_limits.keys().map(String::as_str).collect();
-    let limited = serde_json::to_string(&limited).map_err(|e| Error::Corrupt(e.to_string()))?;
-    const DUE_COLUMNS: &str =
-        "id, namespace, job_uid, trigger, run, scheduled_at, fire_at, attempt, due_at";
-    // Namespaces without a rate limit are read up to the claim-ahead window (after every
-    // due execution), in the order the claim asks for (`sundial_store::claim_order`); a
-    // rate-limited namespace's only once due, oldest first.
-    let sql = format!(
-        "SELECT {DUE_COLUMNS} FROM executions WHERE due_at > ?4 AND due_at <= ?1 \
-         AND namespace NOT IN (SELECT value FROM json_each(?3)) ORDER BY due_at LIMIT ?2"
-    );
-    let mut reads = ClaimReads::new(now, claim.ahead_ms, claim.limit, claim.on_time_first);
-    let mut rows = Vec::new();
-    let mut returned = 0;
-    while let Some(read) = reads.next(returned) {
-        let more = sqlx::query(&sql)
-            .bind(read.until)
-            .bind(i64::from(read.limit))
-            .bind(&limited)
-            .bind(read.after)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(db_err)?;
-        returned = more.len();
-        rows.extend(more);
-    }
-    for (ns, tokens) in &buckets {
-        let allowance = sundial_store::claim::allowance(*tokens, claim.limit);
-        if allowance > 0 {
-            rows.extend(
-                sqlx::query(&format!(
-                    "SELECT {DUE_COLUMNS} FROM executions \
-                     WHERE namespace = ?1 AND due_at <= ?2 ORDER BY due_at LIMIT ?3"
-                ))
-                .bind(ns)
-                .bind(now)
-                .bind(allowance)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(db_err)?,
-            );
-        }
-    }
-    let mut due: Vec<DueExecution> = rows
-        .iter()
-        .map(rows::due_execution)
-        .collect::<Result<_>>()?;
-    if !buckets.is_empty() || claim.on_time_first {
-        sundial_store::claim::oldest_due(&mut due, claim.limit);
-    }
-    let facts = job_facts(&mut tx, &due, now).await?;
-    let plan = sundial_store::claim::plan(&due, &facts, &buckets, now);
-    apply_claim_plan(&mut tx, &plan, now).await?;
-    let runs = plan.runs(due);
-    let ids = serde_json::to_string(&plan.run).map_err(|e| Error::Corrupt(e.to_string()))?;
-    let sql = format!(
-        "UPDATE executions SET state = 'running', attempt = attempt + 1, worker = ?1, \
-           started_at = coalesce(started_at, max(?2, fire_at)), \
-           attempt_started_at = max(?2, fire_at), worker_epoch = ?4, \
-           lease_expires_at = CASE WHEN ?4 IS NULL THEN max(?2, fire_at) + lease_ms END, \
-           due_at = NULL \
-         WHERE id IN (SELECT value FROM json_each(?3)) \
-           AND state IN ('scheduled', 'queued', 'retry_wait') \
-         RETURNING {CLAIM_RETURNING}"
-    );
-    let rows = sqlx::query(&sql)
-        .bind(&claim.worker)
-        .bind(now)
-        .bind(ids)
-        .bind(claim.epoch)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(db_err)?;
+    let applied = steps::claim(&mut ClaimTx { tx: &mut tx, store }, claim).await?;
     // The clock as late in the claim as it can be read: a worker holds what it claimed ahead
     // for its start less this reading, from when the claim returns.
-    let claimed = rows::claimed_rows(&rows, runs, now, ms(store.clock.now()))?;
-    // The bucket's time never moves back (this claim read the clock before it took the
-    // write lock, so a claim that read it later may have refilled the bucket first).
-    for (ns, tokens) in &plan.buckets {
+    let claimed_at = store.clock.now();
+    commit(tx).await?;
+    for id in applied.cancelled_running() {
+        let _ = store.signals.cancelled.send(id.to_owned());
+    }
+    let mut claimed = applied.claimed;
+    sundial_store::handoff::restamp(&mut claimed, claimed_at);
+    Ok(claimed)
+}
+
+/// The claim's statements ([`ClaimStatements`]) on the writer's transaction: the single
+/// writer is the per-job lock and the buckets' lock, so nothing is locked row by row; a
+/// cancellation is signalled by the caller once the claim has committed.
+struct ClaimTx<'t, 'c, 's> {
+    tx: &'t mut Tx<'c>,
+    store: &'s SqliteStore,
+}
+
+/// The columns a claim reads of a due execution (`rows::due_execution`).
+const DUE_COLUMNS: &str =
+    "id, namespace, job_uid, trigger, run, scheduled_at, fire_at, attempt, due_at";
+
+/// A JSON array of `ids`, for `json_each`.
+fn list<T: serde::Serialize>(ids: &[T]) -> Result<String> {
+    serde_json::to_string(ids).map_err(|e| Error::Corrupt(e.to_string()))
+}
+
+impl ClaimStatements for ClaimTx<'_, '_, '_> {
+    async fn worker_lease_holds(&mut self, epoch: i64) -> Result<()> {
+        liveness::check_for_claim(self.tx, epoch).await
+    }
+
+    async fn now(&mut self) -> Result<i64> {
+        Ok(ms(self.store.clock.now()))
+    }
+
+    async fn bucket(
+        &mut self,
+        namespace: &str,
+        _rate: f64,
+        _now: i64,
+    ) -> Result<Option<(f64, i64)>> {
+        sqlx::query_as("SELECT tokens, updated_at FROM namespace_rates WHERE namespace = ?1")
+            .bind(namespace)
+            .fetch_optional(&mut **self.tx)
+            .await
+            .map_err(db_err)
+    }
+
+    async fn due(&mut self, read: Read, limited: &[String]) -> Result<Vec<DueExecution>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {DUE_COLUMNS} FROM executions WHERE due_at > ?4 AND due_at <= ?1 \
+             AND namespace NOT IN (SELECT value FROM json_each(?3)) ORDER BY due_at LIMIT ?2"
+        ))
+        .bind(read.until)
+        .bind(i64::from(read.limit))
+        .bind(list(limited)?)
+        .bind(read.after)
+        .fetch_all(&mut **self.tx)
+        .await
+        .map_err(db_err)?;
+        rows.iter().map(rows::due_execution).collect()
+    }
+
+    async fn due_in(&mut self, namespace: &str, now: i64, limit: i64) -> Result<Vec<DueExecution>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {DUE_COLUMNS} FROM executions \
+             WHERE namespace = ?1 AND due_at <= ?2 ORDER BY due_at LIMIT ?3"
+        ))
+        .bind(namespace)
+        .bind(now)
+        .bind(limit)
+        .fetch_all(&mut **self.tx)
+        .await
+        .map_err(db_err)?;
+        rows.iter().map(rows::due_execution).collect()
+    }
+
+    async fn job_facts(
+        &mut self,
+        due: &[DueExecution],
+        now: i64,
+    ) -> Result<std::collections::HashMap<String, JobFacts>> {
+        job_facts(self.tx, due, now).await
+    }
+
+    async fn mark_misfire(&mut self, ids: &[String]) -> Result<()> {
+        sqlx::query(
+            "UPDATE executions SET trigger = 'misfire' WHERE id IN (SELECT value FROM json_each(?1))",
+        )
+        .bind(list(ids)?)
+        .execute(&mut **self.tx)
+        .await
+        .map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn finish(
+        &mut self,
+        ids: &[String],
+        state: ExecutionState,
+        misfire: bool,
+        now: i64,
+    ) -> Result<()> {
+        let trigger = if misfire { "'misfire'" } else { "trigger" };
+        sqlx::query(&format!(
+            "UPDATE executions SET state = ?3, trigger = {trigger}, due_at = NULL, \
+               finished_at = ?2 WHERE id IN (SELECT value FROM json_each(?1))"
+        ))
+        .bind(list(ids)?)
+        .bind(now)
+        .bind(state.as_str())
+        .execute(&mut **self.tx)
+        .await
+        .map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn defer(&mut self, ids: &[String], until: i64) -> Result<()> {
+        sqlx::query(
+            "UPDATE executions SET due_at = ?2 WHERE id IN (SELECT value FROM json_each(?1))",
+        )
+        .bind(list(ids)?)
+        .bind(until)
+        .execute(&mut **self.tx)
+        .await
+        .map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn cancel(&mut self, cancelled: &[ActiveExecution], now: i64) -> Result<()> {
+        let ids: Vec<&str> = cancelled.iter().map(|a| a.id.as_str()).collect();
+        cancel_all_in_tx(self.tx, &ids, now).await
+    }
+
+    async fn hand_out(
+        &mut self,
+        worker: &str,
+        now: i64,
+        ids: &[String],
+        epoch: Option<i64>,
+        runs: std::collections::HashMap<String, sundial_store::RunSpec>,
+    ) -> Result<Vec<ClaimedExecution>> {
+        let sql = format!(
+            "UPDATE executions SET state = 'running', attempt = attempt + 1, worker = ?1, \
+               started_at = coalesce(started_at, max(?2, fire_at)), \
+               attempt_started_at = max(?2, fire_at), worker_epoch = ?4, \
+               lease_expires_at = CASE WHEN ?4 IS NULL THEN max(?2, fire_at) + lease_ms END, \
+               due_at = NULL \
+             WHERE id IN (SELECT value FROM json_each(?3)) \
+               AND state IN ('scheduled', 'queued', 'retry_wait') \
+             RETURNING {CLAIM_RETURNING}"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(worker)
+            .bind(now)
+            .bind(list(ids)?)
+            .bind(epoch)
+            .fetch_all(&mut **self.tx)
+            .await
+            .map_err(db_err)?;
+        rows::claimed_rows(&rows, runs, now, now)
+    }
+
+    async fn write_bucket(&mut self, namespace: &str, tokens: f64, now: i64) -> Result<()> {
+        // The bucket's time never moves back (this claim read the clock before it took the
+        // write lock, so a claim that read it later may have refilled the bucket first).
         sqlx::query(
             "INSERT INTO namespace_rates (namespace, tokens, updated_at) VALUES (?1, ?2, ?3) \
              ON CONFLICT (namespace) DO UPDATE SET tokens = excluded.tokens, \
              updated_at = max(namespace_rates.updated_at, excluded.updated_at)",
         )
-        .bind(ns)
-        .bind(*tokens)
+        .bind(namespace)
+        .bind(tokens)
         .bind(now)
-        .execute(&mut *tx)
+        .execute(&mut **self.tx)
         .await
         .map_err(db_err)?;
+        Ok(())
     }
-    commit(tx).await?;
-    for a in plan.cancelled.iter().filter(|a| a.running) {
-        let _ = store.signals.cancelled.send(a.id.clone());
-    }
-    Ok(claimed)
 }
 
 pub(crate) async fn execution_next_due(store: &SqliteStore) -> Result<Option<Timestamp>> {

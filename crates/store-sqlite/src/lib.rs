@@ -49,8 +49,7 @@ use sundial_clock::Clock;
 use sundial_core::SHARD_COUNT;
 use sundial_core::execution::ExecutionState;
 use sundial_store::NewRun;
-use sundial_store::claim::{ActiveExecution, ClaimPlan, DueExecution, JobFacts};
-use sundial_store::concurrency::refill;
+use sundial_store::claim::{ActiveExecution, DueExecution, JobFacts};
 use sundial_store::{
     AttemptComplete, AttemptRef, ClaimedExecution, ClusterStatus, DueJob, Error, ExecutionClaim,
     ExecutionListQuery, ExecutionRecord, FutureSlots, JobListQuery, JobRecord, JobWrite,

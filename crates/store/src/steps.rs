@@ -10,6 +10,7 @@
 
 pub mod backfill;
 pub mod calendars;
+pub mod claim;
 pub mod release;
 pub mod runs;
 pub mod trigger;

@@ -95,10 +95,16 @@ async fn a_handed_out_slot_is_delivered_once_at_its_fire_time_and_a_backlog_defe
     .await;
 
     // A backlog (an execution due more than a second ago): once counted, the offer asks to
-    // defer what does not fit.
+    // defer what does not fit. Its namespace's bucket holds one token, which a claim may
+    // spend on one of them before the backlog is counted: two are written, so one stays due
+    // whatever the order.
     let mut late = http_job_record("late", format!("http://{addr}/late"));
     late.spec.namespace = "slow".into();
-    write_firing_at(&*store, late, fire - SignedDuration::from_secs(5)).await;
+    let late = write_firing_at(&*store, late, fire - SignedDuration::from_secs(5)).await;
+    store
+        .execution_insert(&execution(&late, fire - SignedDuration::from_secs(4)))
+        .await
+        .expect("insert execution");
     clock.set(fire + SignedDuration::from_secs(1));
     let mut offered = Some((10, false));
     for _ in 0..250 {
