@@ -159,13 +159,14 @@ impl ClaimStatements for ClaimTx<'_, '_, '_> {
     }
 
     async fn bucket(&mut self, namespace: &str, rate: f64, now: i64) -> Result<Option<(f64, i64)>> {
-        // Created full where missing, then locked: one claimer at a time spends a
-        // namespace's tokens, whichever process it is in.
+        // Created full where missing (its depth, `concurrency::bucket_depth`, as a bucket the
+        // embedded store has not written yet counts), then locked: one claimer at a time
+        // spends a namespace's tokens, whichever process it is in.
         sqlx::query(
             "INSERT INTO namespace_rates (namespace, tokens, updated_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
         )
         .bind(namespace)
-        .bind(rate)
+        .bind(sundial_store::concurrency::bucket_depth(rate))
         .bind(now)
         .execute(&mut **self.tx)
         .await

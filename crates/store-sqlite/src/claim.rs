@@ -262,8 +262,8 @@ impl ClaimStatements for ClaimTx<'_, '_, '_> {
     }
 
     async fn write_bucket(&mut self, namespace: &str, tokens: f64, now: i64) -> Result<()> {
-        // The bucket's time never moves back (this claim read the clock before it took the
-        // write lock, so a claim that read it later may have refilled the bucket first).
+        // The bucket's time never moves back: a clock read earlier than the bucket's last
+        // write (a clock stepped back) must not refill the same milliseconds twice.
         sqlx::query(
             "INSERT INTO namespace_rates (namespace, tokens, updated_at) VALUES (?1, ?2, ?3) \
              ON CONFLICT (namespace) DO UPDATE SET tokens = excluded.tokens, \

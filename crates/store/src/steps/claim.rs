@@ -5,8 +5,8 @@
 //! [`crate::claim::plan`] applied, and the executions it runs handed out. The caller opens the
 //! transaction, runs [`claim`], commits, signals the cancellations its store signals after
 //! the commit ([`ClaimApplied::cancelled_running`]), and stamps the claims with the store's
-//! clock read as late as it can be ([`crate::handoff::restamp`]; docs/guarantees.md, "Claim
-//! ahead", "Never early").
+//! clock read as late as it can be ([`crate::handoff::restamp`]: on SQLite just before the
+//! commit, on PostgreSQL after it; docs/guarantees.md, "Claim ahead", "Never early").
 //!
 //! Invariants: a claim under a worker lease writes nothing unless that lease stands, held
 //! against a take-over until the transaction ends where the store can (docs/guarantees.md,

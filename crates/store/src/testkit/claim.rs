@@ -352,6 +352,28 @@ pub async fn rate_limited_namespaces_dispatch_at_their_rate(h: Harness) {
         10,
         "never more than the bucket's depth"
     );
+
+    // A namespace limited to less than one a second starts with a full bucket too: its
+    // depth, one token, not its rate.
+    let sparse = create(&*store, "sparse", "c").await;
+    trigger(
+        &*store,
+        "n1",
+        &sparse,
+        &[t0() - SignedDuration::from_secs(1), t0()],
+    )
+    .await
+    .expect("trigger");
+    let sparse_claim = ExecutionClaim {
+        rate_limits: [("sparse".to_owned(), 0.5)].into_iter().collect(),
+        ..limited("w3")
+    };
+    let got = store.execution_claim(&sparse_claim).await.expect("claim");
+    assert_eq!(
+        per_ns(&got, "sparse"),
+        1,
+        "a new bucket of 0.5/s holds one token"
+    );
 }
 
 /// Two claimers read the clock, and the later reading commits first (a claim's time is taken
