@@ -33,9 +33,9 @@ pub(crate) async fn job_facts(
     if uids.is_empty() {
         return Ok(facts);
     }
-    let uids = serde_json::to_string(&uids).map_err(|e| Error::Corrupt(e.to_string()))?;
+    let uids = list(&uids)?;
     let read: Vec<&str> = due.iter().map(|e| e.id.as_str()).collect();
-    let read = serde_json::to_string(&read).map_err(|e| Error::Corrupt(e.to_string()))?;
+    let read = list(&read)?;
     let active: Vec<(String, String, String)> = sqlx::query_as(
         "SELECT job_uid, id, state FROM executions WHERE state = 'running' \
            AND job_uid IN (SELECT value FROM json_each(?1)) \

@@ -151,29 +151,32 @@ impl ClaimApplied {
     }
 }
 
-/// Runs `claim` inside the caller's transaction (docs/policies.md, docs/guarantees.md,
+/// Runs the claim `request` inside the caller's transaction (docs/policies.md, docs/guarantees.md,
 /// "Claim ahead", "Claim order under a backlog"); see the module doc.
 ///
 /// # Errors
 /// [`crate::Error::StaleFence`] when the claim's worker lease no longer stands (nothing
 /// written; the caller rolls back); [`crate::Error::Corrupt`] for a row that does not decode;
 /// or the store's classified error of any statement.
-pub async fn claim<S: ClaimStatements>(s: &mut S, claim: &ExecutionClaim) -> Result<ClaimApplied> {
-    if let Some(epoch) = claim.epoch {
+pub async fn claim<S: ClaimStatements>(
+    s: &mut S,
+    request: &ExecutionClaim,
+) -> Result<ClaimApplied> {
+    if let Some(epoch) = request.epoch {
         s.worker_lease_holds(epoch).await?;
     }
     let now = s.now().await?;
     // Token buckets of the rate-limited namespaces, refilled to now.
-    let mut buckets = Vec::with_capacity(claim.rate_limits.len());
-    for (ns, rate) in &claim.rate_limits {
+    let mut buckets = Vec::with_capacity(request.rate_limits.len());
+    for (ns, rate) in &request.rate_limits {
         let stored = s.bucket(ns, *rate, now).await?;
         buckets.push((ns.clone(), refill(stored, *rate, now)));
     }
-    let limited: Vec<String> = claim.rate_limits.keys().cloned().collect();
+    let limited: Vec<String> = request.rate_limits.keys().cloned().collect();
     // Namespaces without a rate limit are read up to the claim-ahead window (after every due
     // execution), in the order the claim asks for; a rate-limited namespace's only once due,
     // oldest first.
-    let mut reads = ClaimReads::new(now, claim.ahead_ms, claim.limit, claim.on_time_first);
+    let mut reads = ClaimReads::new(now, request.ahead_ms, request.limit, request.on_time_first);
     let mut due = Vec::new();
     let mut returned = 0;
     while let Some(read) = reads.next(returned) {
@@ -182,20 +185,20 @@ pub async fn claim<S: ClaimStatements>(s: &mut S, claim: &ExecutionClaim) -> Res
         due.extend(more);
     }
     for (ns, tokens) in &buckets {
-        let allowance = allowance(*tokens, claim.limit);
-        if allowance > 0 {
-            due.extend(s.due_in(ns, now, allowance).await?);
+        let take = allowance(*tokens, request.limit);
+        if take > 0 {
+            due.extend(s.due_in(ns, now, take).await?);
         }
     }
-    if !buckets.is_empty() || claim.on_time_first {
-        oldest_due(&mut due, claim.limit);
+    if !buckets.is_empty() || request.on_time_first {
+        oldest_due(&mut due, request.limit);
     }
     let facts = s.job_facts(&due, now).await?;
     let plan = crate::claim::plan(&due, &facts, &buckets, now);
     apply(s, &plan, now).await?;
     let runs = plan.runs(due);
     let claimed = s
-        .hand_out(&claim.worker, now, &plan.run, claim.epoch, runs)
+        .hand_out(&request.worker, now, &plan.run, request.epoch, runs)
         .await?;
     for (ns, tokens) in &plan.buckets {
         s.write_bucket(ns, *tokens, now).await?;
