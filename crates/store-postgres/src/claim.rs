@@ -9,7 +9,7 @@ use sundial_store::steps::claim::{self as steps, ClaimStatements};
 use super::*;
 
 /// [`CLAIMED_COLUMNS`] but the run definition, which the claim already read.
-pub(crate) const CLAIM_RETURNING: &str = "id, namespace, job, attempt, max_attempts, scheduled_at, fire_at, \
+pub(crate) const CLAIM_RETURNING: &str = "id, namespace, job, trigger, attempt, max_attempts, scheduled_at, fire_at, \
     started_at, lease_expires_at, worker_epoch";
 
 /// Reads, under a per-job advisory lock, the [`JobFacts`] of the jobs of `due` that need them

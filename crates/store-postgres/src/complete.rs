@@ -11,7 +11,7 @@ use crate::liveness::WORKER_LEASE_STANDS;
 /// execution ended), and the statement's now (UTC ms).
 type EndedRow = (String, i64, Option<String>, Option<i64>, i64);
 
-pub(crate) const CLAIMED_COLUMNS: &str = "id, namespace, job, attempt, max_attempts, scheduled_at, fire_at, \
+pub(crate) const CLAIMED_COLUMNS: &str = "id, namespace, job, trigger, attempt, max_attempts, scheduled_at, fire_at, \
     started_at, lease_expires_at, worker_epoch, run";
 
 pub(crate) async fn attempt_heartbeat_batch(
@@ -56,6 +56,58 @@ pub(crate) async fn attempt_heartbeat_batch(
                 .transpose()
         })
         .collect()
+}
+
+/// [`sundial_store::WorkerStore::attempt_give_back`]: one statement whatever the number (the
+/// executions, then their queue rows, the lock order of the claim), and the due notification
+/// in the same transaction when any was given back.
+pub(crate) async fn attempt_give_back(
+    store: &PgStore,
+    attempts: &[AttemptRef],
+) -> Result<Vec<bool>> {
+    if attempts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<&str> = attempts.iter().map(|a| a.id.as_str()).collect();
+    let numbers: Vec<i64> = attempts.iter().map(|a| i64::from(a.attempt)).collect();
+    let mut tx = store.begin().await?;
+    let now = store.now_ms(&mut *tx).await?;
+    // The queue rows are found by primary key from an array of the ids given back, never by
+    // joining the CTE (see the claim). RETURNING reads the attempt number as it was.
+    let sql = format!(
+        "WITH a AS (SELECT * FROM UNNEST($1::text[], $2::bigint[]) AS a(id, attempt)), \
+         e AS (UPDATE executions x SET state = 'scheduled', attempt = x.attempt - 1, worker = NULL, \
+             started_at = NULL, attempt_started_at = NULL, worker_epoch = NULL, \
+             lease_expires_at = NULL, due_at = x.fire_at FROM a \
+           WHERE x.id = a.id AND x.attempt = a.attempt AND x.attempt = 1 AND x.state = 'running' \
+             AND (x.lease_expires_at IS NULL OR x.lease_expires_at >= $3) AND {WORKER_LEASE_STANDS} \
+           RETURNING x.id, a.attempt, x.fire_at), \
+         q AS (UPDATE execution_queue q SET due_at = e.fire_at, lease_expires_at = NULL, \
+             worker_epoch = NULL FROM e \
+           WHERE q.id = ANY(ARRAY(SELECT id FROM e)) AND q.id = e.id) \
+         SELECT id, attempt FROM e"
+    );
+    let back: Vec<(String, i64)> = sqlx::query_as(&sql)
+        .bind(&ids)
+        .bind(&numbers)
+        .bind(now)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    if !back.is_empty() {
+        notify_due(&mut tx).await?;
+    }
+    commit(tx).await?;
+    if !back.is_empty()
+        && let Some(signals) = store.signals.get()
+    {
+        signals.due.notify_one();
+    }
+    let back: std::collections::HashSet<(String, i64)> = back.into_iter().collect();
+    Ok(attempts
+        .iter()
+        .map(|a| back.contains(&(a.id.clone(), i64::from(a.attempt))))
+        .collect())
 }
 
 pub(crate) async fn attempt_complete_batch(

@@ -17,7 +17,7 @@ type EndedRow = (
     Option<i64>,
 );
 
-pub(crate) const CLAIMED_COLUMNS: &str = "id, namespace, job, attempt, max_attempts, scheduled_at, fire_at, \
+pub(crate) const CLAIMED_COLUMNS: &str = "id, namespace, job, trigger, attempt, max_attempts, scheduled_at, fire_at, \
     started_at, lease_expires_at, worker_epoch, run";
 
 /// Applies fenced completions inside `tx`, two statements whatever their number (and, for
@@ -177,6 +177,42 @@ pub(crate) async fn attempt_complete_batch(
         store.signals.due.notify_one();
     }
     Ok(done.applied)
+}
+
+/// [`sundial_store::WorkerStore::attempt_give_back`]: one fenced update a given-back attempt,
+/// in one transaction; the worker claim loops are woken when any was given back.
+pub(crate) async fn attempt_give_back(
+    store: &SqliteStore,
+    attempts: &[AttemptRef],
+) -> Result<Vec<bool>> {
+    if attempts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let now = ms(store.clock.now());
+    let mut tx = store.begin().await?;
+    let mut given = Vec::with_capacity(attempts.len());
+    for a in attempts {
+        let back: Option<String> = sqlx::query_scalar(&format!(
+            "UPDATE executions SET state = 'scheduled', attempt = attempt - 1, worker = NULL, \
+               started_at = NULL, attempt_started_at = NULL, worker_epoch = NULL, \
+               lease_expires_at = NULL, due_at = fire_at \
+             WHERE id = ?1 AND attempt = ?2 AND attempt = 1 AND state = 'running' \
+               AND (lease_expires_at IS NULL OR lease_expires_at >= ?3) AND {WORKER_LEASE_STANDS} \
+             RETURNING id"
+        ))
+        .bind(&a.id)
+        .bind(i64::from(a.attempt))
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        given.push(back.is_some());
+    }
+    commit(tx).await?;
+    if given.contains(&true) {
+        store.signals.due.notify_one();
+    }
+    Ok(given)
 }
 
 pub(crate) async fn attempt_list_lapsed(

@@ -287,6 +287,10 @@ macro_rules! forward_store_traits {
                     complete::attempt_complete_batch(self, completions).await
                 }
 
+                async fn attempt_give_back(&self, attempts: &[AttemptRef]) -> Result<Vec<bool>> {
+                    complete::attempt_give_back(self, attempts).await
+                }
+
                 async fn attempt_list_lapsed(&self, limit: u32) -> Result<Vec<ClaimedExecution>> {
                     complete::attempt_list_lapsed(self, limit).await
                 }

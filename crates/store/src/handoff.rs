@@ -187,6 +187,7 @@ pub fn claimed(
         id: e.id.clone(),
         namespace: e.namespace.clone(),
         job: e.job.clone(),
+        trigger: e.trigger,
         attempt: 1,
         max_attempts: e.run.retry.max_attempts,
         scheduled_at: e.scheduled_at,

@@ -570,6 +570,25 @@ pub trait WorkerStore: StoreBase {
     /// reports them `false`), so a retry is safe.
     async fn attempt_complete_batch(&self, completions: &[AttemptComplete]) -> Result<Vec<bool>>;
 
+    /// Gives back first attempts that never started: each execution returns to `scheduled`, due
+    /// at its fire time, as before its claim (attempt number 0, no worker, no start, no
+    /// lease), so that the next claim judges it by its job's misfire policy
+    /// ([`claim::plan`]). A worker gives back a first attempt of a slot that waited past its
+    /// `misfire_threshold` for a delivery slot ([`ClaimedExecution::judged_late_at`],
+    /// docs/policies.md, "misfire_policy"). One transaction (SQLite) or one statement
+    /// (PostgreSQL) whatever the number.
+    ///
+    /// # Contract
+    /// Per attempt, in order: `true` once given back; `false`, and no change for it, unless
+    /// its execution is `running` with this attempt number, which is 1, its own lease (if it has one)
+    /// unexpired and its worker lease (if it runs under one) not taken over, as a worker's
+    /// completion ([`WorkerStore::attempt_complete`]). No attempt row is written: the attempt
+    /// did not run.
+    ///
+    /// # Errors
+    /// The store's, when the write fails; then nothing was given back.
+    async fn attempt_give_back(&self, attempts: &[AttemptRef]) -> Result<Vec<bool>>;
+
     /// Running attempts whose lease has lapsed (their worker is presumed dead), at most `limit`.
     async fn attempt_list_lapsed(&self, limit: u32) -> Result<Vec<ClaimedExecution>>;
 

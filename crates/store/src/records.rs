@@ -433,6 +433,10 @@ pub struct ClaimedExecution {
     pub namespace: String,
     /// Job name.
     pub job: String,
+    /// Why the execution exists (`schedule`, `manual`, `misfire`, ...): a `schedule` slot's
+    /// first attempt that starts too late goes back to be judged
+    /// ([`ClaimedExecution::judged_late_at`]).
+    pub trigger: Trigger,
     /// The attempt number this claim holds: the fencing token.
     pub attempt: u32,
     /// Attempts allowed.
@@ -456,6 +460,25 @@ pub struct ClaimedExecution {
     pub worker_epoch: Option<i64>,
     /// What to run.
     pub run: RunSpec,
+}
+
+impl ClaimedExecution {
+    /// Whether this attempt, starting at `now` (UTC, the worker's clock), must not start but go
+    /// back to its store to be judged by its job's misfire policy
+    /// ([`WorkerStore::attempt_give_back`](crate::WorkerStore::attempt_give_back)): the first
+    /// attempt of a scheduled slot of a recurring job, more than its `misfire_threshold` after
+    /// its fire time. That happens to an execution claimed ahead or handed out by a trigger
+    /// commit (or claimed in time) that then waited in its worker for a delivery slot: the
+    /// claim judges lateness only as it claims (docs/policies.md, "misfire_policy"). Under
+    /// `run_all` every slot runs whatever its lateness, so it starts; one-off slots, manual
+    /// runs, catch-up runs (`trigger: misfire`, judged already) and retries always start.
+    pub fn judged_late_at(&self, now: Timestamp) -> bool {
+        self.trigger == Trigger::Schedule
+            && self.attempt == 1
+            && !self.run.one_off
+            && self.run.misfire_policy != sundial_core::job::MisfirePolicy::RunAll
+            && now.duration_since(self.fire_at) > self.run.misfire_threshold.as_signed()
+    }
 }
 
 /// Names one attempt of one execution: the fencing key of heartbeats and completions.
@@ -736,4 +759,62 @@ pub struct CalendarRecord {
     pub created_at: Timestamp,
     /// When it last changed (the store's clock, UTC).
     pub updated_at: Timestamp,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sundial_core::job::MisfirePolicy;
+
+    fn held(
+        trigger: Trigger,
+        attempt: u32,
+        policy: MisfirePolicy,
+        one_off: bool,
+    ) -> ClaimedExecution {
+        let fire = Timestamp::UNIX_EPOCH;
+        let mut run = RunSpec::of(&crate::testkit::job_record("ns", "j").spec);
+        run.misfire_policy = policy;
+        run.misfire_threshold = Dur::from_secs(60);
+        run.one_off = one_off;
+        ClaimedExecution {
+            id: "e".into(),
+            namespace: "ns".into(),
+            job: "j".into(),
+            trigger,
+            attempt,
+            max_attempts: 3,
+            scheduled_at: fire,
+            fire_at: fire,
+            started_at: fire,
+            claimed_at: fire,
+            lease_expires_at: None,
+            worker_epoch: Some(1),
+            run,
+        }
+    }
+
+    #[test]
+    fn only_a_scheduled_slots_first_attempt_past_its_threshold_is_judged_at_its_start() {
+        let at = |s: i64| Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(s);
+        let once = held(Trigger::Schedule, 1, MisfirePolicy::RunOnce, false);
+        assert!(!once.judged_late_at(at(60)), "at the threshold");
+        assert!(once.judged_late_at(at(61)));
+        assert!(held(Trigger::Schedule, 1, MisfirePolicy::Skip, false).judged_late_at(at(61)));
+        for spared in [
+            held(Trigger::Schedule, 1, MisfirePolicy::RunAll, false),
+            held(Trigger::Schedule, 1, MisfirePolicy::RunOnce, true),
+            held(Trigger::Schedule, 2, MisfirePolicy::RunOnce, false),
+            held(Trigger::Manual, 1, MisfirePolicy::RunOnce, false),
+            held(Trigger::Misfire, 1, MisfirePolicy::Skip, false),
+            held(Trigger::Backfill, 1, MisfirePolicy::Skip, false),
+            held(Trigger::Workflow, 1, MisfirePolicy::Skip, false),
+        ] {
+            assert!(
+                !spared.judged_late_at(at(3600)),
+                "{:?}",
+                (spared.trigger, spared.attempt)
+            );
+        }
+    }
 }

@@ -259,6 +259,7 @@ macro_rules! row_decoders {
                 id: get(row, "id")?,
                 namespace: get(row, "namespace")?,
                 job: get(row, "job")?,
+                trigger: parse(get(row, "trigger")?)?,
                 attempt: count(row, "attempt")?,
                 max_attempts: count(row, "max_attempts")?,
                 scheduled_at: instant(row, "scheduled_at")?,

@@ -61,6 +61,45 @@ pub(crate) fn log_dropped_before_start(e: &ClaimedExecution) {
 }
 
 impl Worker {
+    /// Gives a held first attempt back to the store unstarted, to be judged by its job's
+    /// misfire policy at the next claim (it waited past `misfire_threshold` for a delivery
+    /// slot: [`ClaimedExecution::judged_late_at`], docs/policies.md, "misfire_policy"). `true`
+    /// once the store took it back, or refused it (cancelled, or its lease lost: not this
+    /// worker's any more); `false` when the store call failed: the attempt is still this
+    /// worker's, and it starts, late, rather than stay `running` with nothing to retry it.
+    pub(crate) async fn give_back(&self, e: &ClaimedExecution) -> bool {
+        let attempt = AttemptRef {
+            id: e.id.clone(),
+            attempt: e.attempt,
+        };
+        match self
+            .store
+            .attempt_give_back(std::slice::from_ref(&attempt))
+            .await
+        {
+            Ok(given) => {
+                self.store_reached(true);
+                if given.first().copied().unwrap_or(false) {
+                    metrics::counter!("sundial_attempts_given_back_total").increment(1);
+                    tracing::info!(namespace = %e.namespace, job = %e.job, slot = %e.scheduled_at,
+                        execution = %e.id, attempt = e.attempt,
+                        "attempt given back unstarted: it waited past the job's misfire threshold");
+                } else {
+                    log_dropped_before_start(e);
+                }
+                true
+            }
+            Err(err) => {
+                if err.is_retryable_when_idempotent() {
+                    self.store_reached(false);
+                }
+                tracing::warn!(error = %err, execution = %e.id, attempt = e.attempt,
+                    "could not give a late attempt back to be judged; starting it as it is");
+                false
+            }
+        }
+    }
+
     /// Runs one claimed attempt to its completion (or abandons it when the lease is lost),
     /// giving back its delivery `slot` as soon as the target has answered.
     pub(crate) async fn attempt(

@@ -232,7 +232,9 @@ impl Worker {
     }
 
     /// Holds a claimed execution until `start_at` (this node's clock), then runs its attempt
-    /// once it has a delivery slot and room for its completion; a cancel at any point before
+    /// once it has a delivery slot and room for its completion, unless it waited so long that
+    /// its job's misfire policy must judge it ([`ClaimedExecution::judged_late_at`]: it is
+    /// given back to the store instead, [`Worker::give_back`]); a cancel at any point before
     /// drops it. While it waits for the permits its lease is renewed, and a refused renewal
     /// abandons it (the reaper has given the execution to another attempt). `held` is the
     /// `ahead` permit of an execution claimed ahead, given back once it has its `unwritten`
@@ -289,6 +291,8 @@ impl Worker {
                         // A lease lost while it waited drops it now.
                         if e.worker_epoch.is_some() && self.liveness.epoch() != e.worker_epoch {
                             log_dropped_before_start(&e);
+                        } else if e.judged_late_at(self.clock.now()) && self.give_back(&e).await {
+                            drop(slot);
                         } else {
                             self.attempt_inner(&e, &cancelled, slot).await;
                         }

@@ -30,7 +30,10 @@
 //! - At most `max_claimed_ahead` executions are held at once. A held execution is registered
 //!   for cancellation like a running one (a cancel drops it before it starts); at its start it
 //!   waits for a delivery slot and room for its completion while renewing its lease, so a wait
-//!   longer than its lease can never let a second attempt start beside it.
+//!   longer than its lease can never let a second attempt start beside it. A first attempt of
+//!   a scheduled slot that gets its delivery slot only past its job's `misfire_threshold` does
+//!   not start: it is given back to the store unstarted, for the next claim to judge by the
+//!   misfire policy (`ClaimedExecution::judged_late_at`, docs/policies.md, "misfire_policy").
 //! - Every claim of a running worker is made under its liveness lease ([`Liveness`],
 //!   docs/guarantees.md, "Workers"): a held execution starts only while that lease is known good, and, while this
 //!   worker's last store call failed for a reason a retry may fix, only once the store

@@ -268,3 +268,169 @@ pub async fn heartbeats_keep_the_lease(h: Harness) {
         Err(Error::StaleFence(_))
     ));
 }
+
+/// A first attempt that waited in its worker past its job's misfire threshold is given back
+/// unstarted, fenced as a worker's completion is, and the next claim judges it by the job's
+/// misfire policy (docs/policies.md, "misfire_policy"): under `run_once` it runs as the
+/// episode's run (`trigger: misfire`) when no later slot of the job is due, and is recorded
+/// `missed` when one is (which runs as an ordinary late slot); under `skip` it is `missed`.
+pub async fn a_late_attempt_given_back_is_judged_by_its_misfire_policy(h: Harness) {
+    use sundial_core::job::MisfirePolicy;
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let lease = store
+        .worker_lease_acquire("w1", Dur::from_secs(30))
+        .await
+        .expect("lease");
+    let fire = t0() + SignedDuration::from_millis(500);
+    let mut triggers = Vec::new();
+    for (name, policy) in [
+        ("once", MisfirePolicy::RunOnce),
+        ("later", MisfirePolicy::RunOnce),
+        ("skip", MisfirePolicy::Skip),
+    ] {
+        let mut record = job_record("ns", name);
+        record.spec.misfire_policy = policy;
+        let write = JobWrite {
+            record,
+            expected_version: None,
+            pending: PendingExecutions::Keep,
+        };
+        let job = store.job_write(&write).await.expect("create");
+        // `later` has a second slot 10 s on, left to wait for a claim; every job's next slot
+        // is an hour away.
+        let mut slots = vec![execution(&job, fire)];
+        if name == "later" {
+            slots.push(execution(&job, fire + SignedDuration::from_secs(10)));
+        }
+        let next = Some(t0() + SignedDuration::from_secs(3600));
+        triggers.push(job_trigger(&job, t0(), next, slots));
+    }
+    let commit = TriggerCommit {
+        node: "n1".into(),
+        leases: renew_leases(&*store, "n1").await.expect("leases"),
+        jobs: triggers,
+        handoff: None,
+    };
+    store.trigger_commit(&commit).await.expect("trigger");
+    let held = store
+        .execution_claim(&ExecutionClaim {
+            ahead_ms: 1000,
+            epoch: Some(lease.epoch),
+            ..claim("w1", 10)
+        })
+        .await
+        .expect("claim ahead");
+    assert_eq!(held.len(), 3, "each job's first slot, claimed ahead");
+    assert!(held.iter().all(|e| e.trigger == Trigger::Schedule));
+    clock.set(fire + SignedDuration::from_secs(60));
+    assert!(
+        !held.iter().any(|e| e.judged_late_at(clock.now())),
+        "at the threshold, not past it"
+    );
+    clock.set(fire + SignedDuration::from_secs(61));
+    assert!(held.iter().all(|e| e.judged_late_at(clock.now())));
+    let refs: Vec<AttemptRef> = held
+        .iter()
+        .map(|e| AttemptRef {
+            id: e.id.clone(),
+            attempt: e.attempt,
+        })
+        .collect();
+    let stale = AttemptRef {
+        attempt: 2,
+        ..refs[0].clone()
+    };
+    assert_eq!(
+        store
+            .attempt_give_back(std::slice::from_ref(&stale))
+            .await
+            .expect("give back"),
+        [false],
+        "another attempt number is refused"
+    );
+    let given = store.attempt_give_back(&refs).await.expect("give back");
+    assert_eq!(given, [true, true, true]);
+    let again = store.attempt_give_back(&refs).await.expect("give back");
+    assert_eq!(again, [false, false, false], "given back once");
+    let back = store
+        .execution_get("ns", &held[0].id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(back.state, ExecutionState::Scheduled);
+    assert_eq!(back.attempt, 0);
+    assert_eq!(back.started_at, None);
+    assert_eq!(back.worker, None);
+    assert!(back.attempts.is_empty(), "no attempt row: it did not run");
+
+    store
+        .worker_lease_renew(lease.epoch, Dur::from_secs(30))
+        .await
+        .expect("renew")
+        .expect("not taken over");
+    let ran = store
+        .execution_claim(&ExecutionClaim {
+            epoch: Some(lease.epoch),
+            ..claim("w1", 10)
+        })
+        .await
+        .expect("claim");
+    let mut ran: Vec<(String, Timestamp, u32)> = ran
+        .into_iter()
+        .map(|e| (e.job, e.scheduled_at, e.attempt))
+        .collect();
+    ran.sort();
+    assert_eq!(
+        ran,
+        [
+            ("later".to_owned(), fire + SignedDuration::from_secs(10), 1),
+            ("once".to_owned(), fire, 1),
+        ],
+        "the latest due slot of each run_once job runs; skip runs nothing"
+    );
+    let once = store
+        .execution_get("ns", &held[0].id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(once.trigger, Trigger::Misfire, "the episode's run");
+    let mut missed: Vec<String> = in_state(&*store, "ns", ExecutionState::Missed)
+        .await
+        .into_iter()
+        .map(|e| e.job)
+        .collect();
+    missed.sort();
+    assert_eq!(missed, ["later", "skip"]);
+
+    // A worker lease taken over: what was held under it is not this worker's to give back.
+    let job = create(&*store, "ns", "taken").await;
+    let slot = fire + SignedDuration::from_secs(100);
+    trigger(&*store, "n1", &job, &[slot])
+        .await
+        .expect("trigger");
+    clock.set(slot - SignedDuration::from_millis(500));
+    let lease = store
+        .worker_lease_acquire("w2", Dur::from_secs(30))
+        .await
+        .expect("lease");
+    let taken = store
+        .execution_claim(&ExecutionClaim {
+            ahead_ms: 1000,
+            epoch: Some(lease.epoch),
+            ..claim("w2", 10)
+        })
+        .await
+        .expect("claim ahead");
+    assert_eq!(taken.len(), 1);
+    clock.set(slot + SignedDuration::from_secs(61));
+    assert!(!store.worker_lease_reap(10).await.expect("reap").is_empty());
+    let refs = [AttemptRef {
+        id: taken[0].id.clone(),
+        attempt: taken[0].attempt,
+    }];
+    assert_eq!(
+        store.attempt_give_back(&refs).await.expect("give back"),
+        [false]
+    );
+}
