@@ -6,6 +6,8 @@
 
 use super::*;
 use crate::liveness::WORKER_LEASE_STANDS;
+use sundial_store::LateVerdict;
+use sundial_store::steps::late;
 
 /// A row the completion statement returns: id, attempt, run id, `finished_at` (set when the
 /// execution ended), and the statement's now (UTC ms).
@@ -58,56 +60,97 @@ pub(crate) async fn attempt_heartbeat_batch(
         .collect()
 }
 
-/// [`sundial_store::WorkerStore::attempt_give_back`]: one statement whatever the number (the
-/// executions, then their queue rows, the lock order of the claim), and the due notification
-/// in the same transaction when any was given back.
-pub(crate) async fn attempt_give_back(
+/// [`sundial_store::WorkerStore::attempt_judge_late`], written once
+/// (`sundial_store::steps::late`) over [`LateTx`], in one transaction.
+pub(crate) async fn attempt_judge_late(
     store: &PgStore,
     attempts: &[AttemptRef],
-) -> Result<Vec<bool>> {
+) -> Result<Vec<LateVerdict>> {
     if attempts.is_empty() {
         return Ok(Vec::new());
     }
-    let ids: Vec<&str> = attempts.iter().map(|a| a.id.as_str()).collect();
-    let numbers: Vec<i64> = attempts.iter().map(|a| i64::from(a.attempt)).collect();
     let mut tx = store.begin().await?;
-    let now = store.now_ms(&mut *tx).await?;
-    // The queue rows are found by primary key from an array of the ids given back, never by
-    // joining the CTE (see the claim). RETURNING reads the attempt number as it was.
-    let sql = format!(
-        "WITH a AS (SELECT * FROM UNNEST($1::text[], $2::bigint[]) AS a(id, attempt)), \
-         e AS (UPDATE executions x SET state = 'scheduled', attempt = x.attempt - 1, worker = NULL, \
-             started_at = NULL, attempt_started_at = NULL, worker_epoch = NULL, \
-             lease_expires_at = NULL, due_at = x.fire_at FROM a \
-           WHERE x.id = a.id AND x.attempt = a.attempt AND x.attempt = 1 AND x.state = 'running' \
-             AND (x.lease_expires_at IS NULL OR x.lease_expires_at >= $3) AND {WORKER_LEASE_STANDS} \
-           RETURNING x.id, a.attempt, x.fire_at), \
-         q AS (UPDATE execution_queue q SET due_at = e.fire_at, lease_expires_at = NULL, \
-             worker_epoch = NULL FROM e \
-           WHERE q.id = ANY(ARRAY(SELECT id FROM e)) AND q.id = e.id) \
-         SELECT id, attempt FROM e"
-    );
-    let back: Vec<(String, i64)> = sqlx::query_as(&sql)
+    let verdicts = late::judge_late(&mut LateTx { tx: &mut tx, store }, attempts).await?;
+    commit(tx).await?;
+    Ok(verdicts)
+}
+
+/// The statements of the late judgement on a PostgreSQL transaction.
+struct LateTx<'t, 'c> {
+    tx: &'t mut Tx<'c>,
+    store: &'t PgStore,
+}
+
+impl late::LateStatements for LateTx<'_, '_> {
+    async fn now(&mut self) -> Result<i64> {
+        self.store.now_ms(&mut **self.tx).await
+    }
+
+    /// The execution rows are locked (`FOR UPDATE`) before any queue row is touched, the lock
+    /// order of every writer.
+    async fn held(&mut self, attempts: &[AttemptRef], now: i64) -> Result<Vec<late::HeldAttempt>> {
+        let ids: Vec<&str> = attempts.iter().map(|a| a.id.as_str()).collect();
+        let numbers: Vec<i64> = attempts.iter().map(|a| i64::from(a.attempt)).collect();
+        let rows = sqlx::query(&format!(
+            "SELECT x.id, x.attempt, x.namespace, x.job, x.job_uid, x.trigger, x.run, \
+               x.scheduled_at, x.fire_at \
+             FROM executions x JOIN UNNEST($1::text[], $2::bigint[]) AS a(id, attempt) \
+               ON x.id = a.id AND x.attempt = a.attempt \
+             WHERE x.id = ANY($1) AND x.state = 'running' AND (x.lease_expires_at IS NULL OR x.lease_expires_at >= $3) \
+               AND {WORKER_LEASE_STANDS} \
+             FOR UPDATE OF x"
+        ))
         .bind(&ids)
         .bind(&numbers)
         .bind(now)
-        .fetch_all(&mut *tx)
+        .fetch_all(&mut **self.tx)
         .await
         .map_err(db_err)?;
-    if !back.is_empty() {
-        notify_due(&mut tx).await?;
+        rows.iter().map(rows::held_attempt).collect()
     }
-    commit(tx).await?;
-    if !back.is_empty()
-        && let Some(signals) = store.signals.get()
-    {
-        signals.due.notify_one();
+
+    async fn later_slot_come(&mut self, held: &late::HeldAttempt, now: i64) -> Result<bool> {
+        // Through `executions_job` (namespace, job, slot) and the jobs' primary key.
+        sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM executions WHERE namespace = $1 AND job = $2 \
+                 AND job_uid = $3 AND scheduled_at > $4 AND fire_at <= $5) \
+               OR EXISTS (SELECT 1 FROM jobs WHERE namespace = $1 AND name = $2 AND uid = $3 \
+                 AND next_fire_at <= $5)",
+        )
+        .bind(&held.namespace)
+        .bind(&held.job)
+        .bind(&held.job_uid)
+        .bind(held.scheduled_at)
+        .bind(now)
+        .fetch_one(&mut **self.tx)
+        .await
+        .map_err(db_err)
     }
-    let back: std::collections::HashSet<(String, i64)> = back.into_iter().collect();
-    Ok(attempts
-        .iter()
-        .map(|a| back.contains(&(a.id.clone(), i64::from(a.attempt))))
-        .collect())
+
+    async fn mark_misfire(&mut self, ids: &[String]) -> Result<()> {
+        sqlx::query("UPDATE executions SET trigger = 'misfire' WHERE id = ANY($1)")
+            .bind(ids)
+            .execute(&mut **self.tx)
+            .await
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn record_missed(&mut self, ids: &[String], now: i64) -> Result<()> {
+        sqlx::query(
+            "WITH e AS (UPDATE executions SET state = 'missed', trigger = 'misfire', attempt = 0, \
+                 worker = NULL, started_at = NULL, attempt_started_at = NULL, worker_epoch = NULL, \
+                 lease_expires_at = NULL, due_at = NULL, finished_at = $2 \
+               WHERE id = ANY($1) RETURNING id) \
+             DELETE FROM execution_queue q WHERE q.id = ANY(ARRAY(SELECT id FROM e))",
+        )
+        .bind(ids)
+        .bind(now)
+        .execute(&mut **self.tx)
+        .await
+        .map_err(db_err)?;
+        Ok(())
+    }
 }
 
 pub(crate) async fn attempt_complete_batch(

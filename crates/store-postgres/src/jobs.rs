@@ -1,7 +1,9 @@
 //! Jobs: read, list, write (one by one or a batch of plain inserts in one statement), delete;
 //! a write steers the job's not-started executions in the same transaction (`PendingExecutions`).
+//! The writes are written once (`sundial_store::steps::jobs`) over this file's statements.
 
 use super::*;
+use sundial_store::steps::jobs::{self as steps, JobStatements};
 
 pub(crate) const JOB_COLUMNS: &str = "j.namespace, j.name, j.uid, j.shard, j.version, j.spec::text AS spec, \
     j.created_at, j.updated_at, j.next_slot_at, j.next_fire_at";
@@ -14,207 +16,191 @@ pub(crate) const LAST_EXECUTION: &str = "(SELECT e.id || '|' || e.state || '|' |
     (SELECT min(e.fire_at) FROM execution_queue q JOIN executions e ON e.id = q.id \
     WHERE q.job_uid = j.uid AND q.due_at IS NOT NULL AND e.attempt = 0) AS pending_fire_at";
 
-/// Writes one job inside `tx` (see [`ApiStore::job_write_batch`]).
-/// Inserts new jobs in one statement (UNNEST of column arrays), as [`write_job`] would one by
-/// one; [`Error::Conflict`] naming the first that already exists (the caller's transaction
-/// is then dropped, so nothing is written).
-pub(crate) async fn insert_jobs(
-    tx: &mut Tx<'_>,
-    writes: &[JobWrite],
-    now: i64,
-) -> Result<Vec<JobRecord>> {
-    let n = writes.len();
-    let (mut nss, mut names, mut uids, mut shards) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    let (mut specs, mut paused, mut slots, mut fires) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    for w in writes {
-        let r = &w.record;
-        nss.push(r.spec.namespace.as_str());
-        names.push(r.spec.name.as_str());
-        uids.push(r.uid.as_str());
-        shards.push(i64::from(r.shard));
-        specs.push(serde_json::to_string(&r.spec).map_err(|e| Error::Corrupt(e.to_string()))?);
-        paused.push(r.spec.paused);
-        slots.push(r.next_slot_at.map(ms));
-        fires.push(r.next_fire_at.map(ms));
-    }
-    let inserted: Vec<(String, String)> = sqlx::query_as(
-        "INSERT INTO jobs (namespace, name, uid, shard, version, spec, paused, created_at, updated_at, \
-           next_slot_at, next_fire_at) \
-         SELECT ns, name, uid, shard, 1, spec::jsonb, paused, $9, $9, slot, fire \
-         FROM UNNEST($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::bool[], \
-           $7::bigint[], $8::bigint[]) AS t(ns, name, uid, shard, spec, paused, slot, fire) \
-         ON CONFLICT (namespace, name) DO NOTHING RETURNING namespace, name",
-    )
-    .bind(&nss)
-    .bind(&names)
-    .bind(&uids)
-    .bind(&shards)
-    .bind(&specs)
-    .bind(&paused)
-    .bind(&slots)
-    .bind(&fires)
-    .bind(now)
-    .fetch_all(&mut **tx)
-    .await
-    .map_err(db_err)?;
-    sundial_store::inserted_jobs(writes, inserted, ts(now)?)
-}
+/// The statements of a job's writes (`sundial_store::steps::jobs`) on a PostgreSQL
+/// transaction.
+pub(crate) struct JobTx<'t, 'c>(pub(crate) &'t mut Tx<'c>);
 
-pub(crate) async fn write_job(tx: &mut Tx<'_>, w: &JobWrite, now: i64) -> Result<JobRecord> {
-    let r = &w.record;
-    let spec = serde_json::to_string(&r.spec).map_err(|e| Error::Corrupt(e.to_string()))?;
-    let version = match w.expected_version {
-        None => {
-            insert_jobs(tx, std::slice::from_ref(w), now).await?;
-            1
+impl JobStatements for JobTx<'_, '_> {
+    /// One statement: an UNNEST of column arrays.
+    async fn insert(&mut self, writes: &[JobWrite], now: i64) -> Result<Vec<(String, String)>> {
+        let n = writes.len();
+        let (mut nss, mut names, mut uids, mut shards) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        let (mut specs, mut paused, mut slots, mut fires) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        for w in writes {
+            let r = &w.record;
+            nss.push(r.spec.namespace.as_str());
+            names.push(r.spec.name.as_str());
+            uids.push(r.uid.as_str());
+            shards.push(i64::from(r.shard));
+            specs.push(serde_json::to_string(&r.spec).map_err(|e| Error::Corrupt(e.to_string()))?);
+            paused.push(r.spec.paused);
+            slots.push(r.next_slot_at.map(ms));
+            fires.push(r.next_fire_at.map(ms));
         }
-        Some(expected) => {
-            let updated = sqlx::query(
-                "UPDATE jobs SET version = version + 1, spec = $4::jsonb, paused = $5, updated_at = $6, \
-                 next_slot_at = $7, next_fire_at = $8 WHERE namespace = $1 AND name = $2 AND version = $3",
-            )
-            .bind(&r.spec.namespace)
-            .bind(&r.spec.name)
-            .bind(expected)
-            .bind(&spec)
-            .bind(r.spec.paused)
-            .bind(now)
-            .bind(r.next_slot_at.map(ms))
-            .bind(r.next_fire_at.map(ms))
-            .execute(&mut **tx)
-            .await
-            .map_err(db_err)?;
-            if updated.rows_affected() == 0 {
-                return Err(
-                    version_mismatch(tx, "job", &r.spec.namespace, &r.spec.name, expected).await,
-                );
+        sqlx::query_as(
+            "INSERT INTO jobs (namespace, name, uid, shard, version, spec, paused, created_at, updated_at, \
+               next_slot_at, next_fire_at) \
+             SELECT ns, name, uid, shard, 1, spec::jsonb, paused, $9, $9, slot, fire \
+             FROM UNNEST($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::bool[], \
+               $7::bigint[], $8::bigint[]) AS t(ns, name, uid, shard, spec, paused, slot, fire) \
+             ON CONFLICT (namespace, name) DO NOTHING RETURNING namespace, name",
+        )
+        .bind(&nss)
+        .bind(&names)
+        .bind(&uids)
+        .bind(&shards)
+        .bind(&specs)
+        .bind(&paused)
+        .bind(&slots)
+        .bind(&fires)
+        .bind(now)
+        .fetch_all(&mut **self.0)
+        .await
+        .map_err(db_err)
+    }
+
+    async fn replace(
+        &mut self,
+        r: &JobRecord,
+        spec: &str,
+        expected: i64,
+        now: i64,
+    ) -> Result<bool> {
+        let updated = sqlx::query(
+            "UPDATE jobs SET version = version + 1, spec = $4::jsonb, paused = $5, updated_at = $6, \
+             next_slot_at = $7, next_fire_at = $8 WHERE namespace = $1 AND name = $2 AND version = $3",
+        )
+        .bind(&r.spec.namespace)
+        .bind(&r.spec.name)
+        .bind(expected)
+        .bind(spec)
+        .bind(r.spec.paused)
+        .bind(now)
+        .bind(r.next_slot_at.map(ms))
+        .bind(r.next_fire_at.map(ms))
+        .execute(&mut **self.0)
+        .await
+        .map_err(db_err)?;
+        Ok(updated.rows_affected() > 0)
+    }
+
+    async fn version(&mut self, kind: &str, namespace: &str, name: &str) -> Result<Option<i64>> {
+        sqlx::query_scalar(&format!(
+            "SELECT version FROM {kind}s WHERE namespace = $1 AND name = $2"
+        ))
+        .bind(namespace)
+        .bind(name)
+        .fetch_optional(&mut **self.0)
+        .await
+        .map_err(db_err)
+    }
+
+    /// Executions held by a worker are signalled inside the transaction (`NOTIFY`, delivered
+    /// at the commit).
+    async fn end_pending(
+        &mut self,
+        uid: &str,
+        now: i64,
+        future: FutureSlots,
+    ) -> Result<Vec<String>> {
+        // Executions claimed ahead whose attempt has not started (docs/guarantees.md, "Claim
+        // ahead") end like those not yet due, and their worker is told to drop them.
+        let held_sql = match future {
+            FutureSlots::Drop => "DELETE FROM executions",
+            FutureSlots::Cancel => {
+                "UPDATE executions SET state = 'cancelled', finished_at = $2, lease_expires_at = NULL"
             }
-            expected + 1
+        };
+        let held: Vec<String> = sqlx::query_scalar(&format!(
+            "WITH e AS ({held_sql} \
+               WHERE id IN (SELECT id FROM execution_queue WHERE job_uid = $1 AND due_at IS NULL) \
+               AND state = 'running' AND attempt_started_at > $2 RETURNING id) \
+             DELETE FROM execution_queue q USING e WHERE q.job_uid = $1 AND q.id = e.id RETURNING q.id"
+        ))
+        .bind(uid)
+        .bind(now)
+        .fetch_all(&mut **self.0)
+        .await
+        .map_err(db_err)?;
+        for id in &held {
+            crate::notify::notify_cancelled(self.0, id).await?;
         }
-    };
-    match w.pending {
-        PendingExecutions::Keep => {}
-        PendingExecutions::Cancel => cancel_pending(tx, &r.uid, now, FutureSlots::Drop).await?,
-        PendingExecutions::Update => {
-            let run = serde_json::to_string(&RunSpec::of(&r.spec))
-                .map_err(|e| Error::Corrupt(e.to_string()))?;
+        if future == FutureSlots::Drop {
             sqlx::query(
-                "UPDATE executions SET run = $2, job_version = $3, max_attempts = $4, lease_ms = $5 \
-                 WHERE id IN (SELECT id FROM execution_queue WHERE job_uid = $1 AND due_at IS NOT NULL) \
-                 AND attempt = 0",
+                "WITH e AS (DELETE FROM executions \
+                   WHERE id IN (SELECT id FROM execution_queue WHERE job_uid = $1 AND due_at IS NOT NULL) \
+                   AND attempt = 0 AND fire_at > $2 RETURNING id) \
+                 DELETE FROM execution_queue q USING e WHERE q.job_uid = $1 AND q.id = e.id",
             )
-            .bind(&r.uid)
-            .bind(run)
-            .bind(version)
-            .bind(i64::from(r.spec.retry.max_attempts))
-            .bind(r.spec.heartbeat_timeout.as_millis_i64())
-            .execute(&mut **tx)
+            .bind(uid)
+            .bind(now)
+            .execute(&mut **self.0)
             .await
             .map_err(db_err)?;
         }
-    }
-    let now_ts = ts(now)?;
-    Ok(JobRecord {
-        version,
-        created_at: if w.expected_version.is_none() {
-            now_ts
-        } else {
-            r.created_at
-        },
-        updated_at: now_ts,
-        ..r.clone()
-    })
-}
-
-/// Ends the not-yet-started executions of a job incarnation: as on the embedded store, with
-/// [`FutureSlots::Drop`] those whose fire time has not come are removed, the others (and all
-/// of them with [`FutureSlots::Cancel`]) recorded `cancelled`.
-pub(crate) async fn cancel_pending(
-    tx: &mut Tx<'_>,
-    uid: &str,
-    now: i64,
-    future: FutureSlots,
-) -> Result<()> {
-    // Executions claimed ahead whose attempt has not started (docs/guarantees.md, "Claim
-    // ahead") end like those not yet due, and their worker is told to drop them.
-    let held_sql = match future {
-        FutureSlots::Drop => "DELETE FROM executions",
-        FutureSlots::Cancel => {
-            "UPDATE executions SET state = 'cancelled', finished_at = $2, lease_expires_at = NULL"
-        }
-    };
-    let held: Vec<String> = sqlx::query_scalar(&format!(
-        "WITH e AS ({held_sql} \
-           WHERE id IN (SELECT id FROM execution_queue WHERE job_uid = $1 AND due_at IS NULL) \
-           AND state = 'running' AND attempt_started_at > $2 RETURNING id) \
-         DELETE FROM execution_queue q USING e WHERE q.job_uid = $1 AND q.id = e.id RETURNING q.id"
-    ))
-    .bind(uid)
-    .bind(now)
-    .fetch_all(&mut **tx)
-    .await
-    .map_err(db_err)?;
-    for id in &held {
-        crate::notify::notify_cancelled(tx, id).await?;
-    }
-    if future == FutureSlots::Drop {
         sqlx::query(
-            "WITH e AS (DELETE FROM executions \
+            "WITH e AS (UPDATE executions SET state = 'cancelled', due_at = NULL, finished_at = $2 \
                WHERE id IN (SELECT id FROM execution_queue WHERE job_uid = $1 AND due_at IS NOT NULL) \
-               AND attempt = 0 AND fire_at > $2 RETURNING id) \
+               AND attempt = 0 RETURNING id) \
              DELETE FROM execution_queue q USING e WHERE q.job_uid = $1 AND q.id = e.id",
         )
         .bind(uid)
         .bind(now)
-        .execute(&mut **tx)
+        .execute(&mut **self.0)
         .await
         .map_err(db_err)?;
+        Ok(held)
     }
-    sqlx::query(
-        "WITH e AS (UPDATE executions SET state = 'cancelled', due_at = NULL, finished_at = $2 \
-           WHERE id IN (SELECT id FROM execution_queue WHERE job_uid = $1 AND due_at IS NOT NULL) \
-           AND attempt = 0 RETURNING id) \
-         DELETE FROM execution_queue q USING e WHERE q.job_uid = $1 AND q.id = e.id",
-    )
-    .bind(uid)
-    .bind(now)
-    .execute(&mut **tx)
-    .await
-    .map_err(db_err)?;
-    Ok(())
-}
 
-/// The error of a conditional write of the `kind` (`job` or `workflow`, the row of the table
-/// `<kind>s`) named `namespace`/`name` that changed nothing: [`Error::StaleVersion`] with the
-/// version found, or [`Error::NotFound`] when there is none.
-pub(crate) async fn version_mismatch(
-    tx: &mut Tx<'_>,
-    kind: &str,
-    namespace: &str,
-    name: &str,
-    expected: i64,
-) -> Error {
-    let found: std::result::Result<Option<i64>, _> = sqlx::query_scalar(&format!(
-        "SELECT version FROM {kind}s WHERE namespace = $1 AND name = $2"
-    ))
-    .bind(namespace)
-    .bind(name)
-    .fetch_optional(&mut **tx)
-    .await;
-    match found {
-        Ok(Some(actual)) => Error::StaleVersion { expected, actual },
-        Ok(None) => Error::NotFound(format!("{kind} {namespace}/{name}")),
-        Err(e) => db_err(e),
+    async fn update_pending(
+        &mut self,
+        uid: &str,
+        run: &str,
+        version: i64,
+        max_attempts: i64,
+        lease_ms: i64,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE executions SET run = $2, job_version = $3, max_attempts = $4, lease_ms = $5 \
+             WHERE id IN (SELECT id FROM execution_queue WHERE job_uid = $1 AND due_at IS NOT NULL) \
+             AND attempt = 0",
+        )
+        .bind(uid)
+        .bind(run)
+        .bind(version)
+        .bind(max_attempts)
+        .bind(lease_ms)
+        .execute(&mut **self.0)
+        .await
+        .map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn delete(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        expected: Option<i64>,
+    ) -> Result<Option<String>> {
+        sqlx::query_scalar(
+            "DELETE FROM jobs WHERE namespace = $1 AND name = $2 AND ($3::bigint IS NULL OR version = $3) RETURNING uid",
+        )
+        .bind(namespace)
+        .bind(name)
+        .bind(expected)
+        .fetch_optional(&mut **self.0)
+        .await
+        .map_err(db_err)
     }
 }
 
@@ -292,17 +278,9 @@ pub(crate) async fn job_write_batch(
 ) -> Result<Vec<JobRecord>> {
     let mut tx = store.begin().await?;
     let now = store.now_ms(&mut *tx).await?;
-    let written = if writes.iter().all(is_plain_insert) {
-        insert_jobs(&mut tx, writes, now).await?
-    } else {
-        let mut written = Vec::with_capacity(writes.len());
-        for w in writes {
-            written.push(write_job(&mut tx, w, now).await?);
-        }
-        written
-    };
+    let done = steps::job_write_batch(&mut JobTx(&mut tx), writes, now).await?;
     commit(tx).await?;
-    Ok(written)
+    Ok(done.records)
 }
 
 pub(crate) async fn job_delete(
@@ -313,26 +291,7 @@ pub(crate) async fn job_delete(
 ) -> Result<()> {
     let mut tx = store.begin().await?;
     let now = store.now_ms(&mut *tx).await?;
-    let uid: Option<String> = sqlx::query_scalar(
-        "DELETE FROM jobs WHERE namespace = $1 AND name = $2 AND ($3::bigint IS NULL OR version = $3) RETURNING uid",
-    )
-    .bind(namespace)
-    .bind(name)
-    .bind(expected_version)
-    .fetch_optional(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    let Some(uid) = uid else {
-        return Err(version_mismatch(
-            &mut tx,
-            "job",
-            namespace,
-            name,
-            expected_version.unwrap_or(0),
-        )
-        .await);
-    };
-    cancel_pending(&mut tx, &uid, now, FutureSlots::Cancel).await?;
+    steps::job_delete(&mut JobTx(&mut tx), namespace, name, expected_version, now).await?;
     commit(tx).await
 }
 

@@ -71,9 +71,8 @@ use sundial_store::claim::{ActiveExecution, DueExecution, JobFacts};
 use sundial_store::{
     AttemptComplete, AttemptRef, ClaimedExecution, ClusterStatus, DueJob, Error, ExecutionClaim,
     ExecutionListQuery, ExecutionRecord, FutureSlots, JobListQuery, JobRecord, JobWrite,
-    NewExecution, NextDue, PendingExecutions, Result, RunSpec, ShardLease, ShardLeaseRequest,
-    Signals, TriggerCommit, TriggerCommitted, TriggerDueSeconds, TriggerListDue, TriggerNextDue,
-    WorkerLease, is_plain_insert,
+    NewExecution, NextDue, Result, RunSpec, ShardLease, ShardLeaseRequest, Signals, TriggerCommit,
+    TriggerCommitted, TriggerDueSeconds, TriggerListDue, TriggerNextDue, WorkerLease,
 };
 use sundial_store::{StoreBase, StoreShared};
 

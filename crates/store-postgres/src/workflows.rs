@@ -21,6 +21,7 @@ use sundial_store::{
 use super::*;
 use crate::release::{record_failed_attempt, spec_text};
 use crate::rows::{UNFINISHED_RUN, to_json};
+use sundial_store::steps::jobs::version_mismatch;
 
 const WORKFLOW_COLUMNS: &str = "w.namespace, w.name, w.uid, w.shard, w.version, w.spec, w.created_at, \
     w.updated_at, w.next_slot_at, w.next_fire_at";
@@ -156,7 +157,14 @@ async fn write_workflow(tx: &mut Tx<'_>, w: &WorkflowWrite, now: i64) -> Result<
             match uid {
                 Some(uid) => (uid, expected + 1),
                 None => {
-                    return Err(jobs::version_mismatch(tx, "workflow", ns, name, expected).await);
+                    return Err(version_mismatch(
+                        &mut jobs::JobTx(tx),
+                        "workflow",
+                        ns,
+                        name,
+                        expected,
+                    )
+                    .await);
                 }
             }
         }
@@ -223,8 +231,8 @@ pub(crate) async fn workflow_delete(
     .await
     .map_err(db_err)?;
     let Some(uid) = uid else {
-        return Err(jobs::version_mismatch(
-            &mut tx,
+        return Err(version_mismatch(
+            &mut jobs::JobTx(&mut tx),
             "workflow",
             namespace,
             name,

@@ -120,7 +120,7 @@ const DUE_COLUMNS: &str =
     "id, namespace, job_uid, trigger, run, scheduled_at, fire_at, attempt, due_at";
 
 /// A JSON array of `ids`, for `json_each`.
-fn list<T: serde::Serialize>(ids: &[T]) -> Result<String> {
+pub(crate) fn list<T: serde::Serialize>(ids: &[T]) -> Result<String> {
     serde_json::to_string(ids).map_err(|e| Error::Corrupt(e.to_string()))
 }
 

@@ -5,6 +5,8 @@
 
 use super::*;
 use crate::liveness::WORKER_LEASE_STANDS;
+use sundial_store::LateVerdict;
+use sundial_store::steps::late;
 
 /// A row a completion's update returns: id, attempt, worker, attempt start, run id,
 /// `finished_at` (set when the execution ended).
@@ -179,40 +181,100 @@ pub(crate) async fn attempt_complete_batch(
     Ok(done.applied)
 }
 
-/// [`sundial_store::WorkerStore::attempt_give_back`]: one fenced update a given-back attempt,
-/// in one transaction; the worker claim loops are woken when any was given back.
-pub(crate) async fn attempt_give_back(
+/// [`sundial_store::WorkerStore::attempt_judge_late`], written once
+/// (`sundial_store::steps::late`) over [`LateTx`], in one write transaction.
+pub(crate) async fn attempt_judge_late(
     store: &SqliteStore,
     attempts: &[AttemptRef],
-) -> Result<Vec<bool>> {
+) -> Result<Vec<LateVerdict>> {
     if attempts.is_empty() {
         return Ok(Vec::new());
     }
     let now = ms(store.clock.now());
     let mut tx = store.begin().await?;
-    let mut given = Vec::with_capacity(attempts.len());
-    for a in attempts {
-        let back: Option<String> = sqlx::query_scalar(&format!(
-            "UPDATE executions SET state = 'scheduled', attempt = attempt - 1, worker = NULL, \
-               started_at = NULL, attempt_started_at = NULL, worker_epoch = NULL, \
-               lease_expires_at = NULL, due_at = fire_at \
-             WHERE id = ?1 AND attempt = ?2 AND attempt = 1 AND state = 'running' \
-               AND (lease_expires_at IS NULL OR lease_expires_at >= ?3) AND {WORKER_LEASE_STANDS} \
-             RETURNING id"
-        ))
-        .bind(&a.id)
-        .bind(i64::from(a.attempt))
+    let verdicts = late::judge_late(&mut LateTx { tx: &mut tx, now }, attempts).await?;
+    commit(tx).await?;
+    Ok(verdicts)
+}
+
+/// The statements of the late judgement on the embedded store's write transaction, whose
+/// single writer holds the rows it reads until it commits.
+struct LateTx<'t, 'c> {
+    tx: &'t mut Tx<'c>,
+    /// The process's clock, read before the transaction began.
+    now: i64,
+}
+
+impl late::LateStatements for LateTx<'_, '_> {
+    async fn now(&mut self) -> Result<i64> {
+        Ok(self.now)
+    }
+
+    async fn held(&mut self, attempts: &[AttemptRef], now: i64) -> Result<Vec<late::HeldAttempt>> {
+        let sql = format!(
+            "SELECT id, attempt, namespace, job, job_uid, trigger, run, scheduled_at, fire_at \
+             FROM executions WHERE id = ?1 AND attempt = ?2 AND state = 'running' \
+               AND (lease_expires_at IS NULL OR lease_expires_at >= ?3) AND {WORKER_LEASE_STANDS}"
+        );
+        let mut held = Vec::with_capacity(attempts.len());
+        for a in attempts {
+            let row = sqlx::query(&sql)
+                .bind(&a.id)
+                .bind(i64::from(a.attempt))
+                .bind(now)
+                .fetch_optional(&mut **self.tx)
+                .await
+                .map_err(db_err)?;
+            if let Some(row) = row {
+                held.push(rows::held_attempt(&row)?);
+            }
+        }
+        Ok(held)
+    }
+
+    async fn later_slot_come(&mut self, held: &late::HeldAttempt, now: i64) -> Result<bool> {
+        // Through `executions_job` (namespace, job, slot) and the jobs' primary key.
+        sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM executions WHERE namespace = ?1 AND job = ?2 \
+                 AND job_uid = ?3 AND scheduled_at > ?4 AND fire_at <= ?5) \
+               OR EXISTS (SELECT 1 FROM jobs WHERE namespace = ?1 AND name = ?2 AND uid = ?3 \
+                 AND next_fire_at <= ?5)",
+        )
+        .bind(&held.namespace)
+        .bind(&held.job)
+        .bind(&held.job_uid)
+        .bind(held.scheduled_at)
         .bind(now)
-        .fetch_optional(&mut *tx)
+        .fetch_one(&mut **self.tx)
+        .await
+        .map_err(db_err)
+    }
+
+    async fn mark_misfire(&mut self, ids: &[String]) -> Result<()> {
+        sqlx::query(
+            "UPDATE executions SET trigger = 'misfire' WHERE id IN (SELECT value FROM json_each(?1))",
+        )
+        .bind(claim::list(ids)?)
+        .execute(&mut **self.tx)
         .await
         .map_err(db_err)?;
-        given.push(back.is_some());
+        Ok(())
     }
-    commit(tx).await?;
-    if given.contains(&true) {
-        store.signals.due.notify_one();
+
+    async fn record_missed(&mut self, ids: &[String], now: i64) -> Result<()> {
+        sqlx::query(
+            "UPDATE executions SET state = 'missed', trigger = 'misfire', attempt = 0, \
+               worker = NULL, started_at = NULL, attempt_started_at = NULL, worker_epoch = NULL, \
+               lease_expires_at = NULL, due_at = NULL, finished_at = ?2 \
+             WHERE id IN (SELECT value FROM json_each(?1))",
+        )
+        .bind(claim::list(ids)?)
+        .bind(now)
+        .execute(&mut **self.tx)
+        .await
+        .map_err(db_err)?;
+        Ok(())
     }
-    Ok(given)
 }
 
 pub(crate) async fn attempt_list_lapsed(

@@ -16,6 +16,7 @@ use sundial_store::{
 use super::*;
 use crate::release::{record_failed_attempt, version_spec};
 use crate::rows::{UNFINISHED_RUN, to_json};
+use sundial_store::steps::jobs::version_mismatch;
 
 const WORKFLOW_COLUMNS: &str = "w.namespace, w.name, w.uid, w.shard, w.version, w.spec, w.created_at, \
     w.updated_at, w.next_slot_at, w.next_fire_at";
@@ -161,7 +162,14 @@ async fn write_workflow(
             match uid {
                 Some(uid) => (uid, expected + 1),
                 None => {
-                    return Err(jobs::version_mismatch(tx, "workflow", ns, name, expected).await);
+                    return Err(version_mismatch(
+                        &mut jobs::JobTx(tx),
+                        "workflow",
+                        ns,
+                        name,
+                        expected,
+                    )
+                    .await);
                 }
             }
         }
@@ -220,8 +228,8 @@ pub(crate) async fn workflow_delete(
     .await
     .map_err(db_err)?;
     let Some(uid) = uid else {
-        return Err(jobs::version_mismatch(
-            &mut tx,
+        return Err(version_mismatch(
+            &mut jobs::JobTx(&mut tx),
             "workflow",
             namespace,
             name,

@@ -287,8 +287,11 @@ macro_rules! forward_store_traits {
                     complete::attempt_complete_batch(self, completions).await
                 }
 
-                async fn attempt_give_back(&self, attempts: &[AttemptRef]) -> Result<Vec<bool>> {
-                    complete::attempt_give_back(self, attempts).await
+                async fn attempt_judge_late(
+                    &self,
+                    attempts: &[AttemptRef],
+                ) -> Result<Vec<$crate::LateVerdict>> {
+                    complete::attempt_judge_late(self, attempts).await
                 }
 
                 async fn attempt_list_lapsed(&self, limit: u32) -> Result<Vec<ClaimedExecution>> {

@@ -570,24 +570,25 @@ pub trait WorkerStore: StoreBase {
     /// reports them `false`), so a retry is safe.
     async fn attempt_complete_batch(&self, completions: &[AttemptComplete]) -> Result<Vec<bool>>;
 
-    /// Gives back first attempts that never started: each execution returns to `scheduled`, due
-    /// at its fire time, as before its claim (attempt number 0, no worker, no start, no
-    /// lease), so that the next claim judges it by its job's misfire policy
-    /// ([`claim::plan`]). A worker gives back a first attempt of a slot that waited past its
-    /// `misfire_threshold` for a delivery slot ([`ClaimedExecution::judged_late_at`],
-    /// docs/policies.md, "misfire_policy"). One transaction (SQLite) or one statement
-    /// (PostgreSQL) whatever the number.
+    /// Judges held first attempts that got their delivery slot late by their job's misfire
+    /// policy, by the store's clock, in one transaction (`steps::late`, docs/policies.md,
+    /// "Late in the worker"): a worker asks before it starts one for which
+    /// [`ClaimedExecution::may_be_late`] holds.
     ///
     /// # Contract
-    /// Per attempt, in order: `true` once given back; `false`, and no change for it, unless
-    /// its execution is `running` with this attempt number, which is 1, its own lease (if it has one)
+    /// Per attempt, in order: [`LateVerdict::Start`] (on time by the store's clock, or run by
+    /// its policy as the episode's run, then `trigger: misfire`); [`LateVerdict::Missed`]
+    /// (recorded `missed`, never started); [`LateVerdict::Stale`], and no change for it, unless
+    /// its execution is `running` with this attempt number, its own lease (if it has one)
     /// unexpired and its worker lease (if it runs under one) not taken over, as a worker's
-    /// completion ([`WorkerStore::attempt_complete`]). No attempt row is written: the attempt
-    /// did not run.
+    /// completion ([`WorkerStore::attempt_complete`]). The attempt number never changes.
+    /// Idempotent: asked again, an attempt that was to start starts, one recorded `missed` is
+    /// stale.
     ///
     /// # Errors
-    /// The store's, when the write fails; then nothing was given back.
-    async fn attempt_give_back(&self, attempts: &[AttemptRef]) -> Result<Vec<bool>>;
+    /// The store's, when the transaction fails; then nothing was written, unless the error is
+    /// [`Error::CommitUnknown`] (ask again: the answer is the same).
+    async fn attempt_judge_late(&self, attempts: &[AttemptRef]) -> Result<Vec<LateVerdict>>;
 
     /// Running attempts whose lease has lapsed (their worker is presumed dead), at most `limit`.
     async fn attempt_list_lapsed(&self, limit: u32) -> Result<Vec<ClaimedExecution>>;
@@ -819,43 +820,4 @@ pub trait MaintenanceStore: StoreBase {
     async fn alert_settle(&self, seq: i64, round: u32, settle: &AlertSettle) -> Result<bool>;
 }
 
-/// True for a write that creates a job and touches no executions: a batch of only these can be
-/// inserted in one statement.
-pub fn is_plain_insert(write: &JobWrite) -> bool {
-    write.expected_version.is_none() && matches!(write.pending, PendingExecutions::Keep)
-}
-
-/// The outcome of a batch of plain inserts (see [`is_plain_insert`]) written at `now`, of which
-/// the rows `inserted` (namespace, name) went in: the records as written, or
-/// [`Error::Conflict`] naming the first job that already existed.
-///
-/// # Errors
-/// [`Error::Conflict`] when fewer rows went in than were written.
-pub fn inserted_jobs(
-    writes: &[JobWrite],
-    inserted: Vec<(String, String)>,
-    now: Timestamp,
-) -> Result<Vec<JobRecord>> {
-    if inserted.len() < writes.len() {
-        let inserted: std::collections::HashSet<(String, String)> = inserted.into_iter().collect();
-        if let Some(r) = writes
-            .iter()
-            .map(|w| &w.record)
-            .find(|r| !inserted.contains(&(r.spec.namespace.clone(), r.spec.name.clone())))
-        {
-            return Err(Error::Conflict(format!(
-                "job {}/{} already exists",
-                r.spec.namespace, r.spec.name
-            )));
-        }
-    }
-    Ok(writes
-        .iter()
-        .map(|w| JobRecord {
-            version: 1,
-            created_at: now,
-            updated_at: now,
-            ..w.record.clone()
-        })
-        .collect())
-}
+pub use steps::jobs::{inserted_jobs, is_plain_insert};

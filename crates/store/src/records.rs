@@ -463,22 +463,35 @@ pub struct ClaimedExecution {
 }
 
 impl ClaimedExecution {
-    /// Whether this attempt, starting at `now` (UTC, the worker's clock), must not start but go
-    /// back to its store to be judged by its job's misfire policy
-    /// ([`WorkerStore::attempt_give_back`](crate::WorkerStore::attempt_give_back)): the first
-    /// attempt of a scheduled slot of a recurring job, more than its `misfire_threshold` after
-    /// its fire time. That happens to an execution claimed ahead or handed out by a trigger
-    /// commit (or claimed in time) that then waited in its worker for a delivery slot: the
-    /// claim judges lateness only as it claims (docs/policies.md, "misfire_policy"). Under
-    /// `run_all` every slot runs whatever its lateness, so it starts; one-off slots, manual
-    /// runs, catch-up runs (`trigger: misfire`, judged already) and retries always start.
-    pub fn judged_late_at(&self, now: Timestamp) -> bool {
-        self.trigger == Trigger::Schedule
-            && self.attempt == 1
-            && !self.run.one_off
+    /// Whether this attempt, which waited `waited` past the moment it was due to start (its
+    /// hold's end and the wait for a delivery slot, the difference of two readings of the
+    /// worker's clock), may have passed its job's
+    /// `misfire_threshold`, so that its store must judge it before it starts
+    /// ([`WorkerStore::attempt_judge_late`](crate::WorkerStore::attempt_judge_late),
+    /// docs/policies.md, "Late in the worker"): a first attempt of a scheduled slot of a
+    /// recurring job, not under `run_all`, whose lateness when it was due to start
+    /// (`started_at - fire_at`, both by the store's clock) plus the wait is past the threshold.
+    /// The store decides by its own clock; no clock of the worker's is compared with a store
+    /// instant.
+    pub fn may_be_late(&self, waited: jiff::SignedDuration) -> bool {
+        crate::steps::late::judged(self.trigger, self.attempt, &self.run)
             && self.run.misfire_policy != sundial_core::job::MisfirePolicy::RunAll
-            && now.duration_since(self.fire_at) > self.run.misfire_threshold.as_signed()
+            && self.started_at.duration_since(self.fire_at) + waited
+                > self.run.misfire_threshold.as_signed()
     }
+}
+
+/// The store's judgement of a held first attempt that got its delivery slot late
+/// ([`WorkerStore::attempt_judge_late`](crate::WorkerStore::attempt_judge_late)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LateVerdict {
+    /// Start it: on time by the store's clock, or its misfire policy runs it (then it is the
+    /// episode's run, `trigger: misfire`).
+    Start,
+    /// Its misfire policy does not run it: recorded `missed`; drop it, write nothing more.
+    Missed,
+    /// Not this attempt's any more (cancelled, its lease lapsed or taken over): drop it.
+    Stale,
 }
 
 /// Names one attempt of one execution: the fencing key of heartbeats and completions.
@@ -764,29 +777,24 @@ pub struct CalendarRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use jiff::SignedDuration;
     use sundial_core::job::MisfirePolicy;
 
-    fn held(
-        trigger: Trigger,
-        attempt: u32,
-        policy: MisfirePolicy,
-        one_off: bool,
-    ) -> ClaimedExecution {
+    fn held(trigger: Trigger, late_s: i64, policy: MisfirePolicy) -> ClaimedExecution {
         let fire = Timestamp::UNIX_EPOCH;
         let mut run = RunSpec::of(&crate::testkit::job_record("ns", "j").spec);
         run.misfire_policy = policy;
         run.misfire_threshold = Dur::from_secs(60);
-        run.one_off = one_off;
         ClaimedExecution {
             id: "e".into(),
             namespace: "ns".into(),
             job: "j".into(),
             trigger,
-            attempt,
+            attempt: 1,
             max_attempts: 3,
             scheduled_at: fire,
             fire_at: fire,
-            started_at: fire,
+            started_at: fire + SignedDuration::from_secs(late_s),
             claimed_at: fire,
             lease_expires_at: None,
             worker_epoch: Some(1),
@@ -795,26 +803,18 @@ mod tests {
     }
 
     #[test]
-    fn only_a_scheduled_slots_first_attempt_past_its_threshold_is_judged_at_its_start() {
-        let at = |s: i64| Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(s);
-        let once = held(Trigger::Schedule, 1, MisfirePolicy::RunOnce, false);
-        assert!(!once.judged_late_at(at(60)), "at the threshold");
-        assert!(once.judged_late_at(at(61)));
-        assert!(held(Trigger::Schedule, 1, MisfirePolicy::Skip, false).judged_late_at(at(61)));
-        for spared in [
-            held(Trigger::Schedule, 1, MisfirePolicy::RunAll, false),
-            held(Trigger::Schedule, 1, MisfirePolicy::RunOnce, true),
-            held(Trigger::Schedule, 2, MisfirePolicy::RunOnce, false),
-            held(Trigger::Manual, 1, MisfirePolicy::RunOnce, false),
-            held(Trigger::Misfire, 1, MisfirePolicy::Skip, false),
-            held(Trigger::Backfill, 1, MisfirePolicy::Skip, false),
-            held(Trigger::Workflow, 1, MisfirePolicy::Skip, false),
-        ] {
-            assert!(
-                !spared.judged_late_at(at(3600)),
-                "{:?}",
-                (spared.trigger, spared.attempt)
-            );
-        }
+    fn a_held_attempt_asks_for_judgement_once_its_lateness_and_wait_pass_the_threshold() {
+        let s = SignedDuration::from_secs;
+        let once = held(Trigger::Schedule, 0, MisfirePolicy::RunOnce);
+        assert!(!once.may_be_late(s(60)), "at the threshold");
+        assert!(once.may_be_late(s(61)));
+        let written_late = held(Trigger::Schedule, 30, MisfirePolicy::Skip);
+        assert!(!written_late.may_be_late(s(30)));
+        assert!(
+            written_late.may_be_late(s(31)),
+            "lateness at the start counts"
+        );
+        assert!(!held(Trigger::Schedule, 0, MisfirePolicy::RunAll).may_be_late(s(600)));
+        assert!(!held(Trigger::Manual, 0, MisfirePolicy::Skip).may_be_late(s(600)));
     }
 }

@@ -398,6 +398,22 @@ macro_rules! row_decoders {
             })
         }
 
+        /// A held attempt as the late judgement reads it: columns `id`, `attempt`,
+        /// `namespace`, `job`, `job_uid`, `trigger`, `run`, `scheduled_at`, `fire_at`.
+        pub(crate) fn held_attempt(row: &$row) -> Result<$crate::steps::late::HeldAttempt> {
+            Ok($crate::steps::late::HeldAttempt {
+                id: get(row, "id")?,
+                attempt: count(row, "attempt")?,
+                namespace: get(row, "namespace")?,
+                job: get(row, "job")?,
+                job_uid: get(row, "job_uid")?,
+                trigger: parse(get(row, "trigger")?)?,
+                run: json(row, "run")?,
+                scheduled_at: get(row, "scheduled_at")?,
+                fire_at: get(row, "fire_at")?,
+            })
+        }
+
         /// A backfill (migration 0012's `backfills` row, every column).
         pub(crate) fn backfill(row: &$row) -> Result<$crate::BackfillRecord> {
             fn count(row: &$row, col: &str) -> Result<u64> {

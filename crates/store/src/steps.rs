@@ -11,6 +11,8 @@
 pub mod backfill;
 pub mod calendars;
 pub mod claim;
+pub mod jobs;
+pub mod late;
 pub mod release;
 pub mod runs;
 pub mod trigger;

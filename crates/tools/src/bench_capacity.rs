@@ -267,11 +267,12 @@ pub async fn run(
         let report = report?;
         let ok = holds(&report);
         eprintln!(
-            "probe {rate}/s: {} (served {}/s, lag p99 {} ms, trend {} ms/s, lost {}, duplicates {}, lease lapsed {})",
+            "probe {rate}/s: {} (served {}/s, lag p99 {} ms, trend {} ms/s, missed {}, lost {}, duplicates {}, lease lapsed {})",
             if ok { "holds" } else { "falls behind" },
             report["triggers_per_s"],
             report["lag_ms"]["p99"],
             report["lag_trend_ms_per_s"],
+            report["missed"],
             report["lost"],
             report["duplicates"],
             report["lease_lapsed"]
@@ -324,7 +325,7 @@ pub async fn run(
         json!({
             "store": store, "nodes": common.nodes, "ceiling_per_s": ceiling_rate, "capacity_per_s": capacity,
             "fails_at_per_s": failed, "ratio": (ratio * 1000.0).round() / 1000.0,
-            "probes": tried.iter().map(|t| json!({"rate": t["rate"], "holds": t["holds"], "triggers_per_s": t["report"]["triggers_per_s"], "lag_ms": t["report"]["lag_ms"], "lag_trend_ms_per_s": t["report"]["lag_trend_ms_per_s"], "lost": t["report"]["lost"], "duplicates": t["report"]["duplicates"], "lease_lapsed": t["report"]["lease_lapsed"], "executions": t["report"]["executions"]})).collect::<Vec<_>>(),
+            "probes": tried.iter().map(|t| json!({"rate": t["rate"], "holds": t["holds"], "triggers_per_s": t["report"]["triggers_per_s"], "lag_ms": t["report"]["lag_ms"], "lag_trend_ms_per_s": t["report"]["lag_trend_ms_per_s"], "missed": t["report"]["missed"], "lost": t["report"]["lost"], "duplicates": t["report"]["duplicates"], "lease_lapsed": t["report"]["lease_lapsed"], "executions": t["report"]["executions"]})).collect::<Vec<_>>(),
         })
     );
     Ok(if held.is_some() {

@@ -673,7 +673,12 @@ pub(crate) async fn measure(workload: &Load) -> anyhow::Result<Value> {
             b["lag_ms_during"] = json!({"p50": percentile(&during, 50.0), "p99": percentile(&during, 99.0), "max": during.last().copied().unwrap_or(0.0)});
         }
     }
-    let lost = expected.saturating_sub(seen.len() as u64);
+    // A slot its misfire policy recorded `missed` (it waited past the job's misfire threshold)
+    // is accounted for: lost are the slots neither delivered nor recorded.
+    let missed = states.get("missed").copied().unwrap_or(0);
+    let lost = expected
+        .saturating_sub(seen.len() as u64)
+        .saturating_sub(missed);
     let drain_s = last_receive
         .duration_since(first_slot)
         .as_secs_f64()
@@ -695,7 +700,7 @@ pub(crate) async fn measure(workload: &Load) -> anyhow::Result<Value> {
         "lag_ms": {"p50": percentile(&lags, 50.0), "p90": percentile(&lags, 90.0), "p99": percentile(&lags, 99.0), "max": lags.last().copied().unwrap_or(0.0)},
         "start_lag_ms": {"p50": percentile(&start_lags, 50.0), "p99": percentile(&start_lags, 99.0), "max": start_lags.last().copied().unwrap_or(0.0)},
         "late_seconds": late.iter().map(|(at, n)| json!({"second": at, "slots": n})).collect::<Vec<_>>(),
-        "lost": lost, "duplicates": duplicates, "lease_lapsed": lease_lapsed,
+        "missed": missed, "lost": lost, "duplicates": duplicates, "lease_lapsed": lease_lapsed,
         "worker_leases_lost": worker_leases_lost, "peak_rss_mb": (peak_rss_mb * 10.0).round() / 10.0,
         "rss_mb": {"at_1min": rss.at_1min.map(|mb| (mb * 10.0).round() / 10.0), "peak_30s_to_1min": (rss.peak_30s_to_1min * 10.0).round() / 10.0, "peak_after_1min": (rss.peak_after_1min * 10.0).round() / 10.0, "end": (rss.end * 10.0).round() / 10.0},
     });

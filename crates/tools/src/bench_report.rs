@@ -23,8 +23,9 @@ pub(crate) fn print_report(r: &Value) {
     );
     outln!("slots expected   {}", r["slots"]);
     outln!(
-        "delivered        {} (lost {}, duplicates {})",
+        "delivered        {} (missed {}, lost {}, duplicates {})",
         r["delivered"],
+        r["missed"],
         r["lost"],
         r["duplicates"]
     );

@@ -61,41 +61,57 @@ pub(crate) fn log_dropped_before_start(e: &ClaimedExecution) {
 }
 
 impl Worker {
-    /// Gives a held first attempt back to the store unstarted, to be judged by its job's
-    /// misfire policy at the next claim (it waited past `misfire_threshold` for a delivery
-    /// slot: [`ClaimedExecution::judged_late_at`], docs/policies.md, "misfire_policy"). `true`
-    /// once the store took it back, or refused it (cancelled, or its lease lost: not this
-    /// worker's any more); `false` when the store call failed: the attempt is still this
-    /// worker's, and it starts, late, rather than stay `running` with nothing to retry it.
-    pub(crate) async fn give_back(&self, e: &ClaimedExecution) -> bool {
+    /// Asks the store to judge a held first attempt that may have waited past its job's
+    /// misfire threshold for a delivery slot ([`ClaimedExecution::may_be_late`],
+    /// docs/policies.md, "Late in the worker"): whether it starts, was recorded `missed`, or is
+    /// no longer this worker's. A failure a retry may fix (a lost commit included: the
+    /// judgement is idempotent) is asked again once the store confirmed this worker's lease
+    /// ([`Worker::may_start`]); a lease lost meanwhile, or a cancel, ends it as stale. Any
+    /// other failure wrote nothing, and the attempt starts, late, rather than stay `running`
+    /// with nothing to retry it.
+    pub(crate) async fn judge_late(&self, e: &ClaimedExecution, cancelled: &Notify) -> LateVerdict {
         let attempt = AttemptRef {
             id: e.id.clone(),
             attempt: e.attempt,
         };
-        match self
-            .store
-            .attempt_give_back(std::slice::from_ref(&attempt))
-            .await
-        {
-            Ok(given) => {
-                self.store_reached(true);
-                if given.first().copied().unwrap_or(false) {
-                    metrics::counter!("sundial_attempts_given_back_total").increment(1);
-                    tracing::info!(namespace = %e.namespace, job = %e.job, slot = %e.scheduled_at,
-                        execution = %e.id, attempt = e.attempt,
-                        "attempt given back unstarted: it waited past the job's misfire threshold");
-                } else {
-                    log_dropped_before_start(e);
+        loop {
+            match self
+                .store
+                .attempt_judge_late(std::slice::from_ref(&attempt))
+                .await
+            {
+                Ok(verdicts) => {
+                    self.store_reached(true);
+                    let verdict = verdicts.first().copied().unwrap_or(LateVerdict::Stale);
+                    if verdict == LateVerdict::Missed {
+                        metrics::counter!("sundial_attempts_judged_late_total", "verdict" => "missed")
+                            .increment(1);
+                        tracing::info!(namespace = %e.namespace, job = %e.job, slot = %e.scheduled_at,
+                            execution = %e.id, state = "missed",
+                            "slot recorded missed: it waited in the worker past its misfire threshold");
+                    } else if verdict == LateVerdict::Start {
+                        metrics::counter!("sundial_attempts_judged_late_total", "verdict" => "start")
+                            .increment(1);
+                    }
+                    return verdict;
                 }
-                true
-            }
-            Err(err) => {
-                if err.is_retryable_when_idempotent() {
+                Err(err) if err.is_retryable_when_idempotent() => {
                     self.store_reached(false);
+                    tracing::warn!(error = %err, execution = %e.id,
+                        "judging a late attempt failed; asking again once the store answers");
+                    let again = tokio::select! {
+                        good = self.may_start(&attempt, e.worker_epoch) => good,
+                        _ = cancelled.notified() => false,
+                    };
+                    if !again {
+                        return LateVerdict::Stale;
+                    }
                 }
-                tracing::warn!(error = %err, execution = %e.id, attempt = e.attempt,
-                    "could not give a late attempt back to be judged; starting it as it is");
-                false
+                Err(err) => {
+                    tracing::error!(error = %err, execution = %e.id,
+                        "judging a late attempt failed for a reason retrying cannot fix; starting it");
+                    return LateVerdict::Start;
+                }
             }
         }
     }

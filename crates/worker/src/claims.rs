@@ -223,6 +223,29 @@ impl Worker {
         started
     }
 
+    /// Whether a held attempt that waited `waited` for its permits (two readings of this
+    /// worker's clock, never compared with a store instant) starts: at once unless it
+    /// may be past its misfire threshold ([`ClaimedExecution::may_be_late`]); then as its
+    /// store judges it ([`Worker::judge_late`]).
+    async fn starts_late(
+        &self,
+        e: &ClaimedExecution,
+        waited: jiff::SignedDuration,
+        cancelled: &Notify,
+    ) -> bool {
+        if !e.may_be_late(waited) {
+            return true;
+        }
+        match self.judge_late(e, cancelled).await {
+            LateVerdict::Start => true,
+            LateVerdict::Missed => false,
+            LateVerdict::Stale => {
+                log_dropped_before_start(e);
+                false
+            }
+        }
+    }
+
     /// How many more attempts this worker may claim now: free delivery slots, bounded by the
     /// room left for unwritten completions.
     pub(crate) fn free(&self) -> usize {
@@ -232,10 +255,9 @@ impl Worker {
     }
 
     /// Holds a claimed execution until `start_at` (this node's clock), then runs its attempt
-    /// once it has a delivery slot and room for its completion, unless it waited so long that
-    /// its job's misfire policy must judge it ([`ClaimedExecution::judged_late_at`]: it is
-    /// given back to the store instead, [`Worker::give_back`]); a cancel at any point before
-    /// drops it. While it waits for the permits its lease is renewed, and a refused renewal
+    /// once it has a delivery slot and room for its completion, unless it waited for them so
+    /// long that its store judges it by its job's misfire policy and it does not start
+    /// ([`Worker::starts_late`]); a cancel at any point before drops it. While it waits for the permits its lease is renewed, and a refused renewal
     /// abandons it (the reaper has given the execution to another attempt). `held` is the
     /// `ahead` permit of an execution claimed ahead, given back once it has its `unwritten`
     /// one.
@@ -291,9 +313,7 @@ impl Worker {
                         // A lease lost while it waited drops it now.
                         if e.worker_epoch.is_some() && self.liveness.epoch() != e.worker_epoch {
                             log_dropped_before_start(&e);
-                        } else if e.judged_late_at(self.clock.now()) && self.give_back(&e).await {
-                            drop(slot);
-                        } else {
+                        } else if self.starts_late(&e, self.clock.now().duration_since(start_at), &cancelled).await {
                             self.attempt_inner(&e, &cancelled, slot).await;
                         }
                         drop(unwritten);

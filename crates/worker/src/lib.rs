@@ -31,9 +31,10 @@
 //!   for cancellation like a running one (a cancel drops it before it starts); at its start it
 //!   waits for a delivery slot and room for its completion while renewing its lease, so a wait
 //!   longer than its lease can never let a second attempt start beside it. A first attempt of
-//!   a scheduled slot that gets its delivery slot only past its job's `misfire_threshold` does
-//!   not start: it is given back to the store unstarted, for the next claim to judge by the
-//!   misfire policy (`ClaimedExecution::judged_late_at`, docs/policies.md, "misfire_policy").
+//!   a scheduled slot that may have got its delivery slot only past its job's
+//!   `misfire_threshold` (`ClaimedExecution::may_be_late`, its lateness by the store's clock
+//!   when due plus the wait, the difference of two readings of the worker's clock) starts only if its store, judging
+//!   by the misfire policy on its own clock, says so (docs/policies.md, "Late in the worker").
 //! - Every claim of a running worker is made under its liveness lease ([`Liveness`],
 //!   docs/guarantees.md, "Workers"): a held execution starts only while that lease is known good, and, while this
 //!   worker's last store call failed for a reason a retry may fix, only once the store
@@ -110,8 +111,8 @@ use sundial_clock::Clock;
 use sundial_core::Dur;
 use sundial_core::execution::AttemptOutcome;
 use sundial_store::{
-    AttemptComplete, AttemptRef, ClaimedExecution, Error as StoreError, ExecutionClaim, NextStep,
-    WorkerStore,
+    AttemptComplete, AttemptRef, ClaimedExecution, Error as StoreError, ExecutionClaim,
+    LateVerdict, NextStep, WorkerStore,
 };
 use sundial_target::{Delivery, Error as TargetError, Target};
 use tokio::sync::{Notify, Semaphore, watch};

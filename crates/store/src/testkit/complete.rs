@@ -269,12 +269,14 @@ pub async fn heartbeats_keep_the_lease(h: Harness) {
     ));
 }
 
-/// A first attempt that waited in its worker past its job's misfire threshold is given back
-/// unstarted, fenced as a worker's completion is, and the next claim judges it by the job's
-/// misfire policy (docs/policies.md, "misfire_policy"): under `run_once` it runs as the
-/// episode's run (`trigger: misfire`) when no later slot of the job is due, and is recorded
-/// `missed` when one is (which runs as an ordinary late slot); under `skip` it is `missed`.
-pub async fn a_late_attempt_given_back_is_judged_by_its_misfire_policy(h: Harness) {
+/// A held first attempt that got its delivery slot past its job's misfire threshold is
+/// judged by the store's clock before it starts (docs/policies.md, "misfire_policy", "Late in
+/// the worker"), fenced as a worker's completion: under `run_once` it runs as the episode's run
+/// (`trigger: misfire`) when no later slot of its job has come, and is recorded `missed`,
+/// never started, when one has; under `skip` it is `missed`; one on time by the store's clock
+/// starts as it is. Its attempt number never changes, and a second judgement agrees.
+pub async fn a_held_attempt_that_starts_late_is_judged_by_its_misfire_policy(h: Harness) {
+    use crate::LateVerdict::{Missed, Stale, Start};
     use sundial_core::job::MisfirePolicy;
     let clock = Arc::new(ManualClock::new(t0()));
     let store = h.open(clock.clone()).await;
@@ -288,6 +290,7 @@ pub async fn a_late_attempt_given_back_is_judged_by_its_misfire_policy(h: Harnes
         ("once", MisfirePolicy::RunOnce),
         ("later", MisfirePolicy::RunOnce),
         ("skip", MisfirePolicy::Skip),
+        ("on-time", MisfirePolicy::Skip),
     ] {
         let mut record = job_record("ns", name);
         record.spec.misfire_policy = policy;
@@ -313,7 +316,7 @@ pub async fn a_late_attempt_given_back_is_judged_by_its_misfire_policy(h: Harnes
         handoff: None,
     };
     store.trigger_commit(&commit).await.expect("trigger");
-    let held = store
+    let mut held = store
         .execution_claim(&ExecutionClaim {
             ahead_ms: 1000,
             epoch: Some(lease.epoch),
@@ -321,15 +324,14 @@ pub async fn a_late_attempt_given_back_is_judged_by_its_misfire_policy(h: Harnes
         })
         .await
         .expect("claim ahead");
-    assert_eq!(held.len(), 3, "each job's first slot, claimed ahead");
-    assert!(held.iter().all(|e| e.trigger == Trigger::Schedule));
-    clock.set(fire + SignedDuration::from_secs(60));
-    assert!(
-        !held.iter().any(|e| e.judged_late_at(clock.now())),
-        "at the threshold, not past it"
+    held.sort_by(|a, b| a.job.cmp(&b.job));
+    let names: Vec<&str> = held.iter().map(|e| e.job.as_str()).collect();
+    assert_eq!(
+        names,
+        ["later", "on-time", "once", "skip"],
+        "each first slot, claimed ahead"
     );
-    clock.set(fire + SignedDuration::from_secs(61));
-    assert!(held.iter().all(|e| e.judged_late_at(clock.now())));
+    assert!(held.iter().all(|e| e.trigger == Trigger::Schedule));
     let refs: Vec<AttemptRef> = held
         .iter()
         .map(|e| AttemptRef {
@@ -337,100 +339,89 @@ pub async fn a_late_attempt_given_back_is_judged_by_its_misfire_policy(h: Harnes
             attempt: e.attempt,
         })
         .collect();
+
+    // By the store's clock 30 s late: on time, whatever the worker thought.
+    clock.set(fire + SignedDuration::from_secs(30));
+    assert_eq!(
+        store.attempt_judge_late(&refs[1..2]).await.expect("judge"),
+        [Start]
+    );
+    clock.set(fire + SignedDuration::from_secs(61));
     let stale = AttemptRef {
         attempt: 2,
         ..refs[0].clone()
     };
     assert_eq!(
         store
-            .attempt_give_back(std::slice::from_ref(&stale))
+            .attempt_judge_late(std::slice::from_ref(&stale))
             .await
-            .expect("give back"),
-        [false],
-        "another attempt number is refused"
+            .expect("judge"),
+        [Stale],
+        "another attempt number is stale"
     );
-    let given = store.attempt_give_back(&refs).await.expect("give back");
-    assert_eq!(given, [true, true, true]);
-    let again = store.attempt_give_back(&refs).await.expect("give back");
-    assert_eq!(again, [false, false, false], "given back once");
-    let back = store
-        .execution_get("ns", &held[0].id)
+    let judged = store
+        .attempt_judge_late(&[refs[0].clone(), refs[2].clone(), refs[3].clone()])
         .await
-        .expect("get")
-        .expect("present");
-    assert_eq!(back.state, ExecutionState::Scheduled);
-    assert_eq!(back.attempt, 0);
-    assert_eq!(back.started_at, None);
-    assert_eq!(back.worker, None);
-    assert!(back.attempts.is_empty(), "no attempt row: it did not run");
+        .expect("judge");
+    assert_eq!(judged, [Missed, Start, Missed], "later, once, skip");
+    let again = store
+        .attempt_judge_late(&[refs[0].clone(), refs[2].clone(), refs[3].clone()])
+        .await
+        .expect("judge");
+    assert_eq!(again, [Stale, Start, Stale], "the same judgement");
 
+    let get = async |id: &str| {
+        store
+            .execution_get("ns", id)
+            .await
+            .expect("get")
+            .expect("present")
+    };
+    let once = get(&held[2].id).await;
+    assert_eq!(
+        (once.state, once.trigger, once.attempt),
+        (ExecutionState::Running, Trigger::Misfire, 1),
+        "the episode's run, its attempt number unchanged"
+    );
+    for missed in [&held[0], &held[3]] {
+        let record = get(&missed.id).await;
+        assert_eq!(
+            (record.state, record.trigger, record.attempt),
+            (ExecutionState::Missed, Trigger::Misfire, 0)
+        );
+        assert_eq!((record.started_at, record.worker), (None, None));
+        assert!(record.finished_at.is_some());
+        assert!(record.attempts.is_empty(), "no attempt: it never started");
+    }
+    let on_time = get(&held[1].id).await;
+    assert_eq!(on_time.trigger, Trigger::Schedule);
+    // What was recorded is out of the queue: a claim takes `later`'s second slot only.
     store
         .worker_lease_renew(lease.epoch, Dur::from_secs(30))
         .await
         .expect("renew")
         .expect("not taken over");
-    let ran = store
+    let claimed = store
         .execution_claim(&ExecutionClaim {
             epoch: Some(lease.epoch),
             ..claim("w1", 10)
         })
         .await
         .expect("claim");
-    let mut ran: Vec<(String, Timestamp, u32)> = ran
+    let claimed: Vec<(String, Timestamp)> = claimed
         .into_iter()
-        .map(|e| (e.job, e.scheduled_at, e.attempt))
+        .map(|e| (e.job, e.scheduled_at))
         .collect();
-    ran.sort();
     assert_eq!(
-        ran,
-        [
-            ("later".to_owned(), fire + SignedDuration::from_secs(10), 1),
-            ("once".to_owned(), fire, 1),
-        ],
-        "the latest due slot of each run_once job runs; skip runs nothing"
+        claimed,
+        [("later".to_owned(), fire + SignedDuration::from_secs(10))]
     );
-    let once = store
-        .execution_get("ns", &held[0].id)
-        .await
-        .expect("get")
-        .expect("present");
-    assert_eq!(once.trigger, Trigger::Misfire, "the episode's run");
-    let mut missed: Vec<String> = in_state(&*store, "ns", ExecutionState::Missed)
-        .await
-        .into_iter()
-        .map(|e| e.job)
-        .collect();
-    missed.sort();
-    assert_eq!(missed, ["later", "skip"]);
 
-    // A worker lease taken over: what was held under it is not this worker's to give back.
-    let job = create(&*store, "ns", "taken").await;
-    let slot = fire + SignedDuration::from_secs(100);
-    trigger(&*store, "n1", &job, &[slot])
-        .await
-        .expect("trigger");
-    clock.set(slot - SignedDuration::from_millis(500));
-    let lease = store
-        .worker_lease_acquire("w2", Dur::from_secs(30))
-        .await
-        .expect("lease");
-    let taken = store
-        .execution_claim(&ExecutionClaim {
-            ahead_ms: 1000,
-            epoch: Some(lease.epoch),
-            ..claim("w2", 10)
-        })
-        .await
-        .expect("claim ahead");
-    assert_eq!(taken.len(), 1);
-    clock.set(slot + SignedDuration::from_secs(61));
+    // A worker lease taken over: what was held under it is not this worker's to judge.
+    clock.advance(SignedDuration::from_secs(31));
     assert!(!store.worker_lease_reap(10).await.expect("reap").is_empty());
-    let refs = [AttemptRef {
-        id: taken[0].id.clone(),
-        attempt: taken[0].attempt,
-    }];
     assert_eq!(
-        store.attempt_give_back(&refs).await.expect("give back"),
-        [false]
+        store.attempt_judge_late(&refs[2..3]).await.expect("judge"),
+        [Stale]
     );
 }

@@ -488,7 +488,7 @@ macro_rules! conformance_tests {
             late_precreated_slots_follow_the_misfire_policy,
             run_once_leaves_late_slots_to_a_later_slot_come_due,
             a_stale_completion_is_rejected,
-            a_late_attempt_given_back_is_judged_by_its_misfire_policy,
+            a_held_attempt_that_starts_late_is_judged_by_its_misfire_policy,
             a_completion_after_its_lease_lapsed_is_refused,
             a_completion_at_its_lease_expiry_applies,
             attempts_under_a_worker_lease_record_its_epoch_and_live_by_it,

@@ -1,0 +1,265 @@
+//! A job's writes (docs/policies.md, "Schedule changes never fire retroactively", "Pause and
+//! resume"), written once over
+//! the statements each store provides ([`JobStatements`], on the caller's open transaction):
+//! creations, conditional replacements that steer the job's not-started executions
+//! ([`PendingExecutions`]), and deletes. The caller opens the transaction, runs
+//! [`job_write_batch`] or [`job_delete`], commits only when the step returns `Ok` (an error has
+//! written nothing the caller keeps), and then tells the workers holding the executions the
+//! step returns to drop them, if its dialect does not do that inside the transaction.
+//!
+//! Invariants: a batch is all or nothing; a creation of a job that exists is refused
+//! ([`Error::Conflict`]); a replacement applies only while the stored version is the expected
+//! one ([`Error::StaleVersion`], or [`Error::NotFound`] when there is none) and moves the version
+//! on by one; a job's not-started executions are steered in the transaction that writes the
+//! job, and a delete ends every one of them (`cancelled`), those held by a worker included.
+
+use std::future::Future;
+
+use jiff::Timestamp;
+
+use crate::{Error, FutureSlots, JobRecord, JobWrite, PendingExecutions, Result, RunSpec};
+
+/// The statements of a job's writes, in the dialect of one store, on the transaction the
+/// caller opened. Instants are UTC milliseconds since the epoch. Every method may fail with
+/// the store's classified error.
+pub trait JobStatements: Send {
+    /// Inserts `writes` (creations: [`is_plain_insert`]) in one statement, version 1,
+    /// `created_at` = `updated_at` = `now`, leaving alone any job whose name is taken; returns
+    /// the (namespace, name) of the rows that went in.
+    fn insert(
+        &mut self,
+        writes: &[JobWrite],
+        now: i64,
+    ) -> impl Future<Output = Result<Vec<(String, String)>>> + Send;
+
+    /// Replaces job `record.spec.namespace`/`record.spec.name` with `record` (its spec stored
+    /// as `spec`, JSON text) while its version is `expected`: the version moves on by one,
+    /// `updated_at` becomes `now`, the paused flag, next slot and next fire time are the
+    /// record's. Returns whether a row changed.
+    fn replace(
+        &mut self,
+        record: &JobRecord,
+        spec: &str,
+        expected: i64,
+        now: i64,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
+    /// The version of the row of the table `<kind>s` (`job` or `workflow`) named
+    /// `namespace`/`name`, `None` when there is none.
+    fn version(
+        &mut self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<i64>>> + Send;
+
+    /// Ends the not-started executions of job incarnation `uid` at `now`: with
+    /// [`FutureSlots::Drop`] those whose fire time has not come are removed, the others (all
+    /// of them with [`FutureSlots::Cancel`]) recorded `cancelled`; executions held by a worker
+    /// whose attempt has not started end alike. Returns the ids of those held ones, whose
+    /// worker must drop them (a store that signals inside the transaction has done so).
+    fn end_pending(
+        &mut self,
+        uid: &str,
+        now: i64,
+        future: FutureSlots,
+    ) -> impl Future<Output = Result<Vec<String>>> + Send;
+
+    /// Gives the not-started executions of job incarnation `uid` that wait for a worker the
+    /// run definition `run` (JSON text of a [`RunSpec`]), job version `version`, `max_attempts`
+    /// and lease length `lease_ms`.
+    fn update_pending(
+        &mut self,
+        uid: &str,
+        run: &str,
+        version: i64,
+        max_attempts: i64,
+        lease_ms: i64,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Deletes job `namespace`/`name` if its version is `expected` (any version for `None`);
+    /// returns the uid of the incarnation deleted, `None` when nothing was.
+    fn delete(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        expected: Option<i64>,
+    ) -> impl Future<Output = Result<Option<String>>> + Send;
+}
+
+/// True for a write that creates a job and touches no executions: a batch of only these can be
+/// inserted in one statement.
+pub fn is_plain_insert(write: &JobWrite) -> bool {
+    write.expected_version.is_none() && matches!(write.pending, PendingExecutions::Keep)
+}
+
+/// The outcome of a batch of plain inserts (see [`is_plain_insert`]) written at `now`, of which
+/// the rows `inserted` (namespace, name) went in: the records as written, or
+/// [`Error::Conflict`] naming the first job that already existed.
+///
+/// # Errors
+/// [`Error::Conflict`] when fewer rows went in than were written.
+pub fn inserted_jobs(
+    writes: &[JobWrite],
+    inserted: Vec<(String, String)>,
+    now: Timestamp,
+) -> Result<Vec<JobRecord>> {
+    if inserted.len() < writes.len() {
+        let inserted: std::collections::HashSet<(String, String)> = inserted.into_iter().collect();
+        if let Some(r) = writes
+            .iter()
+            .map(|w| &w.record)
+            .find(|r| !inserted.contains(&(r.spec.namespace.clone(), r.spec.name.clone())))
+        {
+            return Err(Error::Conflict(format!(
+                "job {}/{} already exists",
+                r.spec.namespace, r.spec.name
+            )));
+        }
+    }
+    Ok(writes
+        .iter()
+        .map(|w| JobRecord {
+            version: 1,
+            created_at: now,
+            updated_at: now,
+            ..w.record.clone()
+        })
+        .collect())
+}
+
+/// The error of a conditional write of the `kind` (`job` or `workflow`) named
+/// `namespace`/`name` that changed nothing: [`Error::StaleVersion`] with the version found, or
+/// [`Error::NotFound`] when there is none (the store's error when it cannot tell).
+pub async fn version_mismatch<S: JobStatements>(
+    s: &mut S,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+    expected: i64,
+) -> Error {
+    match s.version(kind, namespace, name).await {
+        Ok(Some(actual)) => Error::StaleVersion { expected, actual },
+        Ok(None) => Error::NotFound(format!("{kind} {namespace}/{name}")),
+        Err(e) => e,
+    }
+}
+
+/// What a batch of job writes or a delete did: the records as written (a delete writes none),
+/// and the executions held by a worker that it ended, which that worker must drop.
+#[derive(Debug, Default)]
+pub struct JobsWritten {
+    /// The records as written, in the order of the writes.
+    pub records: Vec<JobRecord>,
+    /// Ids of executions held by a worker (claimed ahead, not started) that the writes ended.
+    pub cancelled: Vec<String>,
+}
+
+/// Writes `writes` at `now` (UTC ms), each as [`crate::ApiStore::job_write`] describes: a
+/// batch of creations only in one statement, any other batch write by write.
+///
+/// # Errors
+/// The first write that fails: [`Error::Conflict`] (a creation whose name is taken),
+/// [`Error::StaleVersion`] or [`Error::NotFound`] (a replacement of another version, or of no
+/// job), [`Error::Corrupt`] for a spec or clock reading that does not convert, or the store's.
+pub async fn job_write_batch<S: JobStatements>(
+    s: &mut S,
+    writes: &[JobWrite],
+    now: i64,
+) -> Result<JobsWritten> {
+    let at = instant(now)?;
+    if writes.iter().all(is_plain_insert) {
+        let inserted = s.insert(writes, now).await?;
+        return Ok(JobsWritten {
+            records: inserted_jobs(writes, inserted, at)?,
+            cancelled: Vec::new(),
+        });
+    }
+    let mut done = JobsWritten::default();
+    for w in writes {
+        let record = write_one(s, w, now, at, &mut done.cancelled).await?;
+        done.records.push(record);
+    }
+    Ok(done)
+}
+
+/// One write of [`job_write_batch`], at `now` (UTC ms; `at` the same instant).
+async fn write_one<S: JobStatements>(
+    s: &mut S,
+    w: &JobWrite,
+    now: i64,
+    at: Timestamp,
+    cancelled: &mut Vec<String>,
+) -> Result<JobRecord> {
+    let r = &w.record;
+    let version = match w.expected_version {
+        None => {
+            let inserted = s.insert(std::slice::from_ref(w), now).await?;
+            inserted_jobs(std::slice::from_ref(w), inserted, at)?;
+            1
+        }
+        Some(expected) => {
+            let spec = serde_json::to_string(&r.spec).map_err(|e| Error::Corrupt(e.to_string()))?;
+            if !s.replace(r, &spec, expected, now).await? {
+                let (namespace, name) = (&r.spec.namespace, &r.spec.name);
+                return Err(version_mismatch(s, "job", namespace, name, expected).await);
+            }
+            expected + 1
+        }
+    };
+    match w.pending {
+        PendingExecutions::Keep => {}
+        PendingExecutions::Cancel => {
+            cancelled.extend(s.end_pending(&r.uid, now, FutureSlots::Drop).await?);
+        }
+        PendingExecutions::Update => {
+            let run = serde_json::to_string(&RunSpec::of(&r.spec))
+                .map_err(|e| Error::Corrupt(e.to_string()))?;
+            let (attempts, lease) = (
+                i64::from(r.spec.retry.max_attempts),
+                r.spec.heartbeat_timeout.as_millis_i64(),
+            );
+            s.update_pending(&r.uid, &run, version, attempts, lease)
+                .await?;
+        }
+    }
+    Ok(JobRecord {
+        version,
+        created_at: if w.expected_version.is_none() {
+            at
+        } else {
+            r.created_at
+        },
+        updated_at: at,
+        ..r.clone()
+    })
+}
+
+/// Deletes job `namespace`/`name` at `now` (UTC ms) if its version is `expected` (any for
+/// `None`), ending every not-started execution of it ([`FutureSlots::Cancel`]); returns what
+/// it ended that a worker holds.
+///
+/// # Errors
+/// [`Error::StaleVersion`] (another version) or [`Error::NotFound`] (no such job), or the
+/// store's.
+pub async fn job_delete<S: JobStatements>(
+    s: &mut S,
+    namespace: &str,
+    name: &str,
+    expected: Option<i64>,
+    now: i64,
+) -> Result<JobsWritten> {
+    let Some(uid) = s.delete(namespace, name, expected).await? else {
+        return Err(version_mismatch(s, "job", namespace, name, expected.unwrap_or(0)).await);
+    };
+    Ok(JobsWritten {
+        records: Vec::new(),
+        cancelled: s.end_pending(&uid, now, FutureSlots::Cancel).await?,
+    })
+}
+
+/// `now` (UTC ms) as an instant.
+fn instant(now: i64) -> Result<Timestamp> {
+    Timestamp::from_millisecond(now)
+        .map_err(|e| Error::Corrupt(format!("clock reading {now}: {e}")))
+}
