@@ -98,7 +98,7 @@ impl late::LateStatements for LateTx<'_, '_> {
                ON x.id = a.id AND x.attempt = a.attempt \
              WHERE x.id = ANY($1) AND x.state = 'running' AND (x.lease_expires_at IS NULL OR x.lease_expires_at >= $3) \
                AND {WORKER_LEASE_STANDS} \
-             FOR UPDATE OF x"
+             ORDER BY x.id FOR UPDATE OF x"
         ))
         .bind(&ids)
         .bind(&numbers)
@@ -113,7 +113,9 @@ impl late::LateStatements for LateTx<'_, '_> {
         // Through `executions_job` (namespace, job, slot) and the jobs' primary key.
         sqlx::query_scalar(
             "SELECT EXISTS (SELECT 1 FROM executions WHERE namespace = $1 AND job = $2 \
-                 AND job_uid = $3 AND scheduled_at > $4 AND fire_at <= $5) \
+                 AND job_uid = $3 AND scheduled_at > $4 AND fire_at <= $5 \
+                 AND trigger IN ('schedule', 'misfire') \
+                 AND state NOT IN ('skipped', 'cancelled', 'missed')) \
                OR EXISTS (SELECT 1 FROM jobs WHERE namespace = $1 AND name = $2 AND uid = $3 \
                  AND next_fire_at <= $5)",
         )

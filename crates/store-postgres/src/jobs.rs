@@ -3,7 +3,7 @@
 //! The writes are written once (`sundial_store::steps::jobs`) over this file's statements.
 
 use super::*;
-use sundial_store::steps::jobs::{self as steps, JobStatements};
+use sundial_store::steps::jobs::{self as steps, JobStatements, VersionStatements};
 
 pub(crate) const JOB_COLUMNS: &str = "j.namespace, j.name, j.uid, j.shard, j.version, j.spec::text AS spec, \
     j.created_at, j.updated_at, j.next_slot_at, j.next_fire_at";
@@ -19,6 +19,19 @@ pub(crate) const LAST_EXECUTION: &str = "(SELECT e.id || '|' || e.state || '|' |
 /// The statements of a job's writes (`sundial_store::steps::jobs`) on a PostgreSQL
 /// transaction.
 pub(crate) struct JobTx<'t, 'c>(pub(crate) &'t mut Tx<'c>);
+
+impl VersionStatements for JobTx<'_, '_> {
+    async fn version(&mut self, kind: &str, namespace: &str, name: &str) -> Result<Option<i64>> {
+        sqlx::query_scalar(&format!(
+            "SELECT version FROM {kind}s WHERE namespace = $1 AND name = $2"
+        ))
+        .bind(namespace)
+        .bind(name)
+        .fetch_optional(&mut **self.0)
+        .await
+        .map_err(db_err)
+    }
+}
 
 impl JobStatements for JobTx<'_, '_> {
     /// One statement: an UNNEST of column arrays.
@@ -92,17 +105,6 @@ impl JobStatements for JobTx<'_, '_> {
         .await
         .map_err(db_err)?;
         Ok(updated.rows_affected() > 0)
-    }
-
-    async fn version(&mut self, kind: &str, namespace: &str, name: &str) -> Result<Option<i64>> {
-        sqlx::query_scalar(&format!(
-            "SELECT version FROM {kind}s WHERE namespace = $1 AND name = $2"
-        ))
-        .bind(namespace)
-        .bind(name)
-        .fetch_optional(&mut **self.0)
-        .await
-        .map_err(db_err)
     }
 
     /// Executions held by a worker are signalled inside the transaction (`NOTIFY`, delivered

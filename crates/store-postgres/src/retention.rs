@@ -1,6 +1,7 @@
 //! History retention (`MaintenanceStore::history_prune`, docs/configuration.md "history_retention"):
 //! the history walked in (slot, id) order from where the last call stopped, the expired rows
-//! of each step deleted in one short transaction that skips rows another holds.
+//! of each step deleted in one short transaction that skips rows another holds; the walk is
+//! written once (`sundial_store::steps::retention`) over this file's statements.
 //!
 //! Expired means finished before the cut-off and not the newest finished execution of its
 //! job (or run of its workflow) while that job (workflow) exists. The walk reads the slot
@@ -15,6 +16,7 @@
 //! rows of `<table>_before` and `<table>_other` only, so the rows of a day partly past the
 //! cut-off wait until all of it is.
 
+use sundial_store::steps::retention::{self as steps, RetentionStatements};
 use sundial_store::{HistoryKey, HistoryKind, HistoryPrune, HistoryPruned};
 
 use crate::maintenance::DAY_MS;
@@ -42,10 +44,7 @@ const RUN_EXPIRED: &str = "(e.finished_at IS NOT NULL AND e.finished_at < $1 \
 
 pub(crate) async fn history_prune(store: &PgStore, prune: &HistoryPrune) -> Result<HistoryPruned> {
     let before = ms(prune.before);
-    let (table, expired, scope) = match prune.kind {
-        HistoryKind::Executions => ("executions", EXECUTION_EXPIRED, "e.run_id IS NULL AND "),
-        HistoryKind::Runs => ("workflow_runs", RUN_EXPIRED, ""),
-    };
+    let (table, expired, scope) = walk(prune.kind);
     if prune.dry_run {
         let deleted: i64 = sqlx::query_scalar(&format!(
             "SELECT count(*) FROM {table} e WHERE {scope}e.scheduled_at < $1 AND {expired}"
@@ -99,9 +98,6 @@ pub(crate) async fn history_prune(store: &PgStore, prune: &HistoryPrune) -> Resu
             }
         }
     }
-    let (after_at, after_id) = prune.after.as_ref().map_or((i64::MIN, String::new()), |k| {
-        (ms(k.scheduled_at), k.id.clone())
-    });
     // The walk reads the partitions that are not a day's (those go whole): the rows from
     // before migration 0010 and the default partition's.
     let first: Option<String> = sqlx::query_scalar("SELECT to_regclass($1)::text")
@@ -114,73 +110,19 @@ pub(crate) async fn history_prune(store: &PgStore, prune: &HistoryPrune) -> Resu
         None => format!("{table}_other"),
     };
     let mut tx = store.begin().await?;
-    let seen: Vec<(String, i64, bool)> = sqlx::query_as(&format!(
-        "SELECT e.id, e.scheduled_at, {expired} FROM {walked} e \
-         WHERE {scope}e.scheduled_at < $1 AND (e.scheduled_at, e.id) > ($2, $3) \
-         ORDER BY e.scheduled_at, e.id LIMIT $4"
-    ))
-    .bind(before)
-    .bind(after_at)
-    .bind(&after_id)
-    .bind(i64::from(prune.limit))
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    let doomed: Vec<&str> = seen
-        .iter()
-        .filter(|(_, _, expired)| *expired)
-        .map(|(id, _, _)| id.as_str())
-        .collect();
-    if !doomed.is_empty() {
-        // Lock what is still finished, skipping rows another transaction holds (a re-drive,
-        // a retry from failure, another pruner): they are left for a later pass.
-        let locked: Vec<String> = sqlx::query_scalar(&format!(
-            "SELECT id FROM {table} WHERE id = ANY($1) AND finished_at < $2 \
-             FOR UPDATE SKIP LOCKED"
-        ))
-        .bind(&doomed)
-        .bind(before)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(db_err)?;
-        if prune.kind == HistoryKind::Runs {
-            sqlx::query(
-                "DELETE FROM attempts a USING executions e \
-                 WHERE e.run_id = ANY($1) AND a.execution_id = e.id",
-            )
-            .bind(&locked)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_err)?;
-            done.task_executions += sqlx::query("DELETE FROM executions WHERE run_id = ANY($1)")
-                .bind(&locked)
-                .execute(&mut *tx)
-                .await
-                .map_err(db_err)?
-                .rows_affected();
-        } else {
-            sqlx::query("DELETE FROM attempts WHERE execution_id = ANY($1)")
-                .bind(&locked)
-                .execute(&mut *tx)
-                .await
-                .map_err(db_err)?;
-        }
-        done.deleted += sqlx::query(&format!("DELETE FROM {table} WHERE id = ANY($1)"))
-            .bind(&locked)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_err)?
-            .rows_affected();
-    }
+    let step = steps::history_walk(
+        &mut RetentionTx {
+            tx: &mut tx,
+            walked,
+        },
+        prune,
+    )
+    .await?;
     commit(tx).await?;
-    if seen.len() == prune.limit as usize
-        && let Some((id, at, _)) = seen.last()
-    {
-        done.next = Some(HistoryKey {
-            scheduled_at: ts(*at)?,
-            id: id.clone(),
-        });
-    } else if dropping {
+    done.deleted += step.deleted;
+    done.task_executions += step.task_executions;
+    done.next = step.next;
+    if done.next.is_none() && dropping {
         // The walk is over, the drop is not: a key past every row the walk reads keeps the
         // calls coming.
         done.next = Some(HistoryKey {
@@ -189,6 +131,100 @@ pub(crate) async fn history_prune(store: &PgStore, prune: &HistoryPrune) -> Resu
         });
     }
     Ok(done)
+}
+
+/// The statements of a retention step (`sundial_store::steps::retention`) on a PostgreSQL
+/// transaction, over `walked`, the relation the walk reads.
+struct RetentionTx<'t, 'c> {
+    tx: &'t mut Tx<'c>,
+    walked: String,
+}
+
+/// The table of a walk, its expiry test, and the condition that scopes it to its rows.
+fn walk(kind: HistoryKind) -> (&'static str, &'static str, &'static str) {
+    match kind {
+        HistoryKind::Executions => ("executions", EXECUTION_EXPIRED, "e.run_id IS NULL AND "),
+        HistoryKind::Runs => ("workflow_runs", RUN_EXPIRED, ""),
+    }
+}
+
+impl RetentionStatements for RetentionTx<'_, '_> {
+    async fn page(
+        &mut self,
+        kind: HistoryKind,
+        before: i64,
+        (after_at, after_id): (i64, &str),
+        limit: u32,
+    ) -> Result<Vec<(String, i64, bool)>> {
+        let (_, expired, scope) = walk(kind);
+        let walked = &self.walked;
+        sqlx::query_as(&format!(
+            "SELECT e.id, e.scheduled_at, {expired} FROM {walked} e \
+             WHERE {scope}e.scheduled_at < $1 AND (e.scheduled_at, e.id) > ($2, $3) \
+             ORDER BY e.scheduled_at, e.id LIMIT $4"
+        ))
+        .bind(before)
+        .bind(after_at)
+        .bind(after_id)
+        .bind(i64::from(limit))
+        .fetch_all(&mut **self.tx)
+        .await
+        .map_err(db_err)
+    }
+
+    /// Locks what is still finished, skipping rows another transaction holds (a re-drive, a
+    /// retry from failure, another pruner): they are left for a later pass.
+    async fn hold(
+        &mut self,
+        kind: HistoryKind,
+        ids: &[String],
+        before: i64,
+    ) -> Result<Vec<String>> {
+        let (table, _, _) = walk(kind);
+        sqlx::query_scalar(&format!(
+            "SELECT id FROM {table} WHERE id = ANY($1) AND finished_at < $2 \
+             FOR UPDATE SKIP LOCKED"
+        ))
+        .bind(ids)
+        .bind(before)
+        .fetch_all(&mut **self.tx)
+        .await
+        .map_err(db_err)
+    }
+
+    async fn delete(&mut self, kind: HistoryKind, ids: &[String]) -> Result<(u64, u64)> {
+        let (table, _, _) = walk(kind);
+        let mut task_executions = 0;
+        if kind == HistoryKind::Runs {
+            sqlx::query(
+                "DELETE FROM attempts a USING executions e \
+                 WHERE e.run_id = ANY($1) AND a.execution_id = e.id",
+            )
+            .bind(ids)
+            .execute(&mut **self.tx)
+            .await
+            .map_err(db_err)?;
+            task_executions = sqlx::query("DELETE FROM executions WHERE run_id = ANY($1)")
+                .bind(ids)
+                .execute(&mut **self.tx)
+                .await
+                .map_err(db_err)?
+                .rows_affected();
+        } else {
+            sqlx::query("DELETE FROM attempts WHERE execution_id = ANY($1)")
+                .bind(ids)
+                .execute(&mut **self.tx)
+                .await
+                .map_err(db_err)?;
+        }
+        let deleted = sqlx::query(&format!("DELETE FROM {table} WHERE id = ANY($1)"))
+            .bind(ids)
+            .execute(&mut **self.tx)
+            .await
+            .map_err(db_err)?
+            .rows_affected();
+        Ok((deleted, task_executions))
+    }
 }
 
 /// Refuses to re-open (re-drive, retry) the finished execution or run `id` while retention is

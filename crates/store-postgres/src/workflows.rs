@@ -21,7 +21,8 @@ use sundial_store::{
 use super::*;
 use crate::release::{record_failed_attempt, spec_text};
 use crate::rows::{UNFINISHED_RUN, to_json};
-use sundial_store::steps::jobs::version_mismatch;
+use sundial_store::steps::jobs::VersionStatements;
+use sundial_store::steps::workflow_writes::{self as steps, WorkflowStatements};
 
 const WORKFLOW_COLUMNS: &str = "w.namespace, w.name, w.uid, w.shard, w.version, w.spec, w.created_at, \
     w.updated_at, w.next_slot_at, w.next_fire_at";
@@ -100,116 +101,9 @@ pub(crate) async fn workflow_write_batch(
 ) -> Result<Vec<WorkflowRecord>> {
     let mut tx = store.begin().await?;
     let now = store.now_ms(&mut *tx).await?;
-    let mut written = Vec::with_capacity(writes.len());
-    for w in writes {
-        written.push(write_workflow(&mut tx, w, now).await?);
-    }
+    let done = steps::workflow_write_batch(&mut WorkflowTx(&mut tx), writes, now).await?;
     commit(tx).await?;
-    Ok(written)
-}
-
-/// Writes one workflow inside `tx`.
-async fn write_workflow(tx: &mut Tx<'_>, w: &WorkflowWrite, now: i64) -> Result<WorkflowRecord> {
-    let r = &w.record;
-    let (ns, name) = (&r.spec.namespace, &r.spec.name);
-    let spec = to_json(&r.spec)?;
-    let (uid, version) = match w.expected_version {
-        None => {
-            let uid: Option<String> = sqlx::query_scalar(
-                "INSERT INTO workflows (namespace, name, uid, shard, version, spec, paused, \
-                   created_at, updated_at, next_slot_at, next_fire_at) \
-                 VALUES ($1, $2, $3, $4, 1, $5, $6, $7, $7, $8, $9) \
-                 ON CONFLICT (namespace, name) DO NOTHING RETURNING uid",
-            )
-            .bind(ns)
-            .bind(name)
-            .bind(&r.uid)
-            .bind(i64::from(r.shard))
-            .bind(&spec)
-            .bind(r.spec.paused)
-            .bind(now)
-            .bind(r.next_slot_at.map(ms))
-            .bind(r.next_fire_at.map(ms))
-            .fetch_optional(&mut **tx)
-            .await
-            .map_err(db_err)?;
-            let uid =
-                uid.ok_or_else(|| Error::Conflict(format!("workflow {ns}/{name} already exists")))?;
-            (uid, 1)
-        }
-        Some(expected) => {
-            let uid: Option<String> = sqlx::query_scalar(
-                "UPDATE workflows SET version = version + 1, spec = $4, paused = $5, updated_at = $6, \
-                 next_slot_at = $7, next_fire_at = $8 \
-                 WHERE namespace = $1 AND name = $2 AND version = $3 RETURNING uid",
-            )
-            .bind(ns)
-            .bind(name)
-            .bind(expected)
-            .bind(&spec)
-            .bind(r.spec.paused)
-            .bind(now)
-            .bind(r.next_slot_at.map(ms))
-            .bind(r.next_fire_at.map(ms))
-            .fetch_optional(&mut **tx)
-            .await
-            .map_err(db_err)?;
-            match uid {
-                Some(uid) => (uid, expected + 1),
-                None => {
-                    return Err(version_mismatch(
-                        &mut jobs::JobTx(tx),
-                        "workflow",
-                        ns,
-                        name,
-                        expected,
-                    )
-                    .await);
-                }
-            }
-        }
-    };
-    sqlx::query("INSERT INTO workflow_versions (uid, version, spec) VALUES ($1, $2, $3)")
-        .bind(&uid)
-        .bind(version)
-        .bind(&spec)
-        .execute(&mut **tx)
-        .await
-        .map_err(db_err)?;
-    // A change cancels the runs that have not started; started ones finish on their version.
-    if w.expected_version.is_some() && w.cancel_not_started {
-        let not_started = lock_runs(
-            tx,
-            "SELECT id FROM workflow_runs WHERE workflow_uid = $1 AND state = 'scheduled' \
-             AND fire_at > $2 ORDER BY id FOR UPDATE",
-            &uid,
-            now,
-        )
-        .await?;
-        cancel_runs_in_tx(tx, &not_started, now, RunState::Cancelled).await?;
-    }
-    Ok(WorkflowRecord {
-        uid,
-        version,
-        created_at: if w.expected_version.is_none() {
-            ts(now)?
-        } else {
-            r.created_at
-        },
-        updated_at: ts(now)?,
-        ..r.clone()
-    })
-}
-
-/// Runs `sql` (which selects and locks run ids, binding `$1` = a workflow uid and `$2` =
-/// now) inside `tx`.
-async fn lock_runs(tx: &mut Tx<'_>, sql: &str, uid: &str, now: i64) -> Result<Vec<String>> {
-    sqlx::query_scalar(sql)
-        .bind(uid)
-        .bind(now)
-        .fetch_all(&mut **tx)
-        .await
-        .map_err(db_err)
+    Ok(done.records)
 }
 
 pub(crate) async fn workflow_delete(
@@ -220,38 +114,128 @@ pub(crate) async fn workflow_delete(
 ) -> Result<()> {
     let mut tx = store.begin().await?;
     let now = store.now_ms(&mut *tx).await?;
-    let uid: Option<String> = sqlx::query_scalar(
-        "DELETE FROM workflows WHERE namespace = $1 AND name = $2 \
-         AND ($3::bigint IS NULL OR version = $3) RETURNING uid",
-    )
-    .bind(namespace)
-    .bind(name)
-    .bind(expected_version)
-    .fetch_optional(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    let Some(uid) = uid else {
-        return Err(version_mismatch(
-            &mut jobs::JobTx(&mut tx),
-            "workflow",
-            namespace,
-            name,
-            expected_version.unwrap_or(0),
-        )
-        .await);
-    };
-    let unfinished = lock_runs(
-        &mut tx,
-        &format!(
-            "SELECT id FROM workflow_runs WHERE workflow_uid = $1 AND state IN {UNFINISHED_RUN} \
-             AND $2::bigint IS NOT NULL ORDER BY id FOR UPDATE"
-        ),
-        &uid,
-        now,
-    )
-    .await?;
-    cancel_runs_in_tx(&mut tx, &unfinished, now, RunState::Cancelled).await?;
+    let mut s = WorkflowTx(&mut tx);
+    steps::workflow_delete(&mut s, namespace, name, expected_version, now).await?;
     commit(tx).await
+}
+
+/// The statements of a workflow's writes (`sundial_store::steps::workflow_writes`) on a
+/// PostgreSQL transaction: the runs it cancels are locked first, in id order (the lock order of
+/// `workflows`), and their tasks' workers are notified at the commit.
+struct WorkflowTx<'t, 'c>(&'t mut Tx<'c>);
+
+impl VersionStatements for WorkflowTx<'_, '_> {
+    async fn version(&mut self, kind: &str, namespace: &str, name: &str) -> Result<Option<i64>> {
+        jobs::JobTx(&mut *self.0)
+            .version(kind, namespace, name)
+            .await
+    }
+}
+
+impl WorkflowStatements for WorkflowTx<'_, '_> {
+    async fn insert(&mut self, r: &WorkflowRecord, spec: &str, now: i64) -> Result<Option<String>> {
+        sqlx::query_scalar(
+            "INSERT INTO workflows (namespace, name, uid, shard, version, spec, paused, \
+               created_at, updated_at, next_slot_at, next_fire_at) \
+             VALUES ($1, $2, $3, $4, 1, $5, $6, $7, $7, $8, $9) \
+             ON CONFLICT (namespace, name) DO NOTHING RETURNING uid",
+        )
+        .bind(&r.spec.namespace)
+        .bind(&r.spec.name)
+        .bind(&r.uid)
+        .bind(i64::from(r.shard))
+        .bind(spec)
+        .bind(r.spec.paused)
+        .bind(now)
+        .bind(r.next_slot_at.map(ms))
+        .bind(r.next_fire_at.map(ms))
+        .fetch_optional(&mut **self.0)
+        .await
+        .map_err(db_err)
+    }
+
+    async fn replace(
+        &mut self,
+        r: &WorkflowRecord,
+        spec: &str,
+        expected: i64,
+        now: i64,
+    ) -> Result<Option<String>> {
+        sqlx::query_scalar(
+            "UPDATE workflows SET version = version + 1, spec = $4, paused = $5, updated_at = $6, \
+             next_slot_at = $7, next_fire_at = $8 \
+             WHERE namespace = $1 AND name = $2 AND version = $3 RETURNING uid",
+        )
+        .bind(&r.spec.namespace)
+        .bind(&r.spec.name)
+        .bind(expected)
+        .bind(spec)
+        .bind(r.spec.paused)
+        .bind(now)
+        .bind(r.next_slot_at.map(ms))
+        .bind(r.next_fire_at.map(ms))
+        .fetch_optional(&mut **self.0)
+        .await
+        .map_err(db_err)
+    }
+
+    async fn add_version(&mut self, uid: &str, version: i64, spec: &str) -> Result<()> {
+        sqlx::query("INSERT INTO workflow_versions (uid, version, spec) VALUES ($1, $2, $3)")
+            .bind(uid)
+            .bind(version)
+            .bind(spec)
+            .execute(&mut **self.0)
+            .await
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn not_started_runs(&mut self, uid: &str, now: i64) -> Result<Vec<String>> {
+        sqlx::query_scalar(
+            "SELECT id FROM workflow_runs WHERE workflow_uid = $1 AND state = 'scheduled' \
+             AND fire_at > $2 ORDER BY id FOR UPDATE",
+        )
+        .bind(uid)
+        .bind(now)
+        .fetch_all(&mut **self.0)
+        .await
+        .map_err(db_err)
+    }
+
+    async fn unfinished_runs(&mut self, uid: &str) -> Result<Vec<String>> {
+        sqlx::query_scalar(&format!(
+            "SELECT id FROM workflow_runs WHERE workflow_uid = $1 AND state IN {UNFINISHED_RUN} \
+             ORDER BY id FOR UPDATE"
+        ))
+        .bind(uid)
+        .fetch_all(&mut **self.0)
+        .await
+        .map_err(db_err)
+    }
+
+    /// The tasks' workers are notified inside the transaction: nothing is left to signal.
+    async fn cancel_runs(&mut self, runs: &[String], now: i64) -> Result<Vec<String>> {
+        cancel_runs_in_tx(self.0, runs, now, RunState::Cancelled).await?;
+        Ok(Vec::new())
+    }
+
+    async fn delete(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        expected: Option<i64>,
+    ) -> Result<Option<String>> {
+        sqlx::query_scalar(
+            "DELETE FROM workflows WHERE namespace = $1 AND name = $2 \
+             AND ($3::bigint IS NULL OR version = $3) RETURNING uid",
+        )
+        .bind(namespace)
+        .bind(name)
+        .bind(expected)
+        .fetch_optional(&mut **self.0)
+        .await
+        .map_err(db_err)
+    }
 }
 
 /// Ends runs that are not terminal in `end` (`cancelled`, or `failed` past their
@@ -383,16 +367,9 @@ pub(crate) async fn create_run_in_tx(
     let (spec, dag) = (&parsed.spec, &parsed.dag);
     let mut recorded_as = run.recorded_as;
     if recorded_as.is_none() && spec.concurrency_policy != ConcurrencyPolicy::Allow {
-        let unfinished = lock_runs(
-            tx,
-            &format!(
-                "SELECT id FROM workflow_runs WHERE workflow_uid = $1 AND state IN {UNFINISHED_RUN} \
-                 AND $2::bigint IS NOT NULL ORDER BY id FOR UPDATE"
-            ),
-            &run.workflow_uid,
-            now,
-        )
-        .await?;
+        let unfinished = WorkflowTx(&mut *tx)
+            .unfinished_runs(&run.workflow_uid)
+            .await?;
         if !unfinished.is_empty() {
             match spec.concurrency_policy {
                 ConcurrencyPolicy::Skip => recorded_as = Some(RunState::Skipped),

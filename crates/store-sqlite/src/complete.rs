@@ -236,7 +236,9 @@ impl late::LateStatements for LateTx<'_, '_> {
         // Through `executions_job` (namespace, job, slot) and the jobs' primary key.
         sqlx::query_scalar(
             "SELECT EXISTS (SELECT 1 FROM executions WHERE namespace = ?1 AND job = ?2 \
-                 AND job_uid = ?3 AND scheduled_at > ?4 AND fire_at <= ?5) \
+                 AND job_uid = ?3 AND scheduled_at > ?4 AND fire_at <= ?5 \
+                 AND trigger IN ('schedule', 'misfire') \
+                 AND state NOT IN ('skipped', 'cancelled', 'missed')) \
                OR EXISTS (SELECT 1 FROM jobs WHERE namespace = ?1 AND name = ?2 AND uid = ?3 \
                  AND next_fire_at <= ?5)",
         )

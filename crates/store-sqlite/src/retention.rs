@@ -1,6 +1,7 @@
 //! History retention (`MaintenanceStore::history_prune`, docs/configuration.md "history_retention"):
 //! the history walked in (slot, id) order from where the last call stopped, the expired rows
-//! of each step deleted in one write transaction.
+//! of each step deleted in one write transaction; the walk is written once
+//! (`sundial_store::steps::retention`) over this file's statements.
 //!
 //! Expired means finished before the cut-off and not the newest finished execution of its
 //! job (or run of its workflow) while that job (workflow) exists. The walk reads the slot
@@ -8,7 +9,8 @@
 //! (`workflow_runs_history`). A deleted execution takes its attempts with it; a dead letter
 //! goes by the delete trigger of migration 0008.
 
-use sundial_store::{HistoryKey, HistoryKind, HistoryPrune, HistoryPruned};
+use sundial_store::steps::retention::{self as steps, RetentionStatements};
+use sundial_store::{HistoryKind, HistoryPrune, HistoryPruned};
 
 use super::*;
 
@@ -38,10 +40,7 @@ pub(crate) async fn history_prune(
     prune: &HistoryPrune,
 ) -> Result<HistoryPruned> {
     let before = ms(prune.before);
-    let (table, expired, scope) = match prune.kind {
-        HistoryKind::Executions => ("executions", EXECUTION_EXPIRED, "e.run_id IS NULL AND "),
-        HistoryKind::Runs => ("workflow_runs", RUN_EXPIRED, ""),
-    };
+    let (table, expired, scope) = walk(prune.kind);
     if prune.dry_run {
         let deleted: i64 = sqlx::query_scalar(&format!(
             "SELECT count(*) FROM {table} e WHERE {scope}e.scheduled_at < ?1 AND {expired}"
@@ -68,44 +67,69 @@ pub(crate) async fn history_prune(
             next: None,
         });
     }
-    let (after_at, after_id) = prune.after.as_ref().map_or((i64::MIN, String::new()), |k| {
-        (ms(k.scheduled_at), k.id.clone())
-    });
     let mut tx = store.begin().await?;
-    let seen: Vec<(String, i64, bool)> = sqlx::query_as(&format!(
-        "SELECT e.id, e.scheduled_at, {expired} FROM {table} e \
-         WHERE {scope}e.scheduled_at < ?1 AND (e.scheduled_at, e.id) > (?2, ?3) \
-         ORDER BY e.scheduled_at, e.id LIMIT ?4"
-    ))
-    .bind(before)
-    .bind(after_at)
-    .bind(&after_id)
-    .bind(i64::from(prune.limit))
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    let doomed: Vec<&str> = seen
-        .iter()
-        .filter(|(_, _, expired)| *expired)
-        .map(|(id, _, _)| id.as_str())
-        .collect();
-    let mut done = HistoryPruned::default();
-    if !doomed.is_empty() {
-        let ids = serde_json::to_string(&doomed).map_err(|e| Error::Defect(Box::new(e)))?;
-        if prune.kind == HistoryKind::Runs {
+    let done = steps::history_walk(&mut RetentionTx(&mut tx), prune).await?;
+    commit(tx).await?;
+    Ok(done)
+}
+
+/// The statements of a retention step (`sundial_store::steps::retention`) on the embedded
+/// store's write transaction: its single writer holds every row it reads until it commits.
+struct RetentionTx<'t, 'c>(&'t mut Tx<'c>);
+
+/// The table of a walk, its expiry test, and the condition that scopes it to its rows.
+fn walk(kind: HistoryKind) -> (&'static str, &'static str, &'static str) {
+    match kind {
+        HistoryKind::Executions => ("executions", EXECUTION_EXPIRED, "e.run_id IS NULL AND "),
+        HistoryKind::Runs => ("workflow_runs", RUN_EXPIRED, ""),
+    }
+}
+
+impl RetentionStatements for RetentionTx<'_, '_> {
+    async fn page(
+        &mut self,
+        kind: HistoryKind,
+        before: i64,
+        (after_at, after_id): (i64, &str),
+        limit: u32,
+    ) -> Result<Vec<(String, i64, bool)>> {
+        let (table, expired, scope) = walk(kind);
+        sqlx::query_as(&format!(
+            "SELECT e.id, e.scheduled_at, {expired} FROM {table} e \
+             WHERE {scope}e.scheduled_at < ?1 AND (e.scheduled_at, e.id) > (?2, ?3) \
+             ORDER BY e.scheduled_at, e.id LIMIT ?4"
+        ))
+        .bind(before)
+        .bind(after_at)
+        .bind(after_id)
+        .bind(i64::from(limit))
+        .fetch_all(&mut **self.0)
+        .await
+        .map_err(db_err)
+    }
+
+    async fn hold(&mut self, _: HistoryKind, ids: &[String], _: i64) -> Result<Vec<String>> {
+        Ok(ids.to_vec())
+    }
+
+    async fn delete(&mut self, kind: HistoryKind, ids: &[String]) -> Result<(u64, u64)> {
+        let (table, _, _) = walk(kind);
+        let ids = serde_json::to_string(ids).map_err(|e| Error::Defect(Box::new(e)))?;
+        let mut task_executions = 0;
+        if kind == HistoryKind::Runs {
             sqlx::query(
                 "DELETE FROM attempts WHERE execution_id IN \
                    (SELECT id FROM executions WHERE run_id IN (SELECT value FROM json_each(?1)))",
             )
             .bind(&ids)
-            .execute(&mut *tx)
+            .execute(&mut **self.0)
             .await
             .map_err(db_err)?;
-            done.task_executions = sqlx::query(
+            task_executions = sqlx::query(
                 "DELETE FROM executions WHERE run_id IN (SELECT value FROM json_each(?1))",
             )
             .bind(&ids)
-            .execute(&mut *tx)
+            .execute(&mut **self.0)
             .await
             .map_err(db_err)?
             .rows_affected();
@@ -114,27 +138,18 @@ pub(crate) async fn history_prune(
                 "DELETE FROM attempts WHERE execution_id IN (SELECT value FROM json_each(?1))",
             )
             .bind(&ids)
-            .execute(&mut *tx)
+            .execute(&mut **self.0)
             .await
             .map_err(db_err)?;
         }
-        done.deleted = sqlx::query(&format!(
+        let deleted = sqlx::query(&format!(
             "DELETE FROM {table} WHERE id IN (SELECT value FROM json_each(?1))"
         ))
         .bind(&ids)
-        .execute(&mut *tx)
+        .execute(&mut **self.0)
         .await
         .map_err(db_err)?
         .rows_affected();
+        Ok((deleted, task_executions))
     }
-    commit(tx).await?;
-    if seen.len() == prune.limit as usize
-        && let Some((id, at, _)) = seen.last()
-    {
-        done.next = Some(HistoryKey {
-            scheduled_at: ts(*at)?,
-            id: id.clone(),
-        });
-    }
-    Ok(done)
 }

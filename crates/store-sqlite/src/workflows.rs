@@ -16,7 +16,8 @@ use sundial_store::{
 use super::*;
 use crate::release::{record_failed_attempt, version_spec};
 use crate::rows::{UNFINISHED_RUN, to_json};
-use sundial_store::steps::jobs::version_mismatch;
+use sundial_store::steps::jobs::VersionStatements;
+use sundial_store::steps::workflow_writes::{self as steps, WorkflowStatements};
 
 const WORKFLOW_COLUMNS: &str = "w.namespace, w.name, w.uid, w.shard, w.version, w.spec, w.created_at, \
     w.updated_at, w.next_slot_at, w.next_fire_at";
@@ -95,118 +96,12 @@ pub(crate) async fn workflow_write_batch(
 ) -> Result<Vec<WorkflowRecord>> {
     let now = ms(store.clock.now());
     let mut tx = store.begin().await?;
-    let mut written = Vec::with_capacity(writes.len());
-    let mut stopped = Vec::new();
-    for w in writes {
-        let (record, cancelled) = write_workflow(&mut tx, w, now).await?;
-        written.push(record);
-        stopped.extend(cancelled);
-    }
+    let done = steps::workflow_write_batch(&mut WorkflowTx(&mut tx), writes, now).await?;
     commit(tx).await?;
-    for id in stopped {
+    for id in done.stopped {
         let _ = store.signals.cancelled.send(id);
     }
-    Ok(written)
-}
-
-/// Writes one workflow inside `tx`; also the ids of running executions it cancelled.
-async fn write_workflow(
-    tx: &mut Tx<'_>,
-    w: &WorkflowWrite,
-    now: i64,
-) -> Result<(WorkflowRecord, Vec<String>)> {
-    let r = &w.record;
-    let (ns, name) = (&r.spec.namespace, &r.spec.name);
-    let spec = to_json(&r.spec)?;
-    let (uid, version) = match w.expected_version {
-        None => {
-            let uid: Option<String> = sqlx::query_scalar(
-                "INSERT INTO workflows (namespace, name, uid, shard, version, spec, paused, \
-                   created_at, updated_at, next_slot_at, next_fire_at) \
-                 VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?7, ?8, ?9) \
-                 ON CONFLICT (namespace, name) DO NOTHING RETURNING uid",
-            )
-            .bind(ns)
-            .bind(name)
-            .bind(&r.uid)
-            .bind(i64::from(r.shard))
-            .bind(&spec)
-            .bind(r.spec.paused)
-            .bind(now)
-            .bind(r.next_slot_at.map(ms))
-            .bind(r.next_fire_at.map(ms))
-            .fetch_optional(&mut **tx)
-            .await
-            .map_err(db_err)?;
-            let uid =
-                uid.ok_or_else(|| Error::Conflict(format!("workflow {ns}/{name} already exists")))?;
-            (uid, 1)
-        }
-        Some(expected) => {
-            let uid: Option<String> = sqlx::query_scalar(
-                "UPDATE workflows SET version = version + 1, spec = ?4, paused = ?5, updated_at = ?6, \
-                 next_slot_at = ?7, next_fire_at = ?8 \
-                 WHERE namespace = ?1 AND name = ?2 AND version = ?3 RETURNING uid",
-            )
-            .bind(ns)
-            .bind(name)
-            .bind(expected)
-            .bind(&spec)
-            .bind(r.spec.paused)
-            .bind(now)
-            .bind(r.next_slot_at.map(ms))
-            .bind(r.next_fire_at.map(ms))
-            .fetch_optional(&mut **tx)
-            .await
-            .map_err(db_err)?;
-            match uid {
-                Some(uid) => (uid, expected + 1),
-                None => {
-                    return Err(version_mismatch(
-                        &mut jobs::JobTx(tx),
-                        "workflow",
-                        ns,
-                        name,
-                        expected,
-                    )
-                    .await);
-                }
-            }
-        }
-    };
-    sqlx::query("INSERT INTO workflow_versions (uid, version, spec) VALUES (?1, ?2, ?3)")
-        .bind(&uid)
-        .bind(version)
-        .bind(&spec)
-        .execute(&mut **tx)
-        .await
-        .map_err(db_err)?;
-    // A change cancels the runs that have not started; started ones finish on their version.
-    let not_started: Vec<String> = if w.expected_version.is_some() && w.cancel_not_started {
-        sqlx::query_scalar(
-            "SELECT id FROM workflow_runs WHERE workflow_uid = ?1 AND state = 'scheduled' AND fire_at > ?2",
-        )
-        .bind(&uid)
-        .bind(now)
-        .fetch_all(&mut **tx)
-        .await
-        .map_err(db_err)?
-    } else {
-        Vec::new()
-    };
-    let stopped = cancel_runs_in_tx(tx, &not_started, now, RunState::Cancelled).await?;
-    let record = WorkflowRecord {
-        uid,
-        version,
-        created_at: if w.expected_version.is_none() {
-            ts(now)?
-        } else {
-            r.created_at
-        },
-        updated_at: ts(now)?,
-        ..r.clone()
-    };
-    Ok((record, stopped))
+    Ok(done.records)
 }
 
 pub(crate) async fn workflow_delete(
@@ -217,39 +112,129 @@ pub(crate) async fn workflow_delete(
 ) -> Result<()> {
     let now = ms(store.clock.now());
     let mut tx = store.begin().await?;
-    let uid: Option<String> = sqlx::query_scalar(
-        "DELETE FROM workflows WHERE namespace = ?1 AND name = ?2 AND (?3 IS NULL OR version = ?3) \
-         RETURNING uid",
-    )
-    .bind(namespace)
-    .bind(name)
-    .bind(expected_version)
-    .fetch_optional(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    let Some(uid) = uid else {
-        return Err(version_mismatch(
-            &mut jobs::JobTx(&mut tx),
-            "workflow",
-            namespace,
-            name,
-            expected_version.unwrap_or(0),
-        )
-        .await);
-    };
-    let unfinished: Vec<String> = sqlx::query_scalar(&format!(
-        "SELECT id FROM workflow_runs WHERE workflow_uid = ?1 AND state IN {UNFINISHED_RUN}"
-    ))
-    .bind(&uid)
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    let stopped = cancel_runs_in_tx(&mut tx, &unfinished, now, RunState::Cancelled).await?;
+    let mut s = WorkflowTx(&mut tx);
+    let done = steps::workflow_delete(&mut s, namespace, name, expected_version, now).await?;
     commit(tx).await?;
-    for id in stopped {
+    for id in done.stopped {
         let _ = store.signals.cancelled.send(id);
     }
     Ok(())
+}
+
+/// The statements of a workflow's writes (`sundial_store::steps::workflow_writes`) on the
+/// embedded store's write transaction, whose single writer holds what it reads until it
+/// commits.
+struct WorkflowTx<'t, 'c>(&'t mut Tx<'c>);
+
+impl VersionStatements for WorkflowTx<'_, '_> {
+    async fn version(&mut self, kind: &str, namespace: &str, name: &str) -> Result<Option<i64>> {
+        jobs::JobTx(&mut *self.0)
+            .version(kind, namespace, name)
+            .await
+    }
+}
+
+impl WorkflowStatements for WorkflowTx<'_, '_> {
+    async fn insert(&mut self, r: &WorkflowRecord, spec: &str, now: i64) -> Result<Option<String>> {
+        sqlx::query_scalar(
+            "INSERT INTO workflows (namespace, name, uid, shard, version, spec, paused, \
+               created_at, updated_at, next_slot_at, next_fire_at) \
+             VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?7, ?8, ?9) \
+             ON CONFLICT (namespace, name) DO NOTHING RETURNING uid",
+        )
+        .bind(&r.spec.namespace)
+        .bind(&r.spec.name)
+        .bind(&r.uid)
+        .bind(i64::from(r.shard))
+        .bind(spec)
+        .bind(r.spec.paused)
+        .bind(now)
+        .bind(r.next_slot_at.map(ms))
+        .bind(r.next_fire_at.map(ms))
+        .fetch_optional(&mut **self.0)
+        .await
+        .map_err(db_err)
+    }
+
+    async fn replace(
+        &mut self,
+        r: &WorkflowRecord,
+        spec: &str,
+        expected: i64,
+        now: i64,
+    ) -> Result<Option<String>> {
+        sqlx::query_scalar(
+            "UPDATE workflows SET version = version + 1, spec = ?4, paused = ?5, updated_at = ?6, \
+             next_slot_at = ?7, next_fire_at = ?8 \
+             WHERE namespace = ?1 AND name = ?2 AND version = ?3 RETURNING uid",
+        )
+        .bind(&r.spec.namespace)
+        .bind(&r.spec.name)
+        .bind(expected)
+        .bind(spec)
+        .bind(r.spec.paused)
+        .bind(now)
+        .bind(r.next_slot_at.map(ms))
+        .bind(r.next_fire_at.map(ms))
+        .fetch_optional(&mut **self.0)
+        .await
+        .map_err(db_err)
+    }
+
+    async fn add_version(&mut self, uid: &str, version: i64, spec: &str) -> Result<()> {
+        sqlx::query("INSERT INTO workflow_versions (uid, version, spec) VALUES (?1, ?2, ?3)")
+            .bind(uid)
+            .bind(version)
+            .bind(spec)
+            .execute(&mut **self.0)
+            .await
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn not_started_runs(&mut self, uid: &str, now: i64) -> Result<Vec<String>> {
+        sqlx::query_scalar(
+            "SELECT id FROM workflow_runs WHERE workflow_uid = ?1 AND state = 'scheduled' \
+             AND fire_at > ?2",
+        )
+        .bind(uid)
+        .bind(now)
+        .fetch_all(&mut **self.0)
+        .await
+        .map_err(db_err)
+    }
+
+    async fn unfinished_runs(&mut self, uid: &str) -> Result<Vec<String>> {
+        sqlx::query_scalar(&format!(
+            "SELECT id FROM workflow_runs WHERE workflow_uid = ?1 AND state IN {UNFINISHED_RUN}"
+        ))
+        .bind(uid)
+        .fetch_all(&mut **self.0)
+        .await
+        .map_err(db_err)
+    }
+
+    async fn cancel_runs(&mut self, runs: &[String], now: i64) -> Result<Vec<String>> {
+        cancel_runs_in_tx(self.0, runs, now, RunState::Cancelled).await
+    }
+
+    async fn delete(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        expected: Option<i64>,
+    ) -> Result<Option<String>> {
+        sqlx::query_scalar(
+            "DELETE FROM workflows WHERE namespace = ?1 AND name = ?2 AND (?3 IS NULL OR version = ?3) \
+             RETURNING uid",
+        )
+        .bind(namespace)
+        .bind(name)
+        .bind(expected)
+        .fetch_optional(&mut **self.0)
+        .await
+        .map_err(db_err)
+    }
 }
 
 /// Ends runs that are not terminal in `end` (`cancelled`, or `failed` past their

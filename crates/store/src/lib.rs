@@ -581,13 +581,14 @@ pub trait WorkerStore: StoreBase {
     /// (recorded `missed`, never started); [`LateVerdict::Stale`], and no change for it, unless
     /// its execution is `running` with this attempt number, its own lease (if it has one)
     /// unexpired and its worker lease (if it runs under one) not taken over, as a worker's
-    /// completion ([`WorkerStore::attempt_complete`]). The attempt number never changes.
-    /// Idempotent: asked again, an attempt that was to start starts, one recorded `missed` is
-    /// stale.
+    /// completion ([`WorkerStore::attempt_complete`]). An attempt that may run keeps its attempt
+    /// number (one recorded `missed` ends as never started, attempt number 0). Asked again,
+    /// the episode's run starts and one recorded `missed` is stale.
     ///
     /// # Errors
     /// The store's, when the transaction fails; then nothing was written, unless the error is
-    /// [`Error::CommitUnknown`] (ask again: the answer is the same).
+    /// [`Error::CommitUnknown`] (ask again: an attempt recorded `missed` is then stale, the
+    /// episode's run starts).
     async fn attempt_judge_late(&self, attempts: &[AttemptRef]) -> Result<Vec<LateVerdict>>;
 
     /// Running attempts whose lease has lapsed (their worker is presumed dead), at most `limit`.

@@ -434,8 +434,8 @@ pub struct ClaimedExecution {
     /// Job name.
     pub job: String,
     /// Why the execution exists (`schedule`, `manual`, `misfire`, ...): a `schedule` slot's
-    /// first attempt that starts too late goes back to be judged
-    /// ([`ClaimedExecution::judged_late_at`]).
+    /// first attempt that may start too late is judged by its store before it starts
+    /// ([`ClaimedExecution::may_be_late`]).
     pub trigger: Trigger,
     /// The attempt number this claim holds: the fencing token.
     pub attempt: u32,

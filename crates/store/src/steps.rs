@@ -14,5 +14,7 @@ pub mod claim;
 pub mod jobs;
 pub mod late;
 pub mod release;
+pub mod retention;
 pub mod runs;
 pub mod trigger;
+pub mod workflow_writes;

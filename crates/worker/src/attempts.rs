@@ -52,6 +52,38 @@ pub(crate) enum Failure {
     TimedOut,
 }
 
+/// The first pause before a failed judgement of a late attempt is asked again (100 ms).
+pub(crate) const JUDGE_RETRY_FIRST: Duration = Duration::from_millis(100);
+
+/// The longest pause between two asks of a failed judgement of a late attempt (5 s).
+pub(crate) const JUDGE_RETRY_MOST: Duration = Duration::from_secs(5);
+
+/// Most late attempts judged in one store call (512).
+pub const JUDGEMENT_BATCH: usize = 512;
+
+/// A late attempt waiting for its judgement, with where to send the store's answer.
+pub(crate) type Judgement = (
+    AttemptRef,
+    tokio::sync::oneshot::Sender<Result<LateVerdict, JudgeFailed>>,
+);
+
+/// A failed store call of a judgement: whether asking again may succeed (the call is
+/// idempotent, [`StoreError::is_retryable_when_idempotent`]) and what the store said.
+#[derive(Debug, Clone)]
+pub(crate) struct JudgeFailed {
+    retry: bool,
+    message: String,
+}
+
+impl From<&StoreError> for JudgeFailed {
+    fn from(e: &StoreError) -> Self {
+        JudgeFailed {
+            retry: e.is_retryable_when_idempotent(),
+            message: e.to_string(),
+        }
+    }
+}
+
 /// Logs a claimed execution dropped before its attempt started: cancelled, or its lease
 /// refused after the store was unreachable.
 pub(crate) fn log_dropped_before_start(e: &ClaimedExecution) {
@@ -68,21 +100,19 @@ impl Worker {
     /// judgement is idempotent) is asked again once the store confirmed this worker's lease
     /// ([`Worker::may_start`]); a lease lost meanwhile, or a cancel, ends it as stale. Any
     /// other failure wrote nothing, and the attempt starts, late, rather than stay `running`
-    /// with nothing to retry it.
+    /// with nothing to retry it. Its delivery slot stays taken meanwhile: under a store outage
+    /// nothing could record its outcome anyway. The pauses between two asks double from
+    /// [`JUDGE_RETRY_FIRST`] to [`JUDGE_RETRY_MOST`] (wall time).
     pub(crate) async fn judge_late(&self, e: &ClaimedExecution, cancelled: &Notify) -> LateVerdict {
         let attempt = AttemptRef {
             id: e.id.clone(),
             attempt: e.attempt,
         };
+        let mut pause = JUDGE_RETRY_FIRST;
         loop {
-            match self
-                .store
-                .attempt_judge_late(std::slice::from_ref(&attempt))
-                .await
-            {
-                Ok(verdicts) => {
+            match self.judge(&attempt).await {
+                Ok(verdict) => {
                     self.store_reached(true);
-                    let verdict = verdicts.first().copied().unwrap_or(LateVerdict::Stale);
                     if verdict == LateVerdict::Missed {
                         metrics::counter!("sundial_attempts_judged_late_total", "verdict" => "missed")
                             .increment(1);
@@ -95,22 +125,77 @@ impl Worker {
                     }
                     return verdict;
                 }
-                Err(err) if err.is_retryable_when_idempotent() => {
+                Err(err) if err.retry => {
                     self.store_reached(false);
-                    tracing::warn!(error = %err, execution = %e.id,
+                    tracing::warn!(error = %err.message, execution = %e.id,
                         "judging a late attempt failed; asking again once the store answers");
                     let again = tokio::select! {
-                        good = self.may_start(&attempt, e.worker_epoch) => good,
+                        good = async {
+                            tokio::time::sleep(pause).await;
+                            self.may_start(&attempt, e.worker_epoch).await
+                        } => good,
                         _ = cancelled.notified() => false,
                     };
+                    pause = (pause * 2).min(JUDGE_RETRY_MOST);
                     if !again {
                         return LateVerdict::Stale;
                     }
                 }
                 Err(err) => {
-                    tracing::error!(error = %err, execution = %e.id,
+                    tracing::error!(error = %err.message, execution = %e.id,
                         "judging a late attempt failed for a reason retrying cannot fix; starting it");
                     return LateVerdict::Start;
+                }
+            }
+        }
+    }
+
+    /// One late attempt's judgement, asked with the others waiting ([`Worker::judgement_writer`]),
+    /// or alone when no writer runs (the worker is driven by hand).
+    async fn judge(&self, attempt: &AttemptRef) -> Result<LateVerdict, JudgeFailed> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        if self.judgements.send((attempt.clone(), reply)).is_ok()
+            && let Ok(answer) = answer.await
+        {
+            return answer;
+        }
+        match self
+            .store
+            .attempt_judge_late(std::slice::from_ref(attempt))
+            .await
+        {
+            Ok(verdicts) => Ok(verdicts.first().copied().unwrap_or(LateVerdict::Stale)),
+            Err(e) => Err(JudgeFailed::from(&e)),
+        }
+    }
+
+    /// Asks the judgements waiting in the queue, up to [`JUDGEMENT_BATCH`] per store call after
+    /// at most [`RENEWAL_GATHER`] for a batch to fill, and answers each: under overload many
+    /// held attempts come late at once, and one transaction each would spend the store's
+    /// writes exactly when they are short. Each is judged on its own
+    /// ([`WorkerStore::attempt_judge_late`]); a failed call fails every judgement of it.
+    pub(crate) async fn judgement_writer(
+        self,
+        mut queue: tokio::sync::mpsc::UnboundedReceiver<Judgement>,
+    ) {
+        let mut batch = Vec::with_capacity(JUDGEMENT_BATCH);
+        while gather(&mut queue, &mut batch, JUDGEMENT_BATCH, RENEWAL_GATHER).await > 0 {
+            let attempts: Vec<AttemptRef> = batch.iter().map(|(a, _)| a.clone()).collect();
+            match self.store.attempt_judge_late(&attempts).await {
+                Ok(verdicts) => {
+                    for ((_, reply), verdict) in batch.drain(..).zip(
+                        verdicts
+                            .into_iter()
+                            .chain(std::iter::repeat(LateVerdict::Stale)),
+                    ) {
+                        let _ = reply.send(Ok(verdict));
+                    }
+                }
+                Err(e) => {
+                    let failed = JudgeFailed::from(&e);
+                    for (_, reply) in batch.drain(..) {
+                        let _ = reply.send(Err(failed.clone()));
+                    }
                 }
             }
         }

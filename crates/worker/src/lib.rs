@@ -65,6 +65,8 @@
 //!   attempts it saw waiting take to deliver at [`BURST_DELIVERY_RATE`] ([`defer_budget`],
 //!   500 ms–5 s), and never once the room for unwritten completions is down to
 //!   `max_in_flight`: deliveries before bookkeeping.
+//! - The store's judgements of late attempts are asked together, up to [`JUDGEMENT_BATCH`] in
+//!   one store call after at most [`RENEWAL_GATHER`], each judged on its own.
 //! - Lease renewals of concurrent attempts are written together too, up to
 //!   [`RENEWAL_BATCH`] in one store call after at most [`RENEWAL_GATHER`]; each is judged on
 //!   its own, and one refused abandons its attempt only.
@@ -88,7 +90,8 @@ pub use alerts::{
     ALERTS_EVERY_DEFAULT, AlertDispatcher, AlertRule, backoff as alert_backoff,
     message as alert_message,
 };
-use attempts::{Failure, log_dropped_before_start};
+pub use attempts::JUDGEMENT_BATCH;
+use attempts::{Failure, Judgement, log_dropped_before_start};
 pub use backlog::{BACKLOG_COUNT_CAP, BACKLOG_EVERY};
 #[cfg(test)]
 use completions::defers_writing;
@@ -373,6 +376,9 @@ pub struct Worker {
     /// Lease renewals to write, in batches ([`Worker::renewal_writer`]).
     renewals: tokio::sync::mpsc::UnboundedSender<Renewal>,
     renewal_queue: Arc<std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Renewal>>>>,
+    /// Late attempts to have judged, in batches ([`Worker::judgement_writer`]).
+    judgements: tokio::sync::mpsc::UnboundedSender<Judgement>,
+    judgement_queue: Arc<std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Judgement>>>>,
     /// Attempts past their start waiting for a delivery slot or room for their completion
     /// ([`Waiting`]); the completion writer defers while there are some.
     waiting: Arc<AtomicUsize>,
@@ -452,6 +458,7 @@ impl Worker {
         let window_ms = Arc::new(AtomicU64::new(config.claim_ahead.as_millis()));
         let (batcher, queue) = tokio::sync::mpsc::unbounded_channel();
         let (renewals, renewal_queue) = tokio::sync::mpsc::unbounded_channel();
+        let (judgements, judgement_queue) = tokio::sync::mpsc::unbounded_channel();
         let liveness = Arc::new(Liveness::new(
             store.clone(),
             config.node.clone(),
@@ -473,6 +480,8 @@ impl Worker {
             batcher_queue: Arc::new(std::sync::Mutex::new(Some(queue))),
             renewals,
             renewal_queue: Arc::new(std::sync::Mutex::new(Some(renewal_queue))),
+            judgements,
+            judgement_queue: Arc::new(std::sync::Mutex::new(Some(judgement_queue))),
             waiting: Arc::default(),
             none_waiting: Arc::default(),
             liveness,
@@ -504,6 +513,8 @@ impl Worker {
             take(&self.batcher_queue).map(|q| tokio::spawn(self.clone().completion_batcher(q)));
         let renewer =
             take(&self.renewal_queue).map(|q| tokio::spawn(self.clone().renewal_writer(q)));
+        let judge =
+            take(&self.judgement_queue).map(|q| tokio::spawn(self.clone().judgement_writer(q)));
         let backlog = tokio::spawn(self.clone().backlog_watch(shutdown.clone()));
         // The liveness lease: claims wait for it, and it is given up once every attempt has
         // ended.
@@ -568,6 +579,9 @@ impl Worker {
         }
         if let Some(r) = renewer {
             r.abort();
+        }
+        if let Some(j) = judge {
+            j.abort();
         }
         let _ = stop_lease.send(true);
         let _ = lease.await;

@@ -2,8 +2,8 @@
 //! (docs/policies.md, "misfire_policy"), against the embedded store, real HTTP targets and a
 //! manual clock: a slot handed out by a trigger commit is held while a delivery that never
 //! gets an answer takes the worker's one delivery slot; when it gets the slot more than its
-//! threshold after its fire time it is given back unstarted, and the claim that takes it again
-//! records it `missed` (its policy is `skip`): it is never delivered.
+//! threshold after its fire time the store judges it before it starts and records it `missed`
+//! (its policy is `skip`): it is never delivered.
 
 mod common;
 

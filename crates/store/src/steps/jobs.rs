@@ -11,7 +11,8 @@
 //! ([`Error::Conflict`]); a replacement applies only while the stored version is the expected
 //! one ([`Error::StaleVersion`], or [`Error::NotFound`] when there is none) and moves the version
 //! on by one; a job's not-started executions are steered in the transaction that writes the
-//! job, and a delete ends every one of them (`cancelled`), those held by a worker included.
+//! job, and a delete ends every one of them (`cancelled`), those a worker holds whose fire
+//! time has not come included (from its fire time on, a held execution is a running attempt).
 
 use std::future::Future;
 
@@ -19,10 +20,26 @@ use jiff::Timestamp;
 
 use crate::{Error, FutureSlots, JobRecord, JobWrite, PendingExecutions, Result, RunSpec};
 
+/// The version read of a conditional write that changed nothing ([`version_mismatch`]), in
+/// the dialect of one store, on the transaction the caller opened.
+pub trait VersionStatements: Send {
+    /// The version of the row of the table `<kind>s` (`job` or `workflow`) named
+    /// `namespace`/`name`, `None` when there is none.
+    ///
+    /// # Errors
+    /// The store's classified error.
+    fn version(
+        &mut self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<i64>>> + Send;
+}
+
 /// The statements of a job's writes, in the dialect of one store, on the transaction the
 /// caller opened. Instants are UTC milliseconds since the epoch. Every method may fail with
 /// the store's classified error.
-pub trait JobStatements: Send {
+pub trait JobStatements: VersionStatements {
     /// Inserts `writes` (creations: [`is_plain_insert`]) in one statement, version 1,
     /// `created_at` = `updated_at` = `now`, leaving alone any job whose name is taken; returns
     /// the (namespace, name) of the rows that went in.
@@ -44,19 +61,10 @@ pub trait JobStatements: Send {
         now: i64,
     ) -> impl Future<Output = Result<bool>> + Send;
 
-    /// The version of the row of the table `<kind>s` (`job` or `workflow`) named
-    /// `namespace`/`name`, `None` when there is none.
-    fn version(
-        &mut self,
-        kind: &str,
-        namespace: &str,
-        name: &str,
-    ) -> impl Future<Output = Result<Option<i64>>> + Send;
-
     /// Ends the not-started executions of job incarnation `uid` at `now`: with
     /// [`FutureSlots::Drop`] those whose fire time has not come are removed, the others (all
     /// of them with [`FutureSlots::Cancel`]) recorded `cancelled`; executions held by a worker
-    /// whose attempt has not started end alike. Returns the ids of those held ones, whose
+    /// whose fire time has not come end alike. Returns the ids of those held ones, whose
     /// worker must drop them (a store that signals inside the transaction has done so).
     fn end_pending(
         &mut self,
@@ -131,7 +139,7 @@ pub fn inserted_jobs(
 /// The error of a conditional write of the `kind` (`job` or `workflow`) named
 /// `namespace`/`name` that changed nothing: [`Error::StaleVersion`] with the version found, or
 /// [`Error::NotFound`] when there is none (the store's error when it cannot tell).
-pub async fn version_mismatch<S: JobStatements>(
+pub async fn version_mismatch<S: VersionStatements>(
     s: &mut S,
     kind: &str,
     namespace: &str,

@@ -9,18 +9,21 @@
 //! Invariants:
 //! - Only a running attempt fenced as a worker's completion is (its attempt number, its own
 //!   lease unexpired if it has one, its worker lease not taken over) is judged: any other is
-//!   [`LateVerdict::Stale`] and nothing is written for it. The attempt number never changes,
-//!   so no fencing token is handed out twice.
+//!   [`LateVerdict::Stale`] and nothing is written for it. An attempt that may still run
+//!   keeps its attempt number, so no fencing token is handed out twice; one recorded `missed`
+//!   ends, as never started (attempt number 0), and nothing can claim it again.
 //! - Lateness is the store's clock less the fire time; one within the threshold, or of an
 //!   attempt the misfire policy never judges ([`judged`]), starts as it is.
 //! - A late one is judged as the slots of a misfire episode are ([`misfire_runs`]): under
 //!   `run_once` it runs unless a later slot of its job has come (its next slot not yet
-//!   triggered, or an execution of a later slot in any state: held, running or ended), under
+//!   triggered, or a later slot's execution, scheduled or a catch-up, that is not `skipped`,
+//!   `cancelled` or `missed`: waiting, held, running or ended; a manual run is no slot), under
 //!   `skip` it does not, under `run_all` it does. One that runs becomes `trigger: misfire`; one
 //!   that does not is recorded `missed` (`trigger: misfire`, never started: no attempt, no
 //!   worker), as a claim records one.
-//! - The judgement is idempotent: judged again, a started one is no longer `trigger: schedule`
-//!   and starts, a missed one is stale.
+//! - Asked again, the episode's run starts (it is no longer `trigger: schedule`) and a missed
+//!   one is stale; one that started as on time may be judged afresh (by then it may be late),
+//!   but nothing starts twice: its worker asks only before it starts.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -70,8 +73,9 @@ pub trait LateStatements: Send {
     ) -> impl Future<Output = Result<Vec<HeldAttempt>>> + Send;
 
     /// Whether a slot of job incarnation `held.job_uid` later than `held.scheduled_at` has
-    /// come by `now`: the job's next slot not yet triggered, or an execution of a later slot
-    /// whose fire time is at or before `now`, in any state.
+    /// come by `now`: the job's next slot not yet triggered, or the execution of a later slot
+    /// (`trigger` `schedule` or `misfire`) whose fire time is at or before `now` and that is
+    /// not `skipped`, `cancelled` or `missed`.
     fn later_slot_come(
         &mut self,
         held: &HeldAttempt,

@@ -1,0 +1,182 @@
+//! A workflow's writes (docs/workflows.md, "Versions", "Pause, resume, delete"), written once
+//! over the statements each store provides ([`WorkflowStatements`], on the caller's open
+//! transaction): creations, conditional replacements that record the new version and cancel the runs that
+//! have not started when the change affects them, and deletes that cancel every unfinished
+//! run. The caller opens the transaction, runs [`workflow_write_batch`] or [`workflow_delete`],
+//! commits only when the step returns `Ok`, and then tells the workers of the tasks the step
+//! stopped, if its dialect does not do that inside the transaction.
+//!
+//! Invariants: a batch is all or nothing; a creation of a workflow that exists is refused
+//! ([`Error::Conflict`]); a replacement applies only while the stored version is the expected
+//! one ([`Error::StaleVersion`], or [`Error::NotFound`] when there is none) and moves the
+//! version on by one; every version written is kept (`workflow_versions`), so a run created
+//! earlier finishes on its own; runs are cancelled in the transaction of the write.
+
+use std::future::Future;
+
+use jiff::Timestamp;
+
+use super::jobs::{VersionStatements, version_mismatch};
+use crate::workflow::{WorkflowRecord, WorkflowWrite};
+use crate::{Error, Result};
+
+/// The statements of a workflow's writes, in the dialect of one store, on the transaction the
+/// caller opened. Instants are UTC milliseconds since the epoch. Every method may fail with
+/// the store's classified error.
+pub trait WorkflowStatements: VersionStatements {
+    /// Inserts `record` (its spec stored as `spec`, JSON text) as version 1, `created_at` =
+    /// `updated_at` = `now`, unless its name is taken; returns its uid, `None` when the name
+    /// was taken.
+    fn insert(
+        &mut self,
+        record: &WorkflowRecord,
+        spec: &str,
+        now: i64,
+    ) -> impl Future<Output = Result<Option<String>>> + Send;
+
+    /// Replaces workflow `record.spec.namespace`/`record.spec.name` with `record` (its spec
+    /// as `spec`) while its version is `expected`: the version moves on by one, `updated_at`
+    /// becomes `now`, the paused flag, next slot and next fire time are the record's. Returns
+    /// the workflow's uid, `None` when nothing changed.
+    fn replace(
+        &mut self,
+        record: &WorkflowRecord,
+        spec: &str,
+        expected: i64,
+        now: i64,
+    ) -> impl Future<Output = Result<Option<String>>> + Send;
+
+    /// Keeps `spec` as version `version` of workflow incarnation `uid`.
+    fn add_version(
+        &mut self,
+        uid: &str,
+        version: i64,
+        spec: &str,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// The runs of workflow incarnation `uid` that have not started by `now` (`scheduled`,
+    /// fire time after `now`), each held until the transaction ends where the store can.
+    fn not_started_runs(
+        &mut self,
+        uid: &str,
+        now: i64,
+    ) -> impl Future<Output = Result<Vec<String>>> + Send;
+
+    /// The unfinished runs of workflow incarnation `uid`, each held until the transaction
+    /// ends where the store can.
+    fn unfinished_runs(&mut self, uid: &str) -> impl Future<Output = Result<Vec<String>>> + Send;
+
+    /// Cancels `runs` at `now` (their unfinished tasks `cancelled`, running attempts
+    /// recorded so); returns the ids of the tasks that were running, whose workers must
+    /// stop them (a store that signals inside the transaction has done so).
+    fn cancel_runs(
+        &mut self,
+        runs: &[String],
+        now: i64,
+    ) -> impl Future<Output = Result<Vec<String>>> + Send;
+
+    /// Deletes workflow `namespace`/`name` if its version is `expected` (any version for
+    /// `None`); returns the uid of the incarnation deleted, `None` when nothing was.
+    fn delete(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        expected: Option<i64>,
+    ) -> impl Future<Output = Result<Option<String>>> + Send;
+}
+
+/// What a batch of workflow writes or a delete did: the records as written (a delete writes
+/// none), and the tasks it stopped, whose workers must drop them.
+#[derive(Debug, Default)]
+pub struct WorkflowsWritten {
+    /// The records as written, in the order of the writes.
+    pub records: Vec<WorkflowRecord>,
+    /// Ids of task executions that were running when their run was cancelled.
+    pub stopped: Vec<String>,
+}
+
+/// Writes `writes` at `now` (UTC ms), one by one, each as
+/// [`crate::ApiStore::workflow_write_batch`] describes.
+///
+/// # Errors
+/// The first write that fails: [`Error::Conflict`] (a creation whose name is taken),
+/// [`Error::StaleVersion`] or [`Error::NotFound`] (a replacement of another version, or of no
+/// workflow), [`Error::Corrupt`] for a spec or clock reading that does not convert, or the
+/// store's.
+pub async fn workflow_write_batch<S: WorkflowStatements>(
+    s: &mut S,
+    writes: &[WorkflowWrite],
+    now: i64,
+) -> Result<WorkflowsWritten> {
+    let at = Timestamp::from_millisecond(now)
+        .map_err(|e| Error::Corrupt(format!("clock reading {now}: {e}")))?;
+    let mut done = WorkflowsWritten::default();
+    for w in writes {
+        let r = &w.record;
+        let (ns, name) = (&r.spec.namespace, &r.spec.name);
+        let spec = serde_json::to_string(&r.spec).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let (uid, version) = match w.expected_version {
+            None => match s.insert(r, &spec, now).await? {
+                Some(uid) => (uid, 1),
+                None => {
+                    return Err(Error::Conflict(format!(
+                        "workflow {ns}/{name} already exists"
+                    )));
+                }
+            },
+            Some(expected) => match s.replace(r, &spec, expected, now).await? {
+                Some(uid) => (uid, expected + 1),
+                None => return Err(version_mismatch(s, "workflow", ns, name, expected).await),
+            },
+        };
+        s.add_version(&uid, version, &spec).await?;
+        // A change cancels the runs that have not started; started ones finish on their version.
+        if w.expected_version.is_some() && w.cancel_not_started {
+            let not_started = s.not_started_runs(&uid, now).await?;
+            if !not_started.is_empty() {
+                done.stopped.extend(s.cancel_runs(&not_started, now).await?);
+            }
+        }
+        done.records.push(WorkflowRecord {
+            uid,
+            version,
+            created_at: if w.expected_version.is_none() {
+                at
+            } else {
+                r.created_at
+            },
+            updated_at: at,
+            ..r.clone()
+        });
+    }
+    Ok(done)
+}
+
+/// Deletes workflow `namespace`/`name` at `now` (UTC ms) if its version is `expected` (any for
+/// `None`), cancelling every unfinished run of it; returns the tasks it stopped.
+///
+/// # Errors
+/// [`Error::StaleVersion`] (another version) or [`Error::NotFound`] (no such workflow), or the
+/// store's.
+pub async fn workflow_delete<S: WorkflowStatements>(
+    s: &mut S,
+    namespace: &str,
+    name: &str,
+    expected: Option<i64>,
+    now: i64,
+) -> Result<WorkflowsWritten> {
+    let Some(uid) = s.delete(namespace, name, expected).await? else {
+        let expected = expected.unwrap_or(0);
+        return Err(version_mismatch(s, "workflow", namespace, name, expected).await);
+    };
+    let unfinished = s.unfinished_runs(&uid).await?;
+    let stopped = if unfinished.is_empty() {
+        Vec::new()
+    } else {
+        s.cancel_runs(&unfinished, now).await?
+    };
+    Ok(WorkflowsWritten {
+        records: Vec::new(),
+        stopped,
+    })
+}
