@@ -275,8 +275,9 @@ pub(crate) async fn job_delete(
     Ok(())
 }
 
-/// Tells the workers holding `cancelled` (ended by a committed job write) to drop them.
-fn signal_cancelled(store: &SqliteStore, cancelled: Vec<String>) {
+/// Tells the workers holding `cancelled` (ended, or their runs cancelled, by a committed job or
+/// workflow write) to drop them.
+pub(crate) fn signal_cancelled(store: &SqliteStore, cancelled: Vec<String>) {
     for id in cancelled {
         let _ = store.signals.cancelled.send(id);
     }

@@ -98,9 +98,7 @@ pub(crate) async fn workflow_write_batch(
     let mut tx = store.begin().await?;
     let done = steps::workflow_write_batch(&mut WorkflowTx(&mut tx), writes, now).await?;
     commit(tx).await?;
-    for id in done.stopped {
-        let _ = store.signals.cancelled.send(id);
-    }
+    jobs::signal_cancelled(store, done.stopped);
     Ok(done.records)
 }
 
@@ -115,9 +113,7 @@ pub(crate) async fn workflow_delete(
     let mut s = WorkflowTx(&mut tx);
     let done = steps::workflow_delete(&mut s, namespace, name, expected_version, now).await?;
     commit(tx).await?;
-    for id in done.stopped {
-        let _ = store.signals.cancelled.send(id);
-    }
+    jobs::signal_cancelled(store, done.stopped);
     Ok(())
 }
 

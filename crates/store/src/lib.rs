@@ -820,5 +820,3 @@ pub trait MaintenanceStore: StoreBase {
     /// (its round moved on).
     async fn alert_settle(&self, seq: i64, round: u32, settle: &AlertSettle) -> Result<bool>;
 }
-
-pub use steps::jobs::{inserted_jobs, is_plain_insert};

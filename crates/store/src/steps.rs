@@ -18,3 +18,13 @@ pub mod retention;
 pub mod runs;
 pub mod trigger;
 pub mod workflow_writes;
+
+/// The instant of `ms` (UTC milliseconds since the epoch), a reading of the store's clock or a
+/// stored slot, as a step's records carry it.
+///
+/// # Errors
+/// [`crate::Error::Corrupt`] naming `ms` when it is no instant (out of jiff's range).
+pub(crate) fn instant(ms: i64) -> crate::Result<jiff::Timestamp> {
+    jiff::Timestamp::from_millisecond(ms)
+        .map_err(|e| crate::Error::Corrupt(format!("instant {ms}: {e}")))
+}

@@ -175,7 +175,7 @@ pub async fn job_write_batch<S: JobStatements>(
     writes: &[JobWrite],
     now: i64,
 ) -> Result<JobsWritten> {
-    let at = instant(now)?;
+    let at = super::instant(now)?;
     if writes.iter().all(is_plain_insert) {
         let inserted = s.insert(writes, now).await?;
         return Ok(JobsWritten {
@@ -264,10 +264,4 @@ pub async fn job_delete<S: JobStatements>(
         records: Vec::new(),
         cancelled: s.end_pending(&uid, now, FutureSlots::Cancel).await?,
     })
-}
-
-/// `now` (UTC ms) as an instant.
-fn instant(now: i64) -> Result<Timestamp> {
-    Timestamp::from_millisecond(now)
-        .map_err(|e| Error::Corrupt(format!("clock reading {now}: {e}")))
 }

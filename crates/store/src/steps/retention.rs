@@ -13,9 +13,7 @@
 
 use std::future::Future;
 
-use jiff::Timestamp;
-
-use crate::{Error, HistoryKey, HistoryKind, HistoryPrune, HistoryPruned, Result};
+use crate::{HistoryKey, HistoryKind, HistoryPrune, HistoryPruned, Result};
 
 /// The statements of a retention step, in the dialect of one store, on the transaction the
 /// caller opened. Instants are UTC milliseconds since the epoch. Every method may fail with
@@ -55,7 +53,7 @@ pub trait RetentionStatements: Send {
 /// in the caller's transaction.
 ///
 /// # Errors
-/// The store's classified error; [`Error::Corrupt`] for a slot that is no instant.
+/// The store's classified error; [`crate::Error::Corrupt`] for a slot that is no instant.
 pub async fn history_walk<S: RetentionStatements>(
     s: &mut S,
     prune: &HistoryPrune,
@@ -80,10 +78,8 @@ pub async fn history_walk<S: RetentionStatements>(
     if seen.len() == prune.limit as usize
         && let Some((id, at, _)) = seen.last()
     {
-        let scheduled_at = Timestamp::from_millisecond(*at)
-            .map_err(|e| Error::Corrupt(format!("slot {at}: {e}")))?;
         done.next = Some(HistoryKey {
-            scheduled_at,
+            scheduled_at: super::instant(*at)?,
             id: id.clone(),
         });
     }

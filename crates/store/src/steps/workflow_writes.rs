@@ -14,8 +14,6 @@
 
 use std::future::Future;
 
-use jiff::Timestamp;
-
 use super::jobs::{VersionStatements, version_mismatch};
 use crate::workflow::{WorkflowRecord, WorkflowWrite};
 use crate::{Error, Result};
@@ -108,8 +106,7 @@ pub async fn workflow_write_batch<S: WorkflowStatements>(
     writes: &[WorkflowWrite],
     now: i64,
 ) -> Result<WorkflowsWritten> {
-    let at = Timestamp::from_millisecond(now)
-        .map_err(|e| Error::Corrupt(format!("clock reading {now}: {e}")))?;
+    let at = super::instant(now)?;
     let mut done = WorkflowsWritten::default();
     for w in writes {
         let r = &w.record;
