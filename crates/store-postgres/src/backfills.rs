@@ -5,13 +5,10 @@
 
 use super::*;
 use sundial_store::steps::backfill::{self as steps, BackfillAdvance, BackfillStatements};
+use sundial_store::steps::listings::BACKFILL_COLUMNS;
 use sundial_store::{
     BackfillOf, BackfillRecord, BackfillStep, BackfillStepped, NewBackfill, NewExecution, NewRun,
 };
-
-const COLUMNS: &str = "id, namespace, of, name, uid, shard, from_at, to_at, max_per_second, \
-    state, slots, created, existing, cursor_at, last_id, reason, created_at, updated_at, \
-    finished_at";
 
 fn i64_of(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
@@ -43,53 +40,16 @@ pub(crate) async fn backfill_create(store: &PgStore, b: &NewBackfill) -> Result<
     if inserted.rows_affected() == 0 {
         return Err(Error::Conflict(format!("backfill {} exists", b.id)));
     }
-    let row = sqlx::query(&format!("SELECT {COLUMNS} FROM backfills WHERE id = $1"))
-        .bind(&b.id)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db_err)?;
+    let row = sqlx::query(&format!(
+        "SELECT {BACKFILL_COLUMNS} FROM backfills WHERE id = $1"
+    ))
+    .bind(&b.id)
+    .fetch_one(&mut *tx)
+    .await
+    .map_err(db_err)?;
     let record = rows::backfill(&row)?;
     commit(tx).await?;
     Ok(record)
-}
-
-pub(crate) async fn backfill_get(
-    store: &PgStore,
-    namespace: &str,
-    id: &str,
-) -> Result<Option<BackfillRecord>> {
-    sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM backfills WHERE namespace = $1 AND id = $2"
-    ))
-    .bind(namespace)
-    .bind(id)
-    .fetch_optional(&store.pool)
-    .await
-    .map_err(db_err)?
-    .as_ref()
-    .map(rows::backfill)
-    .transpose()
-}
-
-pub(crate) async fn backfill_list(
-    store: &PgStore,
-    namespace: &str,
-    of: BackfillOf,
-    name: &str,
-) -> Result<Vec<BackfillRecord>> {
-    sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM backfills WHERE namespace = $1 AND of = $2 AND name = $3 \
-         ORDER BY created_at DESC, id DESC LIMIT 100"
-    ))
-    .bind(namespace)
-    .bind(of.as_str())
-    .bind(name)
-    .fetch_all(&store.pool)
-    .await
-    .map_err(db_err)?
-    .iter()
-    .map(rows::backfill)
-    .collect()
 }
 
 pub(crate) async fn backfill_running(
@@ -101,7 +61,7 @@ pub(crate) async fn backfill_running(
     }
     let shards: Vec<i64> = shards.iter().map(|s| i64::from(*s)).collect();
     sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM backfills WHERE state = 'running' AND shard = ANY($1) \
+        "SELECT {BACKFILL_COLUMNS} FROM backfills WHERE state = 'running' AND shard = ANY($1) \
          ORDER BY created_at, id"
     ))
     .bind(&shards)
@@ -268,7 +228,7 @@ impl BackfillStatements for Statements<'_, '_, '_> {
     async fn cancel(&mut self, id: &str, reason: Option<&str>, now: i64) -> Result<BackfillRecord> {
         let row = sqlx::query(&format!(
             "UPDATE backfills SET state = 'cancelled', reason = $2, updated_at = $3, \
-             finished_at = $3 WHERE id = $1 RETURNING {COLUMNS}"
+             finished_at = $3 WHERE id = $1 RETURNING {BACKFILL_COLUMNS}"
         ))
         .bind(id)
         .bind(reason)

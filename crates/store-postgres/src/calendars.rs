@@ -10,20 +10,7 @@ use super::*;
 use sundial_core::calendar::CalendarSpec;
 use sundial_store::CalendarRecord;
 use sundial_store::steps::calendars::{self as steps, CalendarStatements};
-
-const COLUMNS: &str = "namespace, name, spec, version, created_at, updated_at";
-
-fn decode(row: &sqlx::postgres::PgRow) -> Result<CalendarRecord> {
-    let spec: String = row.try_get("spec").map_err(db_err)?;
-    Ok(CalendarRecord {
-        namespace: row.try_get("namespace").map_err(db_err)?,
-        name: row.try_get("name").map_err(db_err)?,
-        spec: serde_json::from_str(&spec).map_err(|e| Error::Corrupt(e.to_string()))?,
-        version: row.try_get("version").map_err(db_err)?,
-        created_at: ts(row.try_get("created_at").map_err(db_err)?)?,
-        updated_at: ts(row.try_get("updated_at").map_err(db_err)?)?,
-    })
-}
+use sundial_store::steps::listings::CALENDAR_COLUMNS;
 
 pub(crate) async fn calendar_put(
     store: &PgStore,
@@ -44,37 +31,6 @@ pub(crate) async fn calendar_put(
     .await?;
     commit(tx).await?;
     Ok(put)
-}
-
-pub(crate) async fn calendar_get(
-    store: &PgStore,
-    namespace: &str,
-    name: &str,
-) -> Result<Option<CalendarRecord>> {
-    sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM calendars WHERE namespace = $1 AND name = $2"
-    ))
-    .bind(namespace)
-    .bind(name)
-    .fetch_optional(&store.pool)
-    .await
-    .map_err(db_err)?
-    .as_ref()
-    .map(decode)
-    .transpose()
-}
-
-pub(crate) async fn calendar_list(store: &PgStore, namespace: &str) -> Result<Vec<CalendarRecord>> {
-    sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM calendars WHERE namespace = $1 ORDER BY name"
-    ))
-    .bind(namespace)
-    .fetch_all(&store.pool)
-    .await
-    .map_err(db_err)?
-    .iter()
-    .map(decode)
-    .collect()
 }
 
 /// The jobs through `jobs_calendar_users` (its predicate repeated so the planner may use
@@ -139,14 +95,14 @@ impl CalendarStatements for CalendarTx<'_, '_> {
 
     async fn read(&mut self, namespace: &str, name: &str) -> Result<CalendarRecord> {
         let row = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM calendars WHERE namespace = $1 AND name = $2"
+            "SELECT {CALENDAR_COLUMNS} FROM calendars WHERE namespace = $1 AND name = $2"
         ))
         .bind(namespace)
         .bind(name)
         .fetch_one(&mut **self.0)
         .await
         .map_err(db_err)?;
-        decode(&row)
+        rows::calendar(&row)
     }
 
     async fn users(&mut self, namespace: &str, name: &str) -> Result<Vec<String>> {

@@ -7,7 +7,8 @@
 use super::*;
 use crate::liveness::WORKER_LEASE_STANDS;
 use sundial_store::LateVerdict;
-use sundial_store::steps::late;
+use sundial_store::completion::CompletionWrite;
+use sundial_store::steps::{complete as step, late};
 
 /// A row the completion statement returns: id, attempt, run id, `finished_at` (set when the
 /// execution ended), and the statement's now (UTC ms).
@@ -155,62 +156,93 @@ impl late::LateStatements for LateTx<'_, '_> {
     }
 }
 
+/// [`sundial_store::WorkerStore::attempt_complete_batch`], written once
+/// (`sundial_store::steps::complete`): the batch's job executions are one statement on its own
+/// (no transaction around it), each completion still fenced on its own attempt number and
+/// lease; that statement leaves workflow tasks alone and names them, and theirs is a second
+/// statement, in a transaction that first locks their runs (the lock order of `workflows`) and
+/// applies their release with them.
 pub(crate) async fn attempt_complete_batch(
     store: &PgStore,
     completions: &[AttemptComplete],
 ) -> Result<Vec<bool>> {
-    // The batch's job executions are one statement on its own (no transaction around it):
-    // each completion is still fenced on its own attempt number and lease (live, or for the
-    // reaper lapsed). That statement leaves workflow tasks alone and names those among the
-    // completions it did not apply; theirs is a second statement, in a transaction that first
-    // locks their runs (the lock order of `workflows`) and applies their release with them.
-    if completions.is_empty() {
-        return Ok(Vec::new());
+    step::complete_batch(store, completions).await
+}
+
+impl step::CompletionStatements for PgStore {
+    async fn complete_jobs(&self, writes: &[CompletionWrite<'_>]) -> Result<step::JobsCompleted> {
+        let rows = complete_statement(&self.pool, self, writes, false).await?;
+        let mut done = step::JobsCompleted::default();
+        for (id, attempt, run, finished_at, _) in rows {
+            if attempt < 0 {
+                done.tasks.push(id);
+            } else {
+                done.ended.push(step::Ended {
+                    id,
+                    attempt,
+                    run,
+                    finished: finished_at.is_some(),
+                });
+            }
+        }
+        Ok(done)
     }
-    let mut done = complete_statement(&store.pool, store, completions, false).await?;
-    let tasks: std::collections::HashSet<String> = done
-        .iter()
-        .filter(|d| d.1 < 0)
-        .map(|d| d.0.clone())
-        .collect();
-    if !tasks.is_empty() {
-        let of_tasks: Vec<AttemptComplete> = completions
-            .iter()
-            .filter(|c| tasks.contains(&c.attempt.id))
-            .cloned()
-            .collect();
-        let ids: Vec<&str> = of_tasks.iter().map(|c| c.attempt.id.as_str()).collect();
-        let mut tx = store.begin().await?;
-        workflows::lock_runs_of(&mut tx, &ids).await?;
-        let ended_tasks = complete_statement(&mut *tx, store, &of_tasks, true).await?;
-        // W3: only the completions that applied and ended their task release anything.
-        let mut ended: Vec<String> = ended_tasks
-            .iter()
-            .filter(|d| d.3.is_some())
-            .filter_map(|d| d.2.clone())
-            .collect();
-        ended.sort_unstable();
-        ended.dedup();
-        let now = ended_tasks.first().map_or(0, |d| d.4);
-        let released =
-            release::release_runs_in_tx(&mut tx, &store.workflow_specs, &ended, now).await? > 0;
-        if released {
+
+    async fn complete_tasks(&self, writes: &[CompletionWrite<'_>]) -> Result<step::TasksCompleted> {
+        let mut tx = self.begin().await?;
+        let done = step::complete_tasks(
+            &mut TaskTx {
+                tx: &mut tx,
+                store: self,
+            },
+            writes,
+        )
+        .await?;
+        if done.queued > 0 {
             notify_due(&mut tx).await?;
         }
         commit(tx).await?;
         // This process's workers are woken at once, without waiting for the notification to
         // come back through the listener's connection; other processes get the NOTIFY.
-        if released && let Some(signals) = store.signals.get() {
+        if done.queued > 0
+            && let Some(signals) = self.signals.get()
+        {
             signals.due.notify_one();
         }
-        done.extend(ended_tasks);
+        Ok(done)
     }
-    let done: std::collections::HashSet<(String, i64)> =
-        done.into_iter().map(|d| (d.0, d.1)).collect();
-    Ok(completions
-        .iter()
-        .map(|c| done.contains(&(c.attempt.id.clone(), i64::from(c.attempt.attempt))))
-        .collect())
+}
+
+/// The statements of the transaction that ends workflow tasks, on PostgreSQL.
+struct TaskTx<'t, 'c> {
+    tx: &'t mut Tx<'c>,
+    store: &'t PgStore,
+}
+
+impl step::TaskCompletionStatements for TaskTx<'_, '_> {
+    async fn hold_runs(&mut self, ids: &[&str]) -> Result<()> {
+        workflows::lock_runs_of(self.tx, ids).await?;
+        Ok(())
+    }
+
+    async fn apply(&mut self, writes: &[CompletionWrite<'_>]) -> Result<(Vec<step::Ended>, i64)> {
+        let rows = complete_statement(&mut **self.tx, self.store, writes, true).await?;
+        let now = rows.first().map_or(0, |r| r.4);
+        let ended = rows
+            .into_iter()
+            .map(|(id, attempt, run, finished_at, _)| step::Ended {
+                id,
+                attempt,
+                run,
+                finished: finished_at.is_some(),
+            })
+            .collect();
+        Ok((ended, now))
+    }
+
+    async fn release(&mut self, runs: &[String], now: i64) -> Result<usize> {
+        release::release_runs_in_tx(self.tx, &self.store.workflow_specs, runs, now).await
+    }
 }
 
 /// Applies in one statement the completions of job executions (`tasks` false) or of
@@ -222,11 +254,11 @@ pub(crate) async fn attempt_complete_batch(
 async fn complete_statement<'e, E: sqlx::PgExecutor<'e>>(
     executor: E,
     store: &PgStore,
-    completions: &[AttemptComplete],
+    writes: &[CompletionWrite<'_>],
     tasks: bool,
 ) -> Result<Vec<EndedRow>> {
     let test_now = store.clock.as_ref().map(|c| ms(c.now()));
-    let n = completions.len();
+    let n = writes.len();
     let mut ids = Vec::with_capacity(n);
     let mut attempts = Vec::with_capacity(n);
     let mut states = Vec::with_capacity(n);
@@ -240,7 +272,7 @@ async fn complete_statement<'e, E: sqlx::PgExecutor<'e>>(
     // The transition is `sundial_store::completion`'s: a write with no retry delay finishes
     // (`finished_at` = now, the queue row deleted), one with a delay waits for its retry,
     // due that long after the statement's now.
-    for w in sundial_store::completion::plan(completions) {
+    for w in writes {
         let c = w.completion;
         ids.push(c.attempt.id.as_str());
         attempts.push(i64::from(c.attempt.attempt));

@@ -206,74 +206,6 @@ impl JobStatements for JobTx<'_, '_> {
     }
 }
 
-pub(crate) async fn job_get(
-    store: &PgStore,
-    namespace: &str,
-    name: &str,
-) -> Result<Option<JobRecord>> {
-    let sql = format!(
-        "SELECT {JOB_COLUMNS}, {LAST_EXECUTION} FROM jobs j WHERE j.namespace = $2 AND j.name = $3"
-    );
-    let now = store.now_ms(&store.pool).await?;
-    let row = sqlx::query(&sql)
-        .bind(now)
-        .bind(namespace)
-        .bind(name)
-        .fetch_optional(&store.pool)
-        .await
-        .map_err(db_err)?;
-    row.map(|r| rows::job(&r)).transpose()
-}
-
-pub(crate) async fn job_get_many(
-    store: &PgStore,
-    namespace: &str,
-    names: &[String],
-) -> Result<Vec<JobRecord>> {
-    let sql = format!(
-        "SELECT {JOB_COLUMNS}, {LAST_EXECUTION} FROM jobs j WHERE j.namespace = $2 AND j.name = ANY($3)"
-    );
-    let now = store.now_ms(&store.pool).await?;
-    let rows = sqlx::query(&sql)
-        .bind(now)
-        .bind(namespace)
-        .bind(names)
-        .fetch_all(&store.pool)
-        .await
-        .map_err(db_err)?;
-    rows.iter().map(rows::job).collect()
-}
-
-pub(crate) async fn job_list(store: &PgStore, q: &JobListQuery) -> Result<Vec<JobRecord>> {
-    let mut sql = format!(
-        "SELECT {JOB_COLUMNS}, {LAST_EXECUTION} FROM jobs j WHERE j.namespace = $2 AND j.name > $3"
-    );
-    if let Some(p) = q.paused {
-        sql.push_str(if p {
-            " AND j.paused"
-        } else {
-            " AND NOT j.paused"
-        });
-    }
-    if q.label.is_some() {
-        sql.push_str(" AND j.spec -> 'labels' ->> $5 = $6");
-    }
-    sql.push_str(" ORDER BY j.name LIMIT $4");
-    let (key, value) = q.label.clone().unwrap_or_default();
-    let now = store.now_ms(&store.pool).await?;
-    let rows = sqlx::query(&sql)
-        .bind(now)
-        .bind(&q.namespace)
-        .bind(q.after_name.as_deref().unwrap_or(""))
-        .bind(i64::from(q.limit))
-        .bind(key)
-        .bind(value)
-        .fetch_all(&store.pool)
-        .await
-        .map_err(db_err)?;
-    rows.iter().map(rows::job).collect()
-}
-
 pub(crate) async fn job_write_batch(
     store: &PgStore,
     writes: &[JobWrite],
@@ -295,21 +227,4 @@ pub(crate) async fn job_delete(
     let now = store.now_ms(&mut *tx).await?;
     steps::job_delete(&mut JobTx(&mut tx), namespace, name, expected_version, now).await?;
     commit(tx).await
-}
-
-/// The namespaces that hold a job or a workflow, in name order.
-pub(crate) async fn namespace_list(store: &PgStore) -> Result<Vec<String>> {
-    // A skip scan: one index lookup per namespace, on each table's primary key.
-    sqlx::query_scalar(
-            "WITH RECURSIVE j AS ( \
-           SELECT min(namespace) AS ns FROM jobs \
-           UNION ALL SELECT (SELECT min(namespace) FROM jobs WHERE namespace > j.ns) FROM j WHERE j.ns IS NOT NULL), \
-         w AS ( \
-           SELECT min(namespace) AS ns FROM workflows \
-           UNION ALL SELECT (SELECT min(namespace) FROM workflows WHERE namespace > w.ns) FROM w WHERE w.ns IS NOT NULL) \
-         SELECT ns FROM j WHERE ns IS NOT NULL UNION SELECT ns FROM w WHERE ns IS NOT NULL ORDER BY 1",
-        )
-        .fetch_all(&store.pool)
-        .await
-        .map_err(db_err)
 }

@@ -45,6 +45,7 @@ mod liveness;
 mod maintenance;
 mod nodes;
 mod notify;
+mod reads;
 mod release;
 mod retention;
 mod rows;
@@ -70,9 +71,9 @@ use sundial_store::NewRun;
 use sundial_store::claim::{ActiveExecution, DueExecution, JobFacts};
 use sundial_store::{
     AttemptComplete, AttemptRef, ClaimedExecution, ClusterStatus, DueJob, Error, ExecutionClaim,
-    ExecutionListQuery, ExecutionRecord, FutureSlots, JobListQuery, JobRecord, JobWrite,
-    NewExecution, NextDue, Result, RunSpec, ShardLease, ShardLeaseRequest, Signals, TriggerCommit,
-    TriggerCommitted, TriggerDueSeconds, TriggerListDue, TriggerNextDue, WorkerLease,
+    ExecutionRecord, FutureSlots, JobRecord, JobWrite, NewExecution, NextDue, Result, RunSpec,
+    ShardLease, ShardLeaseRequest, Signals, TriggerCommit, TriggerCommitted, TriggerDueSeconds,
+    TriggerListDue, TriggerNextDue, WorkerLease,
 };
 use sundial_store::{StoreBase, StoreShared};
 

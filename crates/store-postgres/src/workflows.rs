@@ -14,86 +14,20 @@ use sundial_core::execution::Trigger;
 use sundial_core::job::ConcurrencyPolicy;
 use sundial_core::workflow::RunState;
 use sundial_store::workflow::{NewTask, RunCreation, SpecCache, run_creation};
-use sundial_store::{
-    NewRun, TriggerListDue, WorkflowListQuery, WorkflowRecord, WorkflowTrigger, WorkflowWrite,
-};
+use sundial_store::{NewRun, TriggerListDue, WorkflowRecord, WorkflowTrigger, WorkflowWrite};
 
 use super::*;
 use crate::release::{record_failed_attempt, spec_text};
 use crate::rows::{UNFINISHED_RUN, to_json};
 use sundial_store::steps::jobs::VersionStatements;
+use sundial_store::steps::listings::WORKFLOW_COLUMNS;
 use sundial_store::steps::workflow_writes::{self as steps, WorkflowStatements};
-
-const WORKFLOW_COLUMNS: &str = "w.namespace, w.name, w.uid, w.shard, w.version, w.spec, w.created_at, \
-    w.updated_at, w.next_slot_at, w.next_fire_at";
-
-/// The workflow's last run (the latest slot whose fire time `$1` has reached).
-const LAST_RUN: &str = "(SELECT r.id || '|' || r.state || '|' || r.scheduled_at || '|' || r.fire_at \
-    FROM workflow_runs r WHERE r.namespace = w.namespace AND r.workflow = w.name \
-    AND r.workflow_uid = w.uid AND r.fire_at <= $1 \
-    ORDER BY r.scheduled_at DESC, r.id DESC LIMIT 1) AS last_run";
-
-pub(crate) const RUN_COLUMNS: &str = "r.id, r.namespace, r.workflow, r.workflow_uid, r.workflow_version, r.trigger, \
-    r.scheduled_at, r.fire_at, r.state, r.params, r.created_at, r.finished_at, \
-    (SELECT min(e.started_at) FROM executions e WHERE e.run_id = r.id) AS started_at";
 
 pub(crate) const TASK_COLUMNS: &str =
     "id, task, state, fire_at, attempt, started_at, finished_at, output";
 
 /// The states of an execution that is not terminal, as an SQL list.
 const UNFINISHED_EXECUTION: &str = "('pending', 'scheduled', 'queued', 'running', 'retry_wait')";
-
-pub(crate) async fn workflow_get(
-    store: &PgStore,
-    namespace: &str,
-    name: &str,
-) -> Result<Option<WorkflowRecord>> {
-    let now = store.now_ms(&store.pool).await?;
-    let sql = format!(
-        "SELECT {WORKFLOW_COLUMNS}, {LAST_RUN} FROM workflows w WHERE w.namespace = $2 AND w.name = $3"
-    );
-    let row = sqlx::query(&sql)
-        .bind(now)
-        .bind(namespace)
-        .bind(name)
-        .fetch_optional(&store.pool)
-        .await
-        .map_err(db_err)?;
-    row.map(|r| rows::workflow(&r, now)).transpose()
-}
-
-pub(crate) async fn workflow_list(
-    store: &PgStore,
-    q: &WorkflowListQuery,
-) -> Result<Vec<WorkflowRecord>> {
-    let now = store.now_ms(&store.pool).await?;
-    let mut sql = format!(
-        "SELECT {WORKFLOW_COLUMNS}, {LAST_RUN} FROM workflows w WHERE w.namespace = $2 AND w.name > $3"
-    );
-    if let Some(p) = q.paused {
-        sql.push_str(if p {
-            " AND w.paused"
-        } else {
-            " AND NOT w.paused"
-        });
-    }
-    if q.label.is_some() {
-        sql.push_str(" AND (w.spec::jsonb -> 'labels' ->> $5) = $6");
-    }
-    sql.push_str(" ORDER BY w.name LIMIT $4");
-    let (key, value) = q.label.clone().unwrap_or_default();
-    let rows = sqlx::query(&sql)
-        .bind(now)
-        .bind(&q.namespace)
-        .bind(q.after_name.as_deref().unwrap_or(""))
-        .bind(i64::from(q.limit))
-        .bind(key)
-        .bind(value)
-        .fetch_all(&store.pool)
-        .await
-        .map_err(db_err)?;
-    rows.iter().map(|r| rows::workflow(r, now)).collect()
-}
 
 pub(crate) async fn workflow_write_batch(
     store: &PgStore,

@@ -1,12 +1,13 @@
 //! Attempts and completion: the heartbeats that extend running attempts' leases, a batch in
-//! one transaction, and the batch of completions written in multi-row `VALUES` statements, each fenced by its attempt
-//! number and its lease (live for a worker's completion, lapsed for the reaper's), with its
-//! attempt row.
+//! one transaction, and the batch of completions written in multi-row `VALUES` statements
+//! (`sundial_store::steps::complete`), each fenced by its attempt number and its lease (live
+//! for a worker's completion, lapsed for the reaper's), with its attempt row.
 
 use super::*;
 use crate::liveness::WORKER_LEASE_STANDS;
 use sundial_store::LateVerdict;
-use sundial_store::steps::late;
+use sundial_store::completion::CompletionWrite;
+use sundial_store::steps::{complete as step, late};
 
 /// A row a completion's update returns: id, attempt, worker, attempt start, run id,
 /// `finished_at` (set when the execution ended).
@@ -22,31 +23,30 @@ type EndedRow = (
 pub(crate) const CLAIMED_COLUMNS: &str = "id, namespace, job, trigger, attempt, max_attempts, scheduled_at, fire_at, \
     started_at, lease_expires_at, worker_epoch, run";
 
-/// Applies fenced completions inside `tx`, two statements whatever their number (and, for
-/// workflow tasks that ended, their runs' release); per completion, false when stale
-/// (nothing changed for it).
-pub(crate) async fn complete_all_in_tx(
+/// Applies `writes` inside `tx` at `now` (UTC ms), each fenced by its attempt number and its
+/// lease, those of workflow tasks (`tasks` true) or of job executions (false) and leaving the
+/// others alone, with their attempt rows: two statements a chunk of the batch whatever their
+/// number. Returns what applied.
+async fn apply_in_tx(
     tx: &mut Tx<'_>,
-    specs: &sundial_store::workflow::SpecCache,
-    completions: &[AttemptComplete],
+    writes: &[CompletionWrite<'_>],
     now: i64,
-) -> Result<Completed> {
-    if completions.is_empty() {
-        return Ok(Completed {
-            applied: Vec::new(),
-            queued: 0,
-        });
-    }
-    let mut updated: Vec<EndedRow> = Vec::with_capacity(completions.len());
-    let writes = sundial_store::completion::plan(completions);
-    for part in values::chunks(&writes) {
+    tasks: bool,
+) -> Result<Vec<step::Ended>> {
+    let mut updated: Vec<EndedRow> = Vec::with_capacity(writes.len());
+    let of_runs = if tasks {
+        "executions.run_id IS NOT NULL"
+    } else {
+        "executions.run_id IS NULL"
+    };
+    for part in values::chunks(writes) {
         let sql = format!(
             "UPDATE executions SET state = c.column3, \
                due_at = CASE WHEN c.column4 IS NOT NULL THEN max(c.column4, executions.fire_at) END, \
                finished_at = c.column5, lease_expires_at = NULL, output = c.column8 \
              FROM (VALUES {}) AS c \
              WHERE executions.id = c.column1 AND executions.attempt = c.column2 \
-               AND executions.state = 'running' \
+               AND executions.state = 'running' AND {of_runs} \
                AND CASE WHEN c.column6 = 0 \
                  THEN (executions.lease_expires_at IS NULL OR executions.lease_expires_at >= c.column7) \
                    AND {WORKER_LEASE_STANDS} \
@@ -74,30 +74,16 @@ pub(crate) async fn complete_all_in_tx(
         }
         updated.extend(q.fetch_all(&mut **tx).await.map_err(db_err)?);
     }
-    // Workflow tasks that ended release their downstream in this transaction (W3: only the
-    // completions that applied are here).
-    let mut runs: Vec<String> = updated
-        .iter()
-        .filter(|u| u.5.is_some())
-        .filter_map(|u| u.4.clone())
-        .collect();
-    runs.sort_unstable();
-    runs.dedup();
     // The attempt's row is written now, once, with what the execution row held of it.
-    let updated: std::collections::HashMap<(String, i64), (Option<String>, Option<i64>)> = updated
-        .into_iter()
-        .map(|(id, attempt, worker, started, _, _)| ((id, attempt), (worker, started)))
-        .collect();
-    let mut applied = Vec::with_capacity(completions.len());
+    let by_attempt: std::collections::HashMap<(&str, i64), &EndedRow> =
+        updated.iter().map(|u| ((u.0.as_str(), u.1), u)).collect();
     let mut attempts = Vec::with_capacity(updated.len());
-    for c in completions {
-        let key = (c.attempt.id.clone(), i64::from(c.attempt.attempt));
-        let ended = updated.get(&key);
-        applied.push(ended.is_some());
-        if let Some((worker, started)) = ended {
+    for w in writes {
+        let c = w.completion;
+        if let Some(u) = by_attempt.get(&(c.attempt.id.as_str(), i64::from(c.attempt.attempt))) {
             // An attempt held after a claim ahead and reaped before its fire time ends now.
-            let started = started.unwrap_or(now).min(now);
-            attempts.push((c, worker.as_deref().unwrap_or(""), started));
+            let started = u.3.unwrap_or(now).min(now);
+            attempts.push((c, u.2.as_deref().unwrap_or(""), started));
         }
     }
     for part in values::chunks(&attempts) {
@@ -124,16 +110,102 @@ pub(crate) async fn complete_all_in_tx(
         }
         q.execute(&mut **tx).await.map_err(db_err)?;
     }
-    let queued = release::release_runs_in_tx(tx, specs, &runs, now).await?;
-    Ok(Completed { applied, queued })
+    Ok(updated
+        .into_iter()
+        .map(|(id, attempt, _, _, run, finished_at)| step::Ended {
+            id,
+            attempt,
+            run,
+            finished: finished_at.is_some(),
+        })
+        .collect())
 }
 
-/// What a batch of completions did.
-pub(crate) struct Completed {
-    /// Per completion, in order: false when stale (nothing changed for it).
-    pub(crate) applied: Vec<bool>,
-    /// Workflow tasks their release made due.
-    pub(crate) queued: usize,
+/// [`sundial_store::WorkerStore::attempt_complete_batch`], written once
+/// (`sundial_store::steps::complete`): the job executions in one write transaction, the
+/// workflow tasks with their release in a second one when the batch has any.
+pub(crate) async fn attempt_complete_batch(
+    store: &SqliteStore,
+    completions: &[AttemptComplete],
+) -> Result<Vec<bool>> {
+    step::complete_batch(store, completions).await
+}
+
+impl step::CompletionStatements for SqliteStore {
+    async fn complete_jobs(&self, writes: &[CompletionWrite<'_>]) -> Result<step::JobsCompleted> {
+        let now = ms(self.clock.now());
+        let mut tx = self.begin().await?;
+        let ended = apply_in_tx(&mut tx, writes, now, false).await?;
+        // The workflow tasks among those left, found by primary key; none when all applied.
+        let tasks = if ended.len() < writes.len() {
+            let applied: std::collections::HashSet<&str> =
+                ended.iter().map(|e| e.id.as_str()).collect();
+            let left: Vec<String> = writes
+                .iter()
+                .map(|w| w.completion.attempt.id.as_str())
+                .filter(|id| !applied.contains(id))
+                .map(str::to_owned)
+                .collect();
+            sqlx::query_scalar(
+                "SELECT id FROM executions WHERE id IN (SELECT value FROM json_each(?1)) \
+                   AND run_id IS NOT NULL",
+            )
+            .bind(claim::list(&left)?)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db_err)?
+        } else {
+            Vec::new()
+        };
+        commit(tx).await?;
+        Ok(step::JobsCompleted { ended, tasks })
+    }
+
+    async fn complete_tasks(&self, writes: &[CompletionWrite<'_>]) -> Result<step::TasksCompleted> {
+        let now = ms(self.clock.now());
+        let mut tx = self.begin().await?;
+        let done = step::complete_tasks(
+            &mut TaskTx {
+                tx: &mut tx,
+                specs: &self.workflow_specs,
+                now,
+            },
+            writes,
+        )
+        .await?;
+        commit(tx).await?;
+        if done.queued > 0 {
+            self.signals.due.notify_one();
+        }
+        Ok(done)
+    }
+}
+
+/// The statements of the transaction that ends workflow tasks, on the embedded store's write
+/// transaction.
+struct TaskTx<'t, 'c> {
+    tx: &'t mut Tx<'c>,
+    specs: &'t sundial_store::workflow::SpecCache,
+    /// The process's clock, read before the transaction began.
+    now: i64,
+}
+
+impl step::TaskCompletionStatements for TaskTx<'_, '_> {
+    async fn hold_runs(&mut self, _ids: &[&str]) -> Result<()> {
+        // The one writer holds every row until the commit.
+        Ok(())
+    }
+
+    async fn apply(&mut self, writes: &[CompletionWrite<'_>]) -> Result<(Vec<step::Ended>, i64)> {
+        Ok((
+            apply_in_tx(self.tx, writes, self.now, true).await?,
+            self.now,
+        ))
+    }
+
+    async fn release(&mut self, runs: &[String], now: i64) -> Result<usize> {
+        release::release_runs_in_tx(self.tx, self.specs, runs, now).await
+    }
 }
 
 pub(crate) async fn attempt_heartbeat_batch(
@@ -165,20 +237,6 @@ pub(crate) async fn attempt_heartbeat_batch(
     }
     commit(tx).await?;
     Ok(renewed)
-}
-
-pub(crate) async fn attempt_complete_batch(
-    store: &SqliteStore,
-    completions: &[AttemptComplete],
-) -> Result<Vec<bool>> {
-    let now = ms(store.clock.now());
-    let mut tx = store.begin().await?;
-    let done = complete_all_in_tx(&mut tx, &store.workflow_specs, completions, now).await?;
-    commit(tx).await?;
-    if done.queued > 0 {
-        store.signals.due.notify_one();
-    }
-    Ok(done.applied)
 }
 
 /// [`sundial_store::WorkerStore::attempt_judge_late`], written once

@@ -3,17 +3,6 @@
 
 use super::*;
 
-/// The attempts of execution `?1`: the ended ones from `attempts`, the running one from the
-/// execution row (its `attempts` row is written when it ends).
-pub(crate) const ATTEMPTS_OF_EXECUTION: &str = "SELECT attempt, worker, started_at, finished_at, outcome, \
-    status_code, error, detail FROM attempts WHERE execution_id = ?1 \
-    UNION ALL \
-    SELECT e.attempt, coalesce(e.worker, ''), coalesce(e.attempt_started_at, e.started_at), \
-      NULL, NULL, NULL, NULL, NULL \
-    FROM executions e WHERE e.id = ?1 AND e.state = 'running' \
-      AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.execution_id = e.id AND a.attempt = e.attempt) \
-    ORDER BY attempt";
-
 /// Records the running attempts of executions `?1` (a JSON array; those running) as ended
 /// `cancelled` at `?2`.
 pub(crate) const CLOSE_RUNNING_ATTEMPTS_CANCELLED: &str = "INSERT INTO attempts (execution_id, attempt, worker, \
@@ -22,9 +11,6 @@ pub(crate) const CLOSE_RUNNING_ATTEMPTS_CANCELLED: &str = "INSERT INTO attempts 
     FROM executions WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'running' \
     ON CONFLICT (execution_id, attempt) DO UPDATE SET finished_at = excluded.finished_at, \
       outcome = excluded.outcome WHERE attempts.finished_at IS NULL";
-
-pub(crate) const EXECUTION_COLUMNS: &str = "id, namespace, job, job_version, trigger, scheduled_at, fire_at, \
-    queued_at, started_at, finished_at, state, attempt, max_attempts, due_at, worker, run_id, task";
 
 /// Cancels one execution (whatever its state) and closes its open attempt as `cancelled`.
 pub(crate) async fn cancel_in_tx(tx: &mut Tx<'_>, id: &str, now: i64) -> Result<()> {
@@ -51,84 +37,6 @@ pub(crate) async fn cancel_all_in_tx(tx: &mut Tx<'_>, ids: &[&str], now: i64) ->
     .await
     .map_err(db_err)?;
     Ok(())
-}
-
-pub(crate) async fn execution_get(
-    store: &SqliteStore,
-    namespace: &str,
-    id: &str,
-) -> Result<Option<ExecutionRecord>> {
-    let sql =
-        format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE id = ?1 AND namespace = ?2");
-    let Some(row) = sqlx::query(&sql)
-        .bind(id)
-        .bind(namespace)
-        .fetch_optional(&store.reader)
-        .await
-        .map_err(db_err)?
-    else {
-        return Ok(None);
-    };
-    let mut record = rows::execution(&row)?;
-    let attempts = sqlx::query(ATTEMPTS_OF_EXECUTION)
-        .bind(id)
-        .fetch_all(&store.reader)
-        .await
-        .map_err(db_err)?;
-    record.attempts = attempts.iter().map(rows::attempt).collect::<Result<_>>()?;
-    Ok(Some(record))
-}
-
-pub(crate) async fn execution_list(
-    store: &SqliteStore,
-    q: &ExecutionListQuery,
-) -> Result<Vec<ExecutionRecord>> {
-    let mut sql = format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE namespace = ?1");
-    if q.job.is_some() {
-        // A job's history; a workflow of the same name keeps its tasks apart.
-        sql.push_str(" AND job = ?2 AND run_id IS NULL");
-    }
-    match q.state {
-        Some(ExecutionState::Queued) => {
-            sql.push_str(" AND state IN ('scheduled', 'queued') AND fire_at <= ?3")
-        }
-        Some(ExecutionState::Scheduled) => {
-            sql.push_str(" AND state = 'scheduled' AND fire_at > ?3")
-        }
-        // The dead-letter listing pages through `dead_letters` (0008), never through the
-        // whole history: the ids of one page, then their rows.
-        Some(ExecutionState::Dead) if q.job.is_none() => {
-            sql.push_str(
-                " AND state = ?4 AND id IN (SELECT d.id FROM dead_letters d WHERE d.namespace = ?1",
-            );
-            if q.before.is_some() {
-                sql.push_str(" AND (d.scheduled_at < ?5 OR (d.scheduled_at = ?5 AND d.id < ?6))");
-            }
-            sql.push_str(" ORDER BY d.scheduled_at DESC, d.id DESC LIMIT ?7)");
-        }
-        Some(_) => sql.push_str(" AND state = ?4"),
-        None => {}
-    }
-    if q.before.is_some() {
-        sql.push_str(" AND (scheduled_at < ?5 OR (scheduled_at = ?5 AND id < ?6))");
-    }
-    sql.push_str(" ORDER BY scheduled_at DESC, id DESC LIMIT ?7");
-    let (before_at, before_id) = q
-        .before
-        .clone()
-        .map_or((0, String::new()), |(t, id)| (ms(t), id));
-    let rows = sqlx::query(&sql)
-        .bind(&q.namespace)
-        .bind(q.job.as_deref())
-        .bind(ms(store.clock.now()))
-        .bind(q.state.map(ExecutionState::as_str))
-        .bind(before_at)
-        .bind(before_id)
-        .bind(i64::from(q.limit))
-        .fetch_all(&store.reader)
-        .await
-        .map_err(db_err)?;
-    rows.iter().map(rows::execution).collect()
 }
 
 pub(crate) async fn execution_cancel(

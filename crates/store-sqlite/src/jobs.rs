@@ -8,11 +8,11 @@ use sundial_store::steps::jobs::{self as steps, JobStatements, VersionStatements
 pub(crate) const JOB_COLUMNS: &str = "j.namespace, j.name, j.uid, j.shard, j.version, j.spec, j.created_at, \
     j.updated_at, j.next_slot_at, j.next_fire_at";
 
-/// The job's last execution (the latest slot whose fire time `?1` has reached), read through
+/// The job's last execution (the latest slot whose fire time `$1` has reached), read through
 /// `executions_job` in slot order; and the fire time of its first execution still waiting.
 pub(crate) const LAST_EXECUTION: &str = "(SELECT e.id || '|' || e.state || '|' || e.scheduled_at \
     FROM executions e WHERE e.namespace = j.namespace AND e.job = j.name AND e.job_uid = j.uid \
-    AND e.fire_at <= ?1 ORDER BY e.scheduled_at DESC, e.id DESC LIMIT 1) AS last_execution, \
+    AND e.fire_at <= $1 ORDER BY e.scheduled_at DESC, e.id DESC LIMIT 1) AS last_execution, \
     (SELECT min(e.fire_at) FROM executions e WHERE e.job_uid = j.uid AND e.due_at IS NOT NULL \
     AND e.attempt = 0) AS pending_fire_at";
 
@@ -181,73 +181,6 @@ impl JobStatements for JobTx<'_, '_> {
     }
 }
 
-pub(crate) async fn job_get(
-    store: &SqliteStore,
-    namespace: &str,
-    name: &str,
-) -> Result<Option<JobRecord>> {
-    let sql = format!(
-        "SELECT {JOB_COLUMNS}, {LAST_EXECUTION} FROM jobs j WHERE j.namespace = ?2 AND j.name = ?3"
-    );
-    let row = sqlx::query(&sql)
-        .bind(ms(store.clock.now()))
-        .bind(namespace)
-        .bind(name)
-        .fetch_optional(&store.reader)
-        .await
-        .map_err(db_err)?;
-    row.map(|r| rows::job(&r)).transpose()
-}
-
-pub(crate) async fn job_get_many(
-    store: &SqliteStore,
-    namespace: &str,
-    names: &[String],
-) -> Result<Vec<JobRecord>> {
-    let sql = format!(
-        "SELECT {JOB_COLUMNS}, {LAST_EXECUTION} FROM jobs j WHERE j.namespace = ?2 \
-         AND j.name IN (SELECT value FROM json_each(?3))"
-    );
-    let names = serde_json::to_string(names).map_err(|e| Error::Corrupt(e.to_string()))?;
-    let rows = sqlx::query(&sql)
-        .bind(ms(store.clock.now()))
-        .bind(namespace)
-        .bind(names)
-        .fetch_all(&store.reader)
-        .await
-        .map_err(db_err)?;
-    rows.iter().map(rows::job).collect()
-}
-
-pub(crate) async fn job_list(store: &SqliteStore, q: &JobListQuery) -> Result<Vec<JobRecord>> {
-    let mut sql = format!(
-        "SELECT {JOB_COLUMNS}, {LAST_EXECUTION} FROM jobs j WHERE j.namespace = ?2 AND j.name > ?3"
-    );
-    if let Some(p) = q.paused {
-        sql.push_str(if p {
-            " AND j.paused = 1"
-        } else {
-            " AND j.paused = 0"
-        });
-    }
-    if q.label.is_some() {
-        sql.push_str(" AND json_extract(j.spec, '$.labels.' || json_quote(?5)) = ?6");
-    }
-    sql.push_str(" ORDER BY j.name LIMIT ?4");
-    let (key, value) = q.label.clone().unwrap_or_default();
-    let rows = sqlx::query(&sql)
-        .bind(ms(store.clock.now()))
-        .bind(&q.namespace)
-        .bind(q.after_name.as_deref().unwrap_or(""))
-        .bind(i64::from(q.limit))
-        .bind(key)
-        .bind(value)
-        .fetch_all(&store.reader)
-        .await
-        .map_err(db_err)?;
-    rows.iter().map(rows::job).collect()
-}
-
 pub(crate) async fn job_write_batch(
     store: &SqliteStore,
     writes: &[JobWrite],
@@ -281,21 +214,4 @@ pub(crate) fn signal_cancelled(store: &SqliteStore, cancelled: Vec<String>) {
     for id in cancelled {
         let _ = store.signals.cancelled.send(id);
     }
-}
-
-/// The namespaces that hold a job or a workflow, in name order.
-pub(crate) async fn namespace_list(store: &SqliteStore) -> Result<Vec<String>> {
-    // A skip scan: one index lookup per namespace, on each table's primary key.
-    sqlx::query_scalar(
-            "WITH RECURSIVE j AS ( \
-           SELECT min(namespace) AS ns FROM jobs \
-           UNION ALL SELECT (SELECT min(namespace) FROM jobs WHERE namespace > j.ns) FROM j WHERE j.ns IS NOT NULL), \
-         w AS ( \
-           SELECT min(namespace) AS ns FROM workflows \
-           UNION ALL SELECT (SELECT min(namespace) FROM workflows WHERE namespace > w.ns) FROM w WHERE w.ns IS NOT NULL) \
-         SELECT ns FROM j WHERE ns IS NOT NULL UNION SELECT ns FROM w WHERE ns IS NOT NULL ORDER BY 1",
-        )
-        .fetch_all(&store.reader)
-        .await
-        .map_err(db_err)
 }

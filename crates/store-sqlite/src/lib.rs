@@ -28,6 +28,7 @@ mod leases;
 mod liveness;
 mod maintenance;
 mod nodes;
+mod reads;
 mod release;
 mod retention;
 mod rows;
@@ -52,9 +53,9 @@ use sundial_store::NewRun;
 use sundial_store::claim::{ActiveExecution, DueExecution, JobFacts};
 use sundial_store::{
     AttemptComplete, AttemptRef, ClaimedExecution, ClusterStatus, DueJob, Error, ExecutionClaim,
-    ExecutionListQuery, ExecutionRecord, FutureSlots, JobListQuery, JobRecord, JobWrite,
-    NewExecution, NextDue, Result, RunSpec, ShardLease, ShardLeaseRequest, Signals, TriggerCommit,
-    TriggerCommitted, TriggerDueSeconds, TriggerListDue, TriggerNextDue, WorkerLease,
+    ExecutionRecord, FutureSlots, JobRecord, JobWrite, NewExecution, NextDue, Result, RunSpec,
+    ShardLease, ShardLeaseRequest, Signals, TriggerCommit, TriggerCommitted, TriggerDueSeconds,
+    TriggerListDue, TriggerNextDue, WorkerLease,
 };
 use sundial_store::{StoreBase, StoreShared};
 

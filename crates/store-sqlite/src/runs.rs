@@ -5,16 +5,15 @@
 use std::collections::HashMap;
 
 use sundial_core::workflow::RunState;
+use sundial_store::RunRecord;
 use sundial_store::steps::runs::{self as steps, RunStatements};
 use sundial_store::workflow::{TaskFact, order_tasks};
-use sundial_store::{RunListQuery, RunRecord};
 
 use super::*;
 use crate::release::Release;
 use crate::rows::{UNFINISHED_RUN, to_json};
-use crate::workflows::{
-    RUN_COLUMNS, TASK_COLUMNS, cancel_runs_in_tx, check_run_version, create_run_in_tx,
-};
+use crate::workflows::{TASK_COLUMNS, cancel_runs_in_tx, check_run_version, create_run_in_tx};
+use sundial_store::steps::listings::RUN_COLUMNS;
 
 pub(crate) async fn run_get(
     store: &SqliteStore,
@@ -67,41 +66,6 @@ pub(crate) async fn run_get(
     order_tasks(spec, &mut tasks);
     run.tasks = tasks;
     Ok(Some(run))
-}
-
-pub(crate) async fn run_list(store: &SqliteStore, q: &RunListQuery) -> Result<Vec<RunRecord>> {
-    let now = ms(store.clock.now());
-    let mut sql = format!("SELECT {RUN_COLUMNS} FROM workflow_runs r WHERE r.namespace = ?1");
-    if q.workflow.is_some() {
-        sql.push_str(" AND r.workflow = ?2");
-    }
-    match q.state {
-        Some(RunState::Running) => sql
-            .push_str(" AND (r.state = 'running' OR (r.state = 'scheduled' AND r.fire_at <= ?3))"),
-        Some(RunState::Scheduled) => sql.push_str(" AND r.state = 'scheduled' AND r.fire_at > ?3"),
-        Some(_) => sql.push_str(" AND r.state = ?4"),
-        None => {}
-    }
-    if q.before.is_some() {
-        sql.push_str(" AND (r.scheduled_at < ?5 OR (r.scheduled_at = ?5 AND r.id < ?6))");
-    }
-    sql.push_str(" ORDER BY r.scheduled_at DESC, r.id DESC LIMIT ?7");
-    let (before_at, before_id) = q
-        .before
-        .clone()
-        .map_or((0, String::new()), |(t, id)| (ms(t), id));
-    let rows = sqlx::query(&sql)
-        .bind(&q.namespace)
-        .bind(q.workflow.as_deref())
-        .bind(now)
-        .bind(q.state.map(RunState::as_str))
-        .bind(before_at)
-        .bind(before_id)
-        .bind(i64::from(q.limit))
-        .fetch_all(&store.reader)
-        .await
-        .map_err(db_err)?;
-    rows.iter().map(|r| rows::run(r, now)).collect()
 }
 
 impl RunStatements for Release<'_, '_> {

@@ -2,9 +2,11 @@
 //! implements [`StoreShared`](crate::StoreShared), [`SchedulerStore`](crate::SchedulerStore),
 //! [`WorkerStore`](crate::WorkerStore), [`ApiStore`](crate::ApiStore) and
 //! [`MaintenanceStore`](crate::MaintenanceStore) for a store by calling its step functions, which
-//! each store keeps under the same module and function names (`jobs::job_get`,
-//! `claim::execution_claim`, `maintenance::services`, ...). A store writes only
-//! [`StoreBase`](crate::StoreBase) itself (its clock and its signals differ) and the steps.
+//! each store keeps under the same module and function names (`jobs::job_write_batch`,
+//! `claim::execution_claim`, `maintenance::services`, ...), or the reads written once over its
+//! [`Reader`](crate::reads::Reader) (`steps::listings`). A store writes only
+//! [`StoreBase`](crate::StoreBase) itself (its clock and its signals differ), its reader and the
+//! steps.
 //!
 //! Invariant: every method of those traits without a default body is forwarded here, to a
 //! function of the same name taking the store first (`maintenance` alone is answered by
@@ -24,7 +26,8 @@ pub mod support {
 /// each method to the function of the same name in the invoking crate's module for it
 /// (`nodes`, `jobs`, `executions`, `workflows`, `runs`, `calendars`, `backfills`, `leases`,
 /// `trigger`, `liveness`, `claim`, `complete`, `release`, `maintenance`, `retention`,
-/// `alerts`). Invoke it once, at the store crate's root.
+/// `alerts`), or in `steps::listings` for the reads both stores answer alike (`$store` then
+/// implements [`Reader`](crate::reads::Reader)). Invoke it once, at the store crate's root.
 #[macro_export]
 macro_rules! forward_store_traits {
     ($store:ident) => {
@@ -47,7 +50,7 @@ macro_rules! forward_store_traits {
                 }
 
                 async fn job_get(&self, namespace: &str, name: &str) -> Result<Option<JobRecord>> {
-                    jobs::job_get(self, namespace, name).await
+                    $crate::steps::listings::job_get(self, namespace, name).await
                 }
 
                 async fn job_get_many(
@@ -55,11 +58,11 @@ macro_rules! forward_store_traits {
                     namespace: &str,
                     names: &[String],
                 ) -> Result<Vec<JobRecord>> {
-                    jobs::job_get_many(self, namespace, names).await
+                    $crate::steps::listings::job_get_many(self, namespace, names).await
                 }
 
                 async fn job_list(&self, q: &JobListQuery) -> Result<Vec<JobRecord>> {
-                    jobs::job_list(self, q).await
+                    $crate::steps::listings::job_list(self, q).await
                 }
 
                 async fn execution_get(
@@ -67,14 +70,14 @@ macro_rules! forward_store_traits {
                     namespace: &str,
                     id: &str,
                 ) -> Result<Option<ExecutionRecord>> {
-                    executions::execution_get(self, namespace, id).await
+                    $crate::steps::listings::execution_get(self, namespace, id).await
                 }
 
                 async fn execution_list(
                     &self,
                     q: &ExecutionListQuery,
                 ) -> Result<Vec<ExecutionRecord>> {
-                    executions::execution_list(self, q).await
+                    $crate::steps::listings::execution_list(self, q).await
                 }
 
                 async fn workflow_get(
@@ -82,14 +85,14 @@ macro_rules! forward_store_traits {
                     namespace: &str,
                     name: &str,
                 ) -> Result<Option<WorkflowRecord>> {
-                    workflows::workflow_get(self, namespace, name).await
+                    $crate::steps::listings::workflow_get(self, namespace, name).await
                 }
 
                 async fn workflow_list(
                     &self,
                     q: &WorkflowListQuery,
                 ) -> Result<Vec<WorkflowRecord>> {
-                    workflows::workflow_list(self, q).await
+                    $crate::steps::listings::workflow_list(self, q).await
                 }
 
                 async fn run_get(&self, namespace: &str, id: &str) -> Result<Option<RunRecord>> {
@@ -97,7 +100,7 @@ macro_rules! forward_store_traits {
                 }
 
                 async fn run_list(&self, q: &RunListQuery) -> Result<Vec<RunRecord>> {
-                    runs::run_list(self, q).await
+                    $crate::steps::listings::run_list(self, q).await
                 }
 
                 async fn calendar_get(
@@ -105,14 +108,14 @@ macro_rules! forward_store_traits {
                     namespace: &str,
                     name: &str,
                 ) -> Result<Option<$crate::CalendarRecord>> {
-                    calendars::calendar_get(self, namespace, name).await
+                    $crate::steps::listings::calendar_get(self, namespace, name).await
                 }
 
                 async fn calendar_list(
                     &self,
                     namespace: &str,
                 ) -> Result<Vec<$crate::CalendarRecord>> {
-                    calendars::calendar_list(self, namespace).await
+                    $crate::steps::listings::calendar_list(self, namespace).await
                 }
 
                 async fn calendar_users(&self, namespace: &str, name: &str) -> Result<Vec<String>> {
@@ -124,7 +127,7 @@ macro_rules! forward_store_traits {
                     namespace: &str,
                     id: &str,
                 ) -> Result<Option<$crate::BackfillRecord>> {
-                    backfills::backfill_get(self, namespace, id).await
+                    $crate::steps::listings::backfill_get(self, namespace, id).await
                 }
 
                 async fn backfill_list(
@@ -133,7 +136,7 @@ macro_rules! forward_store_traits {
                     of: $crate::BackfillOf,
                     name: &str,
                 ) -> Result<Vec<$crate::BackfillRecord>> {
-                    backfills::backfill_list(self, namespace, of, name).await
+                    $crate::steps::listings::backfill_list(self, namespace, of, name).await
                 }
 
                 async fn backfill_taken(
@@ -153,7 +156,7 @@ macro_rules! forward_store_traits {
                 }
 
                 async fn namespace_list(&self) -> Result<Vec<String>> {
-                    jobs::namespace_list(self).await
+                    $crate::steps::listings::namespace_list(self).await
                 }
 
                 async fn backfill_cancel(

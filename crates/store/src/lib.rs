@@ -29,6 +29,7 @@ pub mod errors;
 mod forward;
 pub mod handoff;
 pub mod maintenance;
+pub mod reads;
 pub mod records;
 mod row_decoders;
 pub mod steps;

@@ -446,5 +446,64 @@ macro_rules! row_decoders {
                 finished_at: opt_instant(row, "finished_at")?,
             })
         }
+
+        /// A calendar (a row of `steps::listings::CALENDAR_COLUMNS`).
+        pub(crate) fn calendar(row: &$row) -> Result<$crate::CalendarRecord> {
+            let spec: String = get(row, "spec")?;
+            Ok($crate::CalendarRecord {
+                namespace: get(row, "namespace")?,
+                name: get(row, "name")?,
+                spec: serde_json::from_str(&spec)
+                    .map_err(|e| Error::Corrupt(format!("calendar spec: {e}")))?,
+                version: get(row, "version")?,
+                created_at: instant(row, "created_at")?,
+                updated_at: instant(row, "updated_at")?,
+            })
+        }
+
+        /// The text of a row's first column.
+        pub(crate) fn text(row: &$row) -> Result<String> {
+            row.try_get(0).map_err(db_err)
+        }
+    };
+}
+
+/// Expands, inside a store's `impl` of [`crate::reads::Reader`], the reader's decoders as the
+/// store's `rows` module (expanded from [`row_decoders!`]), in scope where it expands, defines
+/// them.
+#[macro_export]
+macro_rules! reader_decoders {
+    () => {
+        fn job(row: &Self::Row) -> $crate::Result<$crate::JobRecord> {
+            rows::job(row)
+        }
+
+        fn workflow(row: &Self::Row, now: i64) -> $crate::Result<$crate::WorkflowRecord> {
+            rows::workflow(row, now)
+        }
+
+        fn execution(row: &Self::Row) -> $crate::Result<$crate::ExecutionRecord> {
+            rows::execution(row)
+        }
+
+        fn attempt(row: &Self::Row) -> $crate::Result<$crate::AttemptRecord> {
+            rows::attempt(row)
+        }
+
+        fn run(row: &Self::Row, now: i64) -> $crate::Result<$crate::RunRecord> {
+            rows::run(row, now)
+        }
+
+        fn backfill(row: &Self::Row) -> $crate::Result<$crate::BackfillRecord> {
+            rows::backfill(row)
+        }
+
+        fn calendar(row: &Self::Row) -> $crate::Result<$crate::CalendarRecord> {
+            rows::calendar(row)
+        }
+
+        fn text(row: &Self::Row) -> $crate::Result<String> {
+            rows::text(row)
+        }
     };
 }

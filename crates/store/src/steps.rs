@@ -11,8 +11,11 @@
 pub mod backfill;
 pub mod calendars;
 pub mod claim;
+pub mod complete;
 pub mod jobs;
 pub mod late;
+pub mod listings;
+pub mod nodes;
 pub mod release;
 pub mod retention;
 pub mod runs;

@@ -116,6 +116,71 @@ pub async fn history_pages_through_executions_sharing_a_slot_time(h: Harness) {
     }
 }
 
+/// The dead letters of a namespace page newest slot first through the dead-letter index,
+/// without gaps or repeats, and only dead executions are in them.
+pub async fn dead_letters_page_newest_first(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let job = create(&*store, "ns", "a").await;
+    let slots: Vec<Timestamp> = (0..5)
+        .map(|i| t0() - SignedDuration::from_secs(10 * i))
+        .collect();
+    trigger(&*store, "n1", &job, &slots).await.expect("trigger");
+    let claimed = store
+        .execution_claim(&claim("w1", 10))
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 5);
+    // Four dead, one succeeded: the succeeded one is in no page.
+    let completions: Vec<AttemptComplete> = claimed
+        .iter()
+        .enumerate()
+        .map(|(i, e)| AttemptComplete {
+            next: if i == 2 {
+                NextStep::Succeeded
+            } else {
+                NextStep::Dead
+            },
+            ..complete_ok(&e.id, e.attempt)
+        })
+        .collect();
+    let applied = store
+        .attempt_complete_batch(&completions)
+        .await
+        .expect("complete");
+    assert!(applied.iter().all(|a| *a));
+    let mut expected: Vec<(Timestamp, String)> = claimed
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 2)
+        .map(|(_, e)| (e.scheduled_at, e.id.clone()))
+        .collect();
+    expected.sort();
+    expected.reverse();
+    let mut seen = Vec::new();
+    let mut before = None;
+    loop {
+        let page = store
+            .execution_list(&ExecutionListQuery {
+                namespace: "ns".into(),
+                state: Some(ExecutionState::Dead),
+                before: before.clone(),
+                limit: 3,
+                ..Default::default()
+            })
+            .await
+            .expect("page of dead letters");
+        assert!(page.iter().all(|e| e.state == ExecutionState::Dead));
+        let short = page.len() < 3;
+        before = page.last().map(|e| (e.scheduled_at, e.id.clone()));
+        seen.extend(page.into_iter().map(|e| (e.scheduled_at, e.id)));
+        if short {
+            break;
+        }
+    }
+    assert_eq!(seen, expected);
+}
+
 /// Every execution of namespace `ns` (of `job` only, when given), read page after page of
 /// `limit` with the page token each page ends with, until a short page.
 async fn history_in_pages(

@@ -502,6 +502,7 @@ macro_rules! conformance_tests {
             cancel_and_redrive_follow_the_state_machine,
             execution_history_pages_newest_first,
             history_pages_through_executions_sharing_a_slot_time,
+            dead_letters_page_newest_first,
             a_node_heartbeat_shows_the_node_live_with_its_roles_until_its_ttl,
             a_node_id_held_by_another_live_process_is_refused,
             cluster_status_counts_the_queue_and_each_nodes_shards,

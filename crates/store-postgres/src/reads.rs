@@ -1,0 +1,58 @@
+//! This store's side of the reads written once (`sundial_store::steps::listings`): the
+//! [`Reader`] that runs their statements on the pool and the PostgreSQL fragments they need
+//! (`jsonb` paths, arrays, row comparisons, the queue table).
+
+use sqlx::postgres::{PgArguments, PgRow};
+use sundial_store::reads::{Reader, Statement, Value};
+
+use super::*;
+
+/// `statement` with its values bound (a list of texts as a `text[]`).
+fn query<'q>(statement: &'q Statement<'q>) -> sqlx::query::Query<'q, Postgres, PgArguments> {
+    statement
+        .values()
+        .iter()
+        .fold(sqlx::query(statement.sql()), |q, value| match *value {
+            Value::Text(v) => q.bind(v),
+            Value::OptText(v) => q.bind(v),
+            Value::Int(v) => q.bind(v),
+            Value::OptInt(v) => q.bind(v),
+            Value::Texts(v) => q.bind(v),
+        })
+}
+
+impl Reader for PgStore {
+    type Row = PgRow;
+
+    const JOB_COLUMNS: &'static str = jobs::JOB_COLUMNS;
+    const LAST_EXECUTION: &'static str = jobs::LAST_EXECUTION;
+
+    async fn now(&self) -> Result<i64> {
+        self.now_ms(&self.pool).await
+    }
+
+    async fn rows(&self, statement: &Statement<'_>) -> Result<Vec<PgRow>> {
+        query(statement).fetch_all(&self.pool).await.map_err(db_err)
+    }
+
+    async fn row(&self, statement: &Statement<'_>) -> Result<Option<PgRow>> {
+        query(statement)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)
+    }
+
+    fn label_is(spec: &str, key: usize, value: usize) -> String {
+        format!("({spec}::jsonb -> 'labels' ->> ${key}) = ${value}")
+    }
+
+    fn one_of(column: &str, list: usize) -> String {
+        format!("{column} = ANY(${list})")
+    }
+
+    fn before(a: &str, b: &str, pa: usize, pb: usize) -> String {
+        format!("({a}, {b}) < (${pa}, ${pb})")
+    }
+
+    sundial_store::reader_decoders!();
+}

@@ -1,0 +1,69 @@
+//! This store's side of the reads written once (`sundial_store::steps::listings`): the
+//! [`Reader`] that runs their statements on the read connections and the SQLite fragments they
+//! need (`json_extract`, JSON arrays read with `json_each`, row comparisons spelled out).
+
+use sqlx::sqlite::{SqliteArguments, SqliteRow};
+use sundial_store::reads::{Reader, Statement, Value};
+
+use super::*;
+
+/// `statement` with its values bound (a list of texts as a JSON array).
+///
+/// # Errors
+/// [`Error::Corrupt`] when a list does not serialise (it always does).
+fn query<'q>(
+    statement: &'q Statement<'q>,
+) -> Result<sqlx::query::Query<'q, sqlx::Sqlite, SqliteArguments<'q>>> {
+    let mut q = sqlx::query(statement.sql());
+    for value in statement.values() {
+        q = match *value {
+            Value::Text(v) => q.bind(v),
+            Value::OptText(v) => q.bind(v),
+            Value::Int(v) => q.bind(v),
+            Value::OptInt(v) => q.bind(v),
+            Value::Texts(v) => {
+                q.bind(serde_json::to_string(v).map_err(|e| Error::Corrupt(e.to_string()))?)
+            }
+        };
+    }
+    Ok(q)
+}
+
+impl Reader for SqliteStore {
+    type Row = SqliteRow;
+
+    const JOB_COLUMNS: &'static str = jobs::JOB_COLUMNS;
+    const LAST_EXECUTION: &'static str = jobs::LAST_EXECUTION;
+
+    async fn now(&self) -> Result<i64> {
+        Ok(ms(self.clock.now()))
+    }
+
+    async fn rows(&self, statement: &Statement<'_>) -> Result<Vec<SqliteRow>> {
+        query(statement)?
+            .fetch_all(&self.reader)
+            .await
+            .map_err(db_err)
+    }
+
+    async fn row(&self, statement: &Statement<'_>) -> Result<Option<SqliteRow>> {
+        query(statement)?
+            .fetch_optional(&self.reader)
+            .await
+            .map_err(db_err)
+    }
+
+    fn label_is(spec: &str, key: usize, value: usize) -> String {
+        format!("json_extract({spec}, '$.labels.' || json_quote(${key})) = ${value}")
+    }
+
+    fn one_of(column: &str, list: usize) -> String {
+        format!("{column} IN (SELECT value FROM json_each(${list}))")
+    }
+
+    fn before(a: &str, b: &str, pa: usize, pb: usize) -> String {
+        format!("({a} < ${pa} OR ({a} = ${pa} AND {b} < ${pb}))")
+    }
+
+    sundial_store::reader_decoders!();
+}

@@ -1,0 +1,193 @@
+//! The seam of the reads both stores answer alike (`steps::listings`): a [`Statement`] whose
+//! SQL text is shared (parameters written `$1`, `$2`, …, which PostgreSQL takes as they are and
+//! the SQLite driver binds by their number), its [`Value`]s, and the [`Reader`] a store
+//! implements to run it and decode its rows into records. What the two dialects say
+//! differently (JSON paths, lists of ids, row comparisons, a table only one store keeps) is a
+//! fragment the reader provides.
+//!
+//! Invariant: a read writes nothing; each reads at one reading of the store's clock (`now`,
+//! Unix ms, UTC), which the statement binds where a record's state depends on it.
+
+use std::future::Future;
+
+use crate::{
+    AttemptRecord, BackfillRecord, CalendarRecord, ExecutionRecord, JobRecord, Result, RunRecord,
+    WorkflowRecord,
+};
+
+/// A value bound to a statement's parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Value<'a> {
+    /// Text.
+    Text(&'a str),
+    /// Text or NULL.
+    OptText(Option<&'a str>),
+    /// A 64-bit integer.
+    Int(i64),
+    /// A 64-bit integer or NULL.
+    OptInt(Option<i64>),
+    /// A list of texts, for a fragment of [`Reader::one_of`] (an array on PostgreSQL, a JSON
+    /// array on SQLite).
+    Texts(&'a [String]),
+}
+
+impl<'a> From<&'a str> for Value<'a> {
+    fn from(v: &'a str) -> Self {
+        Value::Text(v)
+    }
+}
+
+impl<'a> From<&'a String> for Value<'a> {
+    fn from(v: &'a String) -> Self {
+        Value::Text(v)
+    }
+}
+
+impl<'a> From<Option<&'a str>> for Value<'a> {
+    fn from(v: Option<&'a str>) -> Self {
+        Value::OptText(v)
+    }
+}
+
+impl From<i64> for Value<'_> {
+    fn from(v: i64) -> Self {
+        Value::Int(v)
+    }
+}
+
+impl From<Option<i64>> for Value<'_> {
+    fn from(v: Option<i64>) -> Self {
+        Value::OptInt(v)
+    }
+}
+
+impl<'a> From<&'a [String]> for Value<'a> {
+    fn from(v: &'a [String]) -> Self {
+        Value::Texts(v)
+    }
+}
+
+/// An SQL statement with its values, the `n`th value bound to `$n`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Statement<'a> {
+    sql: String,
+    values: Vec<Value<'a>>,
+}
+
+impl<'a> Statement<'a> {
+    /// A statement of `sql`, with no values yet.
+    pub fn new(sql: impl Into<String>) -> Self {
+        Statement {
+            sql: sql.into(),
+            values: Vec::new(),
+        }
+    }
+
+    /// Binds the next parameter (`$1` first).
+    #[must_use]
+    pub fn bind(mut self, value: impl Into<Value<'a>>) -> Self {
+        self.values.push(value.into());
+        self
+    }
+
+    /// The SQL text.
+    pub fn sql(&self) -> &str {
+        &self.sql
+    }
+
+    /// The values, in parameter order.
+    pub fn values(&self) -> &[Value<'a>] {
+        &self.values
+    }
+}
+
+/// A store's side of the shared reads: it runs [`Statement`]s on its read connections and
+/// decodes their rows with its own row decoders. Every method may fail with the store's
+/// classified error; a row that does not decode is [`crate::Error::Corrupt`].
+pub trait Reader: Sync {
+    /// A row of the store's driver.
+    type Row: Send + Sync;
+
+    /// A job's columns, `j` naming the job row, with its spec as text.
+    const JOB_COLUMNS: &'static str;
+    /// A job's latest execution and earliest waiting fire time as columns, `j` naming the job
+    /// row and `$1` the now.
+    const LAST_EXECUTION: &'static str;
+
+    /// The store's now, Unix milliseconds (UTC).
+    fn now(&self) -> impl Future<Output = Result<i64>> + Send;
+
+    /// The rows `statement` returns.
+    fn rows(
+        &self,
+        statement: &Statement<'_>,
+    ) -> impl Future<Output = Result<Vec<Self::Row>>> + Send;
+
+    /// The first row `statement` returns, if any.
+    fn row(
+        &self,
+        statement: &Statement<'_>,
+    ) -> impl Future<Output = Result<Option<Self::Row>>> + Send;
+
+    /// A condition: the spec (JSON text or document) in `spec` has the label whose key is
+    /// parameter `key` with the value of parameter `value`.
+    fn label_is(spec: &str, key: usize, value: usize) -> String;
+
+    /// A condition: `column` is one of the texts of parameter `list` (a [`Value::Texts`]).
+    fn one_of(column: &str, list: usize) -> String;
+
+    /// A condition: (`a`, `b`) sorts before (parameter `pa`, parameter `pb`).
+    fn before(a: &str, b: &str, pa: usize, pb: usize) -> String;
+
+    /// A job, from a row of [`Reader::JOB_COLUMNS`] and [`Reader::LAST_EXECUTION`].
+    fn job(row: &Self::Row) -> Result<JobRecord>;
+
+    /// A workflow as of `now`, from a row of its columns and its last run.
+    fn workflow(row: &Self::Row, now: i64) -> Result<WorkflowRecord>;
+
+    /// An execution (without its attempts), from a row of
+    /// [`crate::steps::listings::EXECUTION_COLUMNS`].
+    fn execution(row: &Self::Row) -> Result<ExecutionRecord>;
+
+    /// An attempt, from a row of the attempts of an execution.
+    fn attempt(row: &Self::Row) -> Result<AttemptRecord>;
+
+    /// A run as of `now` (without its tasks), from a row of its columns.
+    fn run(row: &Self::Row, now: i64) -> Result<RunRecord>;
+
+    /// A backfill, from a row of its columns.
+    fn backfill(row: &Self::Row) -> Result<BackfillRecord>;
+
+    /// A calendar, from a row of its columns.
+    fn calendar(row: &Self::Row) -> Result<CalendarRecord>;
+
+    /// The text of a row's first column.
+    fn text(row: &Self::Row) -> Result<String>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_bind_in_parameter_order() {
+        let names = vec!["a".to_owned()];
+        let s = Statement::new("SELECT $1, $2, $3, $4, $5")
+            .bind("ns")
+            .bind(Some("x"))
+            .bind(7_i64)
+            .bind(None::<i64>)
+            .bind(names.as_slice());
+        assert_eq!(s.sql(), "SELECT $1, $2, $3, $4, $5");
+        assert_eq!(
+            s.values(),
+            [
+                Value::Text("ns"),
+                Value::OptText(Some("x")),
+                Value::Int(7),
+                Value::OptInt(None),
+                Value::Texts(&names),
+            ]
+        );
+    }
+}
