@@ -24,21 +24,14 @@ pub(crate) const CLAIMED_COLUMNS: &str = "id, namespace, job, trigger, attempt, 
     started_at, lease_expires_at, worker_epoch, run";
 
 /// Applies `writes` inside `tx` at `now` (UTC ms), each fenced by its attempt number and its
-/// lease, those of workflow tasks (`tasks` true) or of job executions (false) and leaving the
-/// others alone, with their attempt rows: two statements a chunk of the batch whatever their
-/// number. Returns what applied.
+/// lease, with their attempt rows: two statements a chunk of the batch whatever their number.
+/// Returns what applied.
 async fn apply_in_tx(
     tx: &mut Tx<'_>,
     writes: &[CompletionWrite<'_>],
     now: i64,
-    tasks: bool,
 ) -> Result<Vec<step::Ended>> {
     let mut updated: Vec<EndedRow> = Vec::with_capacity(writes.len());
-    let of_runs = if tasks {
-        "executions.run_id IS NOT NULL"
-    } else {
-        "executions.run_id IS NULL"
-    };
     for part in values::chunks(writes) {
         let sql = format!(
             "UPDATE executions SET state = c.column3, \
@@ -46,7 +39,7 @@ async fn apply_in_tx(
                finished_at = c.column5, lease_expires_at = NULL, output = c.column8 \
              FROM (VALUES {}) AS c \
              WHERE executions.id = c.column1 AND executions.attempt = c.column2 \
-               AND executions.state = 'running' AND {of_runs} \
+               AND executions.state = 'running' \
                AND CASE WHEN c.column6 = 0 \
                  THEN (executions.lease_expires_at IS NULL OR executions.lease_expires_at >= c.column7) \
                    AND {WORKER_LEASE_STANDS} \
@@ -122,8 +115,8 @@ async fn apply_in_tx(
 }
 
 /// [`sundial_store::WorkerStore::attempt_complete_batch`], written once
-/// (`sundial_store::steps::complete`): the job executions in one write transaction, the
-/// workflow tasks with their release in a second one when the batch has any.
+/// (`sundial_store::steps::complete`): the one writer applies the whole batch, workflow tasks
+/// with their runs' release included, in one transaction.
 pub(crate) async fn attempt_complete_batch(
     store: &SqliteStore,
     completions: &[AttemptComplete],
@@ -132,33 +125,14 @@ pub(crate) async fn attempt_complete_batch(
 }
 
 impl step::CompletionStatements for SqliteStore {
+    /// The whole batch, in the transaction of [`step::CompletionStatements::complete_tasks`]
+    /// (which serves job executions as well): no task is left for another transaction.
     async fn complete_jobs(&self, writes: &[CompletionWrite<'_>]) -> Result<step::JobsCompleted> {
-        let now = ms(self.clock.now());
-        let mut tx = self.begin().await?;
-        let ended = apply_in_tx(&mut tx, writes, now, false).await?;
-        // The workflow tasks among those left, found by primary key; none when all applied.
-        let tasks = if ended.len() < writes.len() {
-            let applied: std::collections::HashSet<&str> =
-                ended.iter().map(|e| e.id.as_str()).collect();
-            let left: Vec<String> = writes
-                .iter()
-                .map(|w| w.completion.attempt.id.as_str())
-                .filter(|id| !applied.contains(id))
-                .map(str::to_owned)
-                .collect();
-            sqlx::query_scalar(
-                "SELECT id FROM executions WHERE id IN (SELECT value FROM json_each(?1)) \
-                   AND run_id IS NOT NULL",
-            )
-            .bind(claim::list(&left)?)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(db_err)?
-        } else {
-            Vec::new()
-        };
-        commit(tx).await?;
-        Ok(step::JobsCompleted { ended, tasks })
+        let done = self.complete_tasks(writes).await?;
+        Ok(step::JobsCompleted {
+            ended: done.ended,
+            tasks: Vec::new(),
+        })
     }
 
     async fn complete_tasks(&self, writes: &[CompletionWrite<'_>]) -> Result<step::TasksCompleted> {
@@ -181,8 +155,8 @@ impl step::CompletionStatements for SqliteStore {
     }
 }
 
-/// The statements of the transaction that ends workflow tasks, on the embedded store's write
-/// transaction.
+/// The statements of the transaction of a batch of completions, job executions and workflow
+/// tasks alike, on the embedded store's write transaction.
 struct TaskTx<'t, 'c> {
     tx: &'t mut Tx<'c>,
     specs: &'t sundial_store::workflow::SpecCache,
@@ -197,10 +171,7 @@ impl step::TaskCompletionStatements for TaskTx<'_, '_> {
     }
 
     async fn apply(&mut self, writes: &[CompletionWrite<'_>]) -> Result<(Vec<step::Ended>, i64)> {
-        Ok((
-            apply_in_tx(self.tx, writes, self.now, true).await?,
-            self.now,
-        ))
+        Ok((apply_in_tx(self.tx, writes, self.now).await?, self.now))
     }
 
     async fn release(&mut self, runs: &[String], now: i64) -> Result<usize> {

@@ -46,16 +46,20 @@ pub struct JobsCompleted {
 /// The statements of a batch's completions, in the dialect of one store. Every method may
 /// fail with the store's classified error.
 pub trait CompletionStatements: Sync {
-    /// Applies, in one write (one statement on PostgreSQL, one transaction on SQLite), the
-    /// writes among `writes` whose execution belongs to no workflow run, each fenced as the
-    /// module states, with their attempt rows; names the workflow tasks among the rest.
+    /// Applies, in one write, the writes among `writes` whose execution belongs to no
+    /// workflow run, each fenced as the module states, with their attempt rows; names the
+    /// workflow tasks among the rest, left for [`CompletionStatements::complete_tasks`]. A
+    /// store whose one writer serialises every transaction (SQLite) applies the whole batch
+    /// instead, in one transaction that runs [`complete_tasks`] on all of it, and names no task
+    /// left: a batch is then never half written.
     fn complete_jobs(
         &self,
         writes: &[CompletionWrite<'_>],
     ) -> impl Future<Output = Result<JobsCompleted>> + Send;
 
-    /// Applies `writes` (all of workflow tasks) in a transaction of their own: opens it, runs
-    /// [`complete_tasks`] on it, wakes the workers when tasks became due (inside the
+    /// Applies `writes` (the workflow tasks [`CompletionStatements::complete_jobs`] left, or a
+    /// whole batch where that method hands it over) in a transaction of their own: opens it,
+    /// runs [`complete_tasks`] on it, wakes the workers when tasks became due (inside the
     /// transaction where the store signals there, after the commit otherwise), commits, and
     /// returns what applied.
     fn complete_tasks(
