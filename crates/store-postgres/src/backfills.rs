@@ -7,49 +7,11 @@ use super::*;
 use sundial_store::steps::backfill::{self as steps, BackfillAdvance, BackfillStatements};
 use sundial_store::steps::listings::BACKFILL_COLUMNS;
 use sundial_store::{
-    BackfillOf, BackfillRecord, BackfillStep, BackfillStepped, NewBackfill, NewExecution, NewRun,
+    BackfillOf, BackfillRecord, BackfillStep, BackfillStepped, NewExecution, NewRun,
 };
 
 fn i64_of(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-pub(crate) async fn backfill_create(store: &PgStore, b: &NewBackfill) -> Result<BackfillRecord> {
-    let mut tx = store.begin().await?;
-    let now = store.now_ms(&mut *tx).await?;
-    let inserted = sqlx::query(
-        "INSERT INTO backfills (id, namespace, of, name, uid, shard, from_at, to_at, \
-           max_per_second, state, slots, cursor_at, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'running', $10, $7, $11, $11) \
-         ON CONFLICT (id) DO NOTHING",
-    )
-    .bind(&b.id)
-    .bind(&b.namespace)
-    .bind(b.of.as_str())
-    .bind(&b.name)
-    .bind(&b.uid)
-    .bind(i64::from(b.shard))
-    .bind(ms(b.from))
-    .bind(ms(b.to))
-    .bind(i64::from(b.max_per_second))
-    .bind(i64_of(b.slots))
-    .bind(now)
-    .execute(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    if inserted.rows_affected() == 0 {
-        return Err(Error::Conflict(format!("backfill {} exists", b.id)));
-    }
-    let row = sqlx::query(&format!(
-        "SELECT {BACKFILL_COLUMNS} FROM backfills WHERE id = $1"
-    ))
-    .bind(&b.id)
-    .fetch_one(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    let record = rows::backfill(&row)?;
-    commit(tx).await?;
-    Ok(record)
 }
 
 pub(crate) async fn backfill_running(

@@ -9,58 +9,6 @@
 
 use super::*;
 
-pub(crate) async fn worker_lease_acquire(
-    store: &PgStore,
-    worker: &str,
-    ttl: sundial_core::Dur,
-) -> Result<WorkerLease> {
-    let now = store.now_ms(&store.pool).await?;
-    let (epoch, expires_at): (i64, i64) = sqlx::query_as(
-        "INSERT INTO worker_leases (worker, acquired_at, renewed_at, expires_at) \
-         VALUES ($1, $2, $2, $2 + $3) RETURNING epoch, expires_at",
-    )
-    .bind(worker)
-    .bind(now)
-    .bind(ttl.as_millis_i64())
-    .fetch_one(&store.pool)
-    .await
-    .map_err(db_err)?;
-    Ok(WorkerLease {
-        epoch,
-        expires_at: ts(expires_at)?,
-    })
-}
-
-pub(crate) async fn worker_lease_renew(
-    store: &PgStore,
-    epoch: i64,
-    ttl: sundial_core::Dur,
-) -> Result<Option<Timestamp>> {
-    let now = store.now_ms(&store.pool).await?;
-    let expiry: Option<i64> = sqlx::query_scalar(
-        "UPDATE worker_leases SET renewed_at = $2, expires_at = $2 + $3 WHERE epoch = $1 \
-         RETURNING expires_at",
-    )
-    .bind(epoch)
-    .bind(now)
-    .bind(ttl.as_millis_i64())
-    .fetch_optional(&store.pool)
-    .await
-    .map_err(db_err)?;
-    expiry.map(ts).transpose()
-}
-
-pub(crate) async fn worker_lease_release(store: &PgStore, epoch: i64) -> Result<()> {
-    let now = store.now_ms(&store.pool).await?;
-    sqlx::query("UPDATE worker_leases SET expires_at = LEAST(expires_at, $2 - 1) WHERE epoch = $1")
-        .bind(epoch)
-        .bind(now)
-        .execute(&store.pool)
-        .await
-        .map_err(db_err)?;
-    Ok(())
-}
-
 pub(crate) async fn worker_lease_reap(store: &PgStore, limit: u32) -> Result<Vec<i64>> {
     let mut tx = store.begin().await?;
     let now = store.now_ms(&mut *tx).await?;

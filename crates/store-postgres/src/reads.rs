@@ -3,7 +3,7 @@
 //! (`jsonb` paths, arrays, row comparisons, the queue table).
 
 use sqlx::postgres::{PgArguments, PgRow};
-use sundial_store::reads::{Reader, Statement, Value};
+use sundial_store::reads::{Reader, Statement, Value, Writer};
 
 use super::*;
 
@@ -55,4 +55,21 @@ impl Reader for PgStore {
     }
 
     sundial_store::reader_decoders!();
+}
+
+impl Writer for PgStore {
+    async fn execute(&self, statement: &Statement<'_>) -> Result<u64> {
+        Ok(query(statement)
+            .execute(&self.pool)
+            .await
+            .map_err(db_err)?
+            .rows_affected())
+    }
+
+    async fn returning(&self, statement: &Statement<'_>) -> Result<Option<PgRow>> {
+        query(statement)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)
+    }
 }

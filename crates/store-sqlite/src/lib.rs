@@ -55,7 +55,7 @@ use sundial_store::{
     AttemptComplete, AttemptRef, ClaimedExecution, ClusterStatus, DueJob, Error, ExecutionClaim,
     ExecutionRecord, FutureSlots, JobRecord, JobWrite, NewExecution, NextDue, Result, RunSpec,
     ShardLease, ShardLeaseRequest, Signals, TriggerCommit, TriggerCommitted, TriggerDueSeconds,
-    TriggerListDue, TriggerNextDue, WorkerLease,
+    TriggerListDue, TriggerNextDue,
 };
 use sundial_store::{StoreBase, StoreShared};
 

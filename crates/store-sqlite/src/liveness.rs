@@ -9,58 +9,6 @@
 
 use super::*;
 
-pub(crate) async fn worker_lease_acquire(
-    store: &SqliteStore,
-    worker: &str,
-    ttl: sundial_core::Dur,
-) -> Result<WorkerLease> {
-    let now = ms(store.clock.now());
-    let (epoch, expires_at): (i64, i64) = sqlx::query_as(
-        "INSERT INTO worker_leases (worker, acquired_at, renewed_at, expires_at) \
-         VALUES (?1, ?2, ?2, ?2 + ?3) RETURNING epoch, expires_at",
-    )
-    .bind(worker)
-    .bind(now)
-    .bind(ttl.as_millis_i64())
-    .fetch_one(&store.writer)
-    .await
-    .map_err(db_err)?;
-    Ok(WorkerLease {
-        epoch,
-        expires_at: ts(expires_at)?,
-    })
-}
-
-pub(crate) async fn worker_lease_renew(
-    store: &SqliteStore,
-    epoch: i64,
-    ttl: sundial_core::Dur,
-) -> Result<Option<Timestamp>> {
-    let now = ms(store.clock.now());
-    let expiry: Option<i64> = sqlx::query_scalar(
-        "UPDATE worker_leases SET renewed_at = ?2, expires_at = ?2 + ?3 WHERE epoch = ?1 \
-         RETURNING expires_at",
-    )
-    .bind(epoch)
-    .bind(now)
-    .bind(ttl.as_millis_i64())
-    .fetch_optional(&store.writer)
-    .await
-    .map_err(db_err)?;
-    expiry.map(ts).transpose()
-}
-
-pub(crate) async fn worker_lease_release(store: &SqliteStore, epoch: i64) -> Result<()> {
-    let now = ms(store.clock.now());
-    sqlx::query("UPDATE worker_leases SET expires_at = min(expires_at, ?2 - 1) WHERE epoch = ?1")
-        .bind(epoch)
-        .bind(now)
-        .execute(&store.writer)
-        .await
-        .map_err(db_err)?;
-    Ok(())
-}
-
 pub(crate) async fn worker_lease_reap(store: &SqliteStore, limit: u32) -> Result<Vec<i64>> {
     let now = ms(store.clock.now());
     let mut tx = store.begin().await?;

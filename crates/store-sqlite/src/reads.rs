@@ -3,7 +3,7 @@
 //! need (`json_extract`, JSON arrays read with `json_each`, row comparisons spelled out).
 
 use sqlx::sqlite::{SqliteArguments, SqliteRow};
-use sundial_store::reads::{Reader, Statement, Value};
+use sundial_store::reads::{Reader, Statement, Value, Writer};
 
 use super::*;
 
@@ -66,4 +66,21 @@ impl Reader for SqliteStore {
     }
 
     sundial_store::reader_decoders!();
+}
+
+impl Writer for SqliteStore {
+    async fn execute(&self, statement: &Statement<'_>) -> Result<u64> {
+        Ok(query(statement)?
+            .execute(&self.writer)
+            .await
+            .map_err(db_err)?
+            .rows_affected())
+    }
+
+    async fn returning(&self, statement: &Statement<'_>) -> Result<Option<SqliteRow>> {
+        query(statement)?
+            .fetch_optional(&self.writer)
+            .await
+            .map_err(db_err)
+    }
 }

@@ -237,7 +237,7 @@ macro_rules! forward_store_traits {
                     worker: &str,
                     ttl: $crate::__forward::Dur,
                 ) -> Result<WorkerLease> {
-                    liveness::worker_lease_acquire(self, worker, ttl).await
+                    $crate::steps::liveness::worker_lease_acquire(self, worker, ttl).await
                 }
 
                 async fn worker_lease_renew(
@@ -245,11 +245,11 @@ macro_rules! forward_store_traits {
                     epoch: i64,
                     ttl: $crate::__forward::Dur,
                 ) -> Result<Option<Timestamp>> {
-                    liveness::worker_lease_renew(self, epoch, ttl).await
+                    $crate::steps::liveness::worker_lease_renew(self, epoch, ttl).await
                 }
 
                 async fn worker_lease_release(&self, epoch: i64) -> Result<()> {
-                    liveness::worker_lease_release(self, epoch).await
+                    $crate::steps::liveness::worker_lease_release(self, epoch).await
                 }
 
                 async fn worker_lease_reap(&self, limit: u32) -> Result<Vec<i64>> {
@@ -392,7 +392,7 @@ macro_rules! forward_store_traits {
                     &self,
                     backfill: &$crate::NewBackfill,
                 ) -> Result<$crate::BackfillRecord> {
-                    backfills::backfill_create(self, backfill).await
+                    $crate::steps::backfill::backfill_create(self, backfill).await
                 }
             }
 

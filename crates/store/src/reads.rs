@@ -1,12 +1,15 @@
-//! The seam of the reads both stores answer alike (`steps::listings`): a [`Statement`] whose
+//! The seam of the reads (`steps::listings`) and the one-statement writes (`steps::liveness`,
+//! a backfill's creation) both stores answer alike: a [`Statement`] whose
 //! SQL text is shared (parameters written `$1`, `$2`, …, which PostgreSQL takes as they are and
-//! the SQLite driver binds by their number), its [`Value`]s, and the [`Reader`] a store
-//! implements to run it and decode its rows into records. What the two dialects say
+//! the SQLite driver binds by their number), its [`Value`]s, and the [`Reader`] and
+//! [`Writer`] a store implements to run it and decode its rows into records. What the two dialects say
 //! differently (JSON paths, lists of ids, row comparisons, a table only one store keeps) is a
 //! fragment the reader provides.
 //!
-//! Invariant: a read writes nothing; each reads at one reading of the store's clock (`now`,
-//! Unix ms, UTC), which the statement binds where a record's state depends on it.
+//! Invariants: a read writes nothing, on the connections that only read where the store has
+//! them; each reads at one reading of the store's clock (`now`, Unix ms, UTC), which the
+//! statement binds where a record's state depends on it. A [`Writer`]'s statement is one
+//! write, atomic on its own.
 
 use std::future::Future;
 
@@ -163,6 +166,24 @@ pub trait Reader: Sync {
 
     /// The text of a row's first column.
     fn text(row: &Self::Row) -> Result<String>;
+
+    /// The 64-bit integer in column `column` (from 0) of a row.
+    fn int(row: &Self::Row, column: usize) -> Result<i64>;
+}
+
+/// A store's side of the shared writes that are one statement each, with no transaction of
+/// their own: run on the connections that write (the pool on PostgreSQL, the one writer on
+/// SQLite). Every method may fail with the store's classified error.
+pub trait Writer: Reader {
+    /// Runs `statement`; returns how many rows it changed.
+    fn execute(&self, statement: &Statement<'_>) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Runs `statement` (an `INSERT` or `UPDATE` with `RETURNING`); returns its first row, if
+    /// it wrote one.
+    fn returning(
+        &self,
+        statement: &Statement<'_>,
+    ) -> impl Future<Output = Result<Option<Self::Row>>> + Send;
 }
 
 #[cfg(test)]

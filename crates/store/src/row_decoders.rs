@@ -465,6 +465,11 @@ macro_rules! row_decoders {
         pub(crate) fn text(row: &$row) -> Result<String> {
             row.try_get(0).map_err(db_err)
         }
+
+        /// The 64-bit integer in column `column` (from 0) of a row.
+        pub(crate) fn int(row: &$row, column: usize) -> Result<i64> {
+            row.try_get(column).map_err(db_err)
+        }
     };
 }
 
@@ -504,6 +509,10 @@ macro_rules! reader_decoders {
 
         fn text(row: &Self::Row) -> $crate::Result<String> {
             rows::text(row)
+        }
+
+        fn int(row: &Self::Row, column: usize) -> $crate::Result<i64> {
+            rows::int(row, column)
         }
     };
 }

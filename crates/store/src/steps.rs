@@ -15,6 +15,7 @@ pub mod complete;
 pub mod jobs;
 pub mod late;
 pub mod listings;
+pub mod liveness;
 pub mod nodes;
 pub mod release;
 pub mod retention;

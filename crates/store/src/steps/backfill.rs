@@ -14,8 +14,11 @@ use std::future::Future;
 
 use sundial_core::execution::ExecutionState;
 
+use crate::reads::{Statement, Writer};
+use crate::steps::listings::BACKFILL_COLUMNS;
 use crate::{
-    BackfillRecord, BackfillStep, BackfillStepped, Error, NewExecution, NewRun, Result, ShardLease,
+    BackfillRecord, BackfillStep, BackfillStepped, Error, NewBackfill, NewExecution, NewRun,
+    Result, ShardLease,
 };
 
 /// How a step moves its backfill on: the row `id`'s cursor, counts, last id and state.
@@ -113,6 +116,37 @@ pub trait BackfillStatements: Send {
         reason: Option<&str>,
         now: i64,
     ) -> impl Future<Output = Result<BackfillRecord>> + Send;
+}
+
+/// Creates backfill `b`, `running` from its first slot, in one statement at the store's now.
+///
+/// # Errors
+/// [`Error::Conflict`] when a backfill with its id exists (nothing written); the store's
+/// classified error; [`Error::Corrupt`] for a row that does not decode.
+pub async fn backfill_create<W: Writer>(store: &W, b: &NewBackfill) -> Result<BackfillRecord> {
+    let now = store.now().await?;
+    let sql = format!(
+        "INSERT INTO backfills (id, namespace, of, name, uid, shard, from_at, to_at, \
+           max_per_second, state, slots, cursor_at, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'running', $10, $7, $11, $11) \
+         ON CONFLICT (id) DO NOTHING RETURNING {BACKFILL_COLUMNS}"
+    );
+    let st = Statement::new(sql)
+        .bind(&b.id)
+        .bind(&b.namespace)
+        .bind(b.of.as_str())
+        .bind(&b.name)
+        .bind(&b.uid)
+        .bind(i64::from(b.shard))
+        .bind(b.from.as_millisecond())
+        .bind(b.to.as_millisecond())
+        .bind(i64::from(b.max_per_second))
+        .bind(i64::try_from(b.slots).unwrap_or(i64::MAX))
+        .bind(now);
+    match store.returning(&st).await? {
+        Some(row) => W::backfill(&row),
+        None => Err(Error::Conflict(format!("backfill {} exists", b.id))),
+    }
 }
 
 /// Applies `step` (see the module's invariants).

@@ -98,6 +98,27 @@ pub async fn a_backfill_step_is_fenced_idempotent_and_counts_existing_slots(h: H
         (b.state, b.cursor, b.created, b.remaining()),
         (BackfillState::Running, ago(40), 0, 4)
     );
+    // Its id is taken: a second creation is refused and changes nothing.
+    let again = NewBackfill {
+        id: b.id.clone(),
+        namespace: "ns".into(),
+        of: BackfillOf::Job,
+        name: "report".into(),
+        uid: job.uid.clone(),
+        shard: job.shard,
+        from: ago(90),
+        to: t0(),
+        max_per_second: 1,
+        slots: 9,
+    };
+    assert!(matches!(
+        store.backfill_create(&again).await,
+        Err(Error::Conflict(_))
+    ));
+    assert_eq!(
+        store.backfill_get("ns", &b.id).await.expect("get").as_ref(),
+        Some(&b)
+    );
     let leases = renew_leases(&*store, "n1").await.expect("leases");
     let stale: Vec<ShardLease> = leases
         .iter()
