@@ -2,37 +2,11 @@
 //! shards, queue depth), written once (`sundial_store::steps::nodes`) over these statements.
 
 use super::*;
-use sundial_store::steps::nodes::{self as step, NodeStatements};
-
-pub(crate) async fn node_heartbeat(
-    store: &PgStore,
-    node: &str,
-    roles: &[String],
-    ttl: sundial_core::Dur,
-) -> Result<()> {
-    step::node_heartbeat(store, node, roles, ttl).await
-}
-
-pub(crate) async fn cluster_status(store: &PgStore) -> Result<ClusterStatus> {
-    step::cluster_status(store).await
-}
+use sundial_store::steps::nodes::NodeStatements;
 
 impl NodeStatements for PgStore {
-    async fn now(&self) -> Result<i64> {
-        self.now_ms(&self.pool).await
-    }
-
-    async fn upsert_node(&self, node: &str, roles: &str, now: i64, ttl_ms: i64) -> Result<bool> {
-        let done = sqlx::query(step::UPSERT_NODE)
-            .bind(node)
-            .bind(&self.instance)
-            .bind(roles)
-            .bind(now)
-            .bind(ttl_ms)
-            .execute(&self.pool)
-            .await
-            .map_err(db_err)?;
-        Ok(done.rows_affected() > 0)
+    fn instance(&self) -> &str {
+        &self.instance
     }
 
     async fn nodes(&self, now: i64) -> Result<Vec<sundial_store::NodeStatus>> {
@@ -72,13 +46,6 @@ impl NodeStatements for PgStore {
         .fetch_all(&self.pool)
         .await
         .map_err(db_err)
-    }
-
-    async fn dead_by_namespace(&self) -> Result<Vec<(String, i64)>> {
-        sqlx::query_as("SELECT namespace, count(*) FROM dead_letters GROUP BY namespace")
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db_err)
     }
 
     async fn shard_owners(&self, now: i64) -> Result<Vec<(i64, String)>> {

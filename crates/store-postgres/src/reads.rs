@@ -3,7 +3,7 @@
 //! (`jsonb` paths, arrays, row comparisons, the queue table).
 
 use sqlx::postgres::{PgArguments, PgRow};
-use sundial_store::reads::{Reader, Statement, Value, Writer};
+use sundial_store::reads::{Reader, Statement, Transaction, Value, Writer};
 
 use super::*;
 
@@ -26,6 +26,15 @@ impl Reader for PgStore {
 
     const JOB_COLUMNS: &'static str = jobs::JOB_COLUMNS;
     const LAST_EXECUTION: &'static str = jobs::LAST_EXECUTION;
+    /// The jobs through `jobs_calendar_users` (its predicate repeated so the planner may use
+    /// it); the workflows, fewer, by their namespace's rows.
+    const CALENDAR_USERS: &'static str = "SELECT 'job ' || name FROM jobs WHERE namespace = $1 \
+     AND spec -> 'schedule' ? 'exclude_calendars' \
+     AND spec -> 'schedule' -> 'exclude_calendars' ? $2 \
+     UNION ALL SELECT 'workflow ' || name FROM workflows WHERE namespace = $1 \
+     AND spec::jsonb -> 'schedule' -> 'exclude_calendars' ? $2 \
+     ORDER BY 1";
+    const FOR_UPDATE: &'static str = " FOR UPDATE";
 
     async fn now(&self) -> Result<i64> {
         self.now_ms(&self.pool).await
@@ -69,6 +78,36 @@ impl Writer for PgStore {
     async fn returning(&self, statement: &Statement<'_>) -> Result<Option<PgRow>> {
         query(statement)
             .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)
+    }
+}
+
+/// This store's open write transaction, on which the steps written over
+/// [`Transaction`] run.
+pub(crate) struct SqlTx<'t, 'c>(pub(crate) &'t mut Tx<'c>);
+
+impl Transaction for SqlTx<'_, '_> {
+    type Store = PgStore;
+
+    async fn execute(&mut self, statement: &Statement<'_>) -> Result<u64> {
+        Ok(query(statement)
+            .execute(&mut **self.0)
+            .await
+            .map_err(db_err)?
+            .rows_affected())
+    }
+
+    async fn rows(&mut self, statement: &Statement<'_>) -> Result<Vec<<PgStore as Reader>::Row>> {
+        query(statement)
+            .fetch_all(&mut **self.0)
+            .await
+            .map_err(db_err)
+    }
+
+    async fn row(&mut self, statement: &Statement<'_>) -> Result<Option<<PgStore as Reader>::Row>> {
+        query(statement)
+            .fetch_optional(&mut **self.0)
             .await
             .map_err(db_err)
     }

@@ -2,37 +2,11 @@
 //! shards, queue depth), written once (`sundial_store::steps::nodes`) over these statements.
 
 use super::*;
-use sundial_store::steps::nodes::{self as step, NodeStatements};
-
-pub(crate) async fn node_heartbeat(
-    store: &SqliteStore,
-    node: &str,
-    roles: &[String],
-    ttl: sundial_core::Dur,
-) -> Result<()> {
-    step::node_heartbeat(store, node, roles, ttl).await
-}
-
-pub(crate) async fn cluster_status(store: &SqliteStore) -> Result<ClusterStatus> {
-    step::cluster_status(store).await
-}
+use sundial_store::steps::nodes::NodeStatements;
 
 impl NodeStatements for SqliteStore {
-    async fn now(&self) -> Result<i64> {
-        Ok(ms(self.clock.now()))
-    }
-
-    async fn upsert_node(&self, node: &str, roles: &str, now: i64, ttl_ms: i64) -> Result<bool> {
-        let done = sqlx::query(step::UPSERT_NODE)
-            .bind(node)
-            .bind(&self.instance)
-            .bind(roles)
-            .bind(now)
-            .bind(ttl_ms)
-            .execute(&self.writer)
-            .await
-            .map_err(db_err)?;
-        Ok(done.rows_affected() > 0)
+    fn instance(&self) -> &str {
+        &self.instance
     }
 
     async fn nodes(&self, now: i64) -> Result<Vec<sundial_store::NodeStatus>> {
@@ -73,13 +47,6 @@ impl NodeStatements for SqliteStore {
         .fetch_all(&self.reader)
         .await
         .map_err(db_err)
-    }
-
-    async fn dead_by_namespace(&self) -> Result<Vec<(String, i64)>> {
-        sqlx::query_as("SELECT namespace, count(*) FROM dead_letters GROUP BY namespace")
-            .fetch_all(&self.reader)
-            .await
-            .map_err(db_err)
     }
 
     /// The embedded store's lease owner is `node/instance`; the status shows the node.

@@ -3,7 +3,7 @@
 //! need (`json_extract`, JSON arrays read with `json_each`, row comparisons spelled out).
 
 use sqlx::sqlite::{SqliteArguments, SqliteRow};
-use sundial_store::reads::{Reader, Statement, Value, Writer};
+use sundial_store::reads::{Reader, Statement, Transaction, Value, Writer};
 
 use super::*;
 
@@ -34,6 +34,12 @@ impl Reader for SqliteStore {
 
     const JOB_COLUMNS: &'static str = jobs::JOB_COLUMNS;
     const LAST_EXECUTION: &'static str = jobs::LAST_EXECUTION;
+    const CALENDAR_USERS: &'static str = "SELECT 'job ' || name FROM jobs WHERE namespace = $1 AND EXISTS \
+     (SELECT 1 FROM json_each(spec, '$.schedule.exclude_calendars') WHERE value = $2) \
+     UNION ALL SELECT 'workflow ' || name FROM workflows WHERE namespace = $1 AND EXISTS \
+     (SELECT 1 FROM json_each(spec, '$.schedule.exclude_calendars') WHERE value = $2) \
+     ORDER BY 1";
+    const FOR_UPDATE: &'static str = "";
 
     async fn now(&self) -> Result<i64> {
         Ok(ms(self.clock.now()))
@@ -80,6 +86,42 @@ impl Writer for SqliteStore {
     async fn returning(&self, statement: &Statement<'_>) -> Result<Option<SqliteRow>> {
         query(statement)?
             .fetch_optional(&self.writer)
+            .await
+            .map_err(db_err)
+    }
+}
+
+/// This store's open write transaction, on which the steps written over
+/// [`Transaction`] run.
+pub(crate) struct SqlTx<'t, 'c>(pub(crate) &'t mut Tx<'c>);
+
+impl Transaction for SqlTx<'_, '_> {
+    type Store = SqliteStore;
+
+    async fn execute(&mut self, statement: &Statement<'_>) -> Result<u64> {
+        Ok(query(statement)?
+            .execute(&mut **self.0)
+            .await
+            .map_err(db_err)?
+            .rows_affected())
+    }
+
+    async fn rows(
+        &mut self,
+        statement: &Statement<'_>,
+    ) -> Result<Vec<<SqliteStore as Reader>::Row>> {
+        query(statement)?
+            .fetch_all(&mut **self.0)
+            .await
+            .map_err(db_err)
+    }
+
+    async fn row(
+        &mut self,
+        statement: &Statement<'_>,
+    ) -> Result<Option<<SqliteStore as Reader>::Row>> {
+        query(statement)?
+            .fetch_optional(&mut **self.0)
             .await
             .map_err(db_err)
     }

@@ -46,7 +46,7 @@ macro_rules! forward_store_traits {
             #[$crate::__forward::async_trait]
             impl StoreShared for $store {
                 async fn cluster_status(&self) -> Result<ClusterStatus> {
-                    nodes::cluster_status(self).await
+                    $crate::steps::nodes::cluster_status(self).await
                 }
 
                 async fn job_get(&self, namespace: &str, name: &str) -> Result<Option<JobRecord>> {
@@ -119,7 +119,7 @@ macro_rules! forward_store_traits {
                 }
 
                 async fn calendar_users(&self, namespace: &str, name: &str) -> Result<Vec<String>> {
-                    calendars::calendar_users(self, namespace, name).await
+                    $crate::steps::listings::calendar_users(self, namespace, name).await
                 }
 
                 async fn backfill_get(
@@ -411,7 +411,7 @@ macro_rules! forward_store_traits {
                     roles: &[String],
                     ttl: $crate::__forward::Dur,
                 ) -> Result<()> {
-                    nodes::node_heartbeat(self, node, roles, ttl).await
+                    $crate::steps::nodes::node_heartbeat(self, node, roles, ttl).await
                 }
 
                 async fn history_prune(

@@ -117,6 +117,13 @@ pub trait Reader: Sync {
     /// row and `$1` the now.
     const LAST_EXECUTION: &'static str;
 
+    /// Who names calendar `$2` of namespace `$1` in `exclude_calendars`: one text column,
+    /// `job NAME` or `workflow NAME`, in order.
+    const CALENDAR_USERS: &'static str;
+    /// What a `SELECT` in a write transaction ends with to hold the rows it reads until the
+    /// transaction ends (`FOR UPDATE`), or nothing where the one writer holds them all.
+    const FOR_UPDATE: &'static str;
+
     /// The store's now, Unix milliseconds (UTC).
     fn now(&self) -> impl Future<Output = Result<i64>> + Send;
 
@@ -184,6 +191,29 @@ pub trait Writer: Reader {
         &self,
         statement: &Statement<'_>,
     ) -> impl Future<Output = Result<Option<Self::Row>>> + Send;
+}
+
+/// A store's open write transaction running [`Statement`]s, whose rows decode with the
+/// decoders of its store's [`Reader`] (`Self::Store`). A step written over it is a step of
+/// both stores (`steps::calendars`). Every method may fail with the store's classified error.
+pub trait Transaction: Send {
+    /// The store whose reader decodes this transaction's rows.
+    type Store: Reader;
+
+    /// Runs `statement`; returns how many rows it changed.
+    fn execute(&mut self, statement: &Statement<'_>) -> impl Future<Output = Result<u64>> + Send;
+
+    /// The rows `statement` returns.
+    fn rows(
+        &mut self,
+        statement: &Statement<'_>,
+    ) -> impl Future<Output = Result<Vec<<Self::Store as Reader>::Row>>> + Send;
+
+    /// The first row `statement` returns, if any.
+    fn row(
+        &mut self,
+        statement: &Statement<'_>,
+    ) -> impl Future<Output = Result<Option<<Self::Store as Reader>::Row>>> + Send;
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! A holiday calendar's put and delete (docs/time.md, "Calendars"), written once over the
-//! statements each store provides ([`CalendarStatements`], on the caller's open transaction).
+//! A holiday calendar's put and delete (docs/time.md, "Calendars"), written once over
+//! [`CalendarStatements`], which every store's open [`Transaction`] provides.
 //! The caller opens the transaction, runs [`calendar_put`] or [`calendar_delete`], and commits
 //! only when the step returns `Ok` (an error has written nothing the caller keeps).
 //!
@@ -12,6 +12,8 @@ use std::future::Future;
 
 use sundial_core::calendar::CalendarSpec;
 
+use crate::reads::{Reader, Statement, Transaction};
+use crate::steps::listings::CALENDAR_COLUMNS;
 use crate::{CalendarRecord, Error, Result};
 
 /// The statements of a calendar's put and delete, in the dialect of one store, on the
@@ -53,6 +55,63 @@ pub trait CalendarStatements: Send {
 
     /// Deletes the calendar; returns how many rows went (0 or 1).
     fn delete(&mut self, namespace: &str, name: &str) -> impl Future<Output = Result<u64>> + Send;
+}
+
+/// The statements of both stores, on any store's [`Transaction`]: the SQL is shared but for
+/// the users' query and the row lock ([`Reader::CALENDAR_USERS`], [`Reader::FOR_UPDATE`]).
+impl<T: Transaction> CalendarStatements for T {
+    async fn current(&mut self, namespace: &str, name: &str) -> Result<Option<(String, i64)>> {
+        let sql = format!(
+            "SELECT spec, version FROM calendars WHERE namespace = $1 AND name = $2{}",
+            <T::Store as Reader>::FOR_UPDATE
+        );
+        let row = self
+            .row(&Statement::new(sql).bind(namespace).bind(name))
+            .await?;
+        row.map(|r| Ok((T::Store::text(&r)?, T::Store::int(&r, 1)?)))
+            .transpose()
+    }
+
+    async fn upsert(&mut self, namespace: &str, name: &str, spec: &str, now: i64) -> Result<()> {
+        let st = Statement::new(
+            "INSERT INTO calendars (namespace, name, spec, version, created_at, updated_at) \
+             VALUES ($1, $2, $3, 1, $4, $4) \
+             ON CONFLICT (namespace, name) DO UPDATE SET spec = $3, \
+             version = calendars.version + 1, updated_at = $4",
+        )
+        .bind(namespace)
+        .bind(name)
+        .bind(spec)
+        .bind(now);
+        self.execute(&st).await?;
+        Ok(())
+    }
+
+    async fn read(&mut self, namespace: &str, name: &str) -> Result<CalendarRecord> {
+        let sql =
+            format!("SELECT {CALENDAR_COLUMNS} FROM calendars WHERE namespace = $1 AND name = $2");
+        match self
+            .row(&Statement::new(sql).bind(namespace).bind(name))
+            .await?
+        {
+            Some(row) => T::Store::calendar(&row),
+            None => Err(Error::NotFound(format!("calendar {namespace}/{name}"))),
+        }
+    }
+
+    async fn users(&mut self, namespace: &str, name: &str) -> Result<Vec<String>> {
+        let st = Statement::new(<T::Store as Reader>::CALENDAR_USERS)
+            .bind(namespace)
+            .bind(name);
+        self.rows(&st).await?.iter().map(T::Store::text).collect()
+    }
+
+    async fn delete(&mut self, namespace: &str, name: &str) -> Result<u64> {
+        let st = Statement::new("DELETE FROM calendars WHERE namespace = $1 AND name = $2")
+            .bind(namespace)
+            .bind(name);
+        self.execute(&st).await
+    }
 }
 
 /// The JSON text a calendar's spec is stored as; the caller makes it before it opens the

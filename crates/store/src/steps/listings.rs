@@ -399,6 +399,16 @@ pub async fn calendar_list<S: Reader>(s: &S, namespace: &str) -> Result<Vec<Cale
     s.rows(&st).await?.iter().map(S::calendar).collect()
 }
 
+/// Who names calendar `name` of `namespace` in `exclude_calendars`: `job NAME` and
+/// `workflow NAME`, in order.
+///
+/// # Errors
+/// As [`job_get`].
+pub async fn calendar_users<S: Reader>(s: &S, namespace: &str, name: &str) -> Result<Vec<String>> {
+    let st = Statement::new(S::CALENDAR_USERS).bind(namespace).bind(name);
+    s.rows(&st).await?.iter().map(S::text).collect()
+}
+
 /// The namespaces that hold a job or a workflow, in name order.
 ///
 /// # Errors

@@ -1,5 +1,5 @@
 //! A node's heartbeat and the cluster status (docs/configuration.md, "node_id"), written
-//! once over the statements each store provides ([`NodeStatements`]).
+//! once over the statements each store provides ([`NodeStatements`], on its [`Writer`]).
 //!
 //! Invariants: a node id is held by one live process at a time: a heartbeat from another
 //! process (another instance) takes the id over only once the holder's registration has
@@ -10,24 +10,15 @@ use std::future::Future;
 
 use sundial_core::Dur;
 
+use crate::reads::{Statement, Writer};
 use crate::{ClusterStatus, Error, NodeStatus, Result};
 
 /// The statements of a heartbeat and of the cluster status, in the dialect of one store.
 /// Every method may fail with the store's classified error.
-pub trait NodeStatements: Sync {
-    /// The store's now, Unix milliseconds (UTC).
-    fn now(&self) -> impl Future<Output = Result<i64>> + Send;
-
-    /// Registers or renews `node` (with this process's instance and `roles`, comma separated)
-    /// at `now`, expiring `ttl_ms` later, unless another instance holds it unexpired; returns
-    /// whether the row was written.
-    fn upsert_node(
-        &self,
-        node: &str,
-        roles: &str,
-        now: i64,
-        ttl_ms: i64,
-    ) -> impl Future<Output = Result<bool>> + Send;
+pub trait NodeStatements: Writer {
+    /// This process's instance: a fresh id every time the store is opened, so a node id's
+    /// holder is one process.
+    fn instance(&self) -> &str;
 
     /// The nodes seen in the minute before `now`, in id order, with their shard counts and
     /// worker leases.
@@ -43,17 +34,14 @@ pub trait NodeStatements: Sync {
         now: i64,
     ) -> impl Future<Output = Result<Vec<(String, i64)>>> + Send;
 
-    /// Dead letters per namespace.
-    fn dead_by_namespace(&self) -> impl Future<Output = Result<Vec<(String, i64)>>> + Send;
-
     /// The unexpired shard leases at `now`: (shard, the owning node's id).
     fn shard_owners(&self, now: i64) -> impl Future<Output = Result<Vec<(i64, String)>>> + Send;
 }
 
-/// The statement of [`NodeStatements::upsert_node`] in both dialects: `$1` the node, `$2` this
-/// process's instance, `$3` its roles, `$4` now (Unix ms, UTC), `$5` the time to live in
-/// milliseconds. It writes nothing while another instance holds the id unexpired.
-pub const UPSERT_NODE: &str = "INSERT INTO nodes (id, instance, roles, started_at, heartbeat_at, \
+/// A node's registration or renewal: `$1` the node, `$2` this process's instance, `$3` its
+/// roles, `$4` now (Unix ms, UTC), `$5` the time to live in milliseconds. It writes nothing
+/// while another instance holds the id unexpired.
+const UPSERT_NODE: &str = "INSERT INTO nodes (id, instance, roles, started_at, heartbeat_at, \
       expires_at) VALUES ($1, $2, $3, $4, $4, $4 + $5) \
     ON CONFLICT (id) DO UPDATE SET instance = excluded.instance, roles = excluded.roles, \
       heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at, \
@@ -73,10 +61,14 @@ pub async fn node_heartbeat<S: NodeStatements>(
     ttl: Dur,
 ) -> Result<()> {
     let now = store.now().await?;
-    if store
-        .upsert_node(node, &roles.join(","), now, ttl.as_millis_i64())
-        .await?
-    {
+    let roles = roles.join(",");
+    let st = Statement::new(UPSERT_NODE)
+        .bind(node)
+        .bind(store.instance())
+        .bind(roles.as_str())
+        .bind(now)
+        .bind(ttl.as_millis_i64());
+    if store.execute(&st).await? > 0 {
         Ok(())
     } else {
         Err(Error::Conflict(format!(
@@ -95,7 +87,14 @@ pub async fn cluster_status<S: NodeStatements>(store: &S) -> Result<ClusterStatu
     let nodes = store.nodes(now).await?;
     let (queued, scheduled, running) = store.queue_counts(now).await?;
     let queued_by_namespace = store.queued_by_namespace(now).await?;
-    let dead_by_namespace = store.dead_by_namespace().await?;
+    let dead_by_namespace = store
+        .rows(&Statement::new(
+            "SELECT namespace, count(*) FROM dead_letters GROUP BY namespace",
+        ))
+        .await?
+        .iter()
+        .map(|r| Ok((S::text(r)?, S::int(r, 1)?)))
+        .collect::<Result<Vec<_>>>()?;
     let leases = store.shard_owners(now).await?;
     Ok(ClusterStatus {
         shard_owners: shard_owners(leases),
