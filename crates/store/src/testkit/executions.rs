@@ -75,7 +75,7 @@ pub async fn execution_history_pages_newest_first(h: Harness) {
         .map(|i| t0() + SignedDuration::from_secs(10 * i))
         .collect();
     trigger(&*store, "n1", &job, &slots).await.expect("trigger");
-    let seen: Vec<Timestamp> = history_in_pages(&*store, Some("a"), 3)
+    let seen: Vec<Timestamp> = history_in_pages(&*store, Some("a"), None, 3)
         .await
         .iter()
         .map(|e| e.scheduled_at)
@@ -107,7 +107,7 @@ pub async fn history_pages_through_executions_sharing_a_slot_time(h: Harness) {
     ids.sort();
     ids.reverse();
     for job_filter in [Some("a"), None] {
-        let seen: Vec<String> = history_in_pages(&*store, job_filter, 2)
+        let seen: Vec<String> = history_in_pages(&*store, job_filter, None, 2)
             .await
             .into_iter()
             .map(|e| e.id)
@@ -157,35 +157,19 @@ pub async fn dead_letters_page_newest_first(h: Harness) {
         .collect();
     expected.sort();
     expected.reverse();
-    let mut seen = Vec::new();
-    let mut before = None;
-    loop {
-        let page = store
-            .execution_list(&ExecutionListQuery {
-                namespace: "ns".into(),
-                state: Some(ExecutionState::Dead),
-                before: before.clone(),
-                limit: 3,
-                ..Default::default()
-            })
-            .await
-            .expect("page of dead letters");
-        assert!(page.iter().all(|e| e.state == ExecutionState::Dead));
-        let short = page.len() < 3;
-        before = page.last().map(|e| (e.scheduled_at, e.id.clone()));
-        seen.extend(page.into_iter().map(|e| (e.scheduled_at, e.id)));
-        if short {
-            break;
-        }
-    }
+    let pages = history_in_pages(&*store, None, Some(ExecutionState::Dead), 3).await;
+    assert!(pages.iter().all(|e| e.state == ExecutionState::Dead));
+    let seen: Vec<(Timestamp, String)> =
+        pages.into_iter().map(|e| (e.scheduled_at, e.id)).collect();
     assert_eq!(seen, expected);
 }
 
-/// Every execution of namespace `ns` (of `job` only, when given), read page after page of
-/// `limit` with the page token each page ends with, until a short page.
+/// Every execution of namespace `ns` (of `job` only, in `state` only, when given), read page
+/// after page of `limit` with the page token each page ends with, until a short page.
 async fn history_in_pages(
     store: &dyn Store,
     job: Option<&str>,
+    state: Option<ExecutionState>,
     limit: u32,
 ) -> Vec<ExecutionRecord> {
     let mut seen = Vec::new();
@@ -195,6 +179,7 @@ async fn history_in_pages(
             .execution_list(&ExecutionListQuery {
                 namespace: "ns".into(),
                 job: job.map(str::to_owned),
+                state,
                 before: before.clone(),
                 limit,
                 ..Default::default()
