@@ -182,7 +182,6 @@ async fn history_in_pages(
                 state,
                 before: before.clone(),
                 limit,
-                ..Default::default()
             })
             .await
             .expect("page");
