@@ -1,5 +1,7 @@
-//! Backfills (docs/time.md, "Backfill"): create and read; the driver's fenced step and the
-//! cancel are `sundial_store::steps::backfill`, over this file's statements. A step and a
+//! Backfills (docs/time.md, "Backfill"): the driver's reads of running backfills and taken
+//! slots; the creation, the fenced step and the cancel are `sundial_store::steps::backfill`
+//! (the step and the cancel over this file's statements), the API's reads
+//! `sundial_store::steps::listings`. A step and a
 //! cancel are transactions of the one writer, so a step after a cancel writes nothing.
 
 use super::*;

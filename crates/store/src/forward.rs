@@ -3,15 +3,16 @@
 //! [`WorkerStore`](crate::WorkerStore), [`ApiStore`](crate::ApiStore) and
 //! [`MaintenanceStore`](crate::MaintenanceStore) for a store by calling its step functions, which
 //! each store keeps under the same module and function names (`jobs::job_write_batch`,
-//! `claim::execution_claim`, `maintenance::services`, ...), or the reads written once over its
-//! [`Reader`](crate::reads::Reader) (`steps::listings`). A store writes only
-//! [`StoreBase`](crate::StoreBase) itself (its clock and its signals differ), its reader and the
-//! steps.
+//! `claim::execution_claim`, `maintenance::services`, ...), or the steps written once over its
+//! [`Reader`](crate::reads::Reader) and [`Writer`](crate::reads::Writer) (`steps::listings`,
+//! `steps::nodes`, `steps::liveness`, `steps::backfill::backfill_create`). A store writes only
+//! [`StoreBase`](crate::StoreBase) itself (its clock and its signals differ), its reader and
+//! writer, and the steps.
 //!
 //! Invariant: every method of those traits without a default body is forwarded here, to a
 //! function of the same name taking the store first (`maintenance` alone is answered by
-//! `maintenance::services`), so the two stores cannot differ in which
-//! step answers which call (ARCHITECTURE.md, "Code map").
+//! `maintenance::services`), in the store's module or in `sundial_store::steps`, so the two
+//! stores cannot differ in which step answers which call (ARCHITECTURE.md, "Code map").
 
 /// What the expansion of [`forward_store_traits!`](crate::forward_store_traits) names outside
 /// this crate's own types.
@@ -26,8 +27,10 @@ pub mod support {
 /// each method to the function of the same name in the invoking crate's module for it
 /// (`nodes`, `jobs`, `executions`, `workflows`, `runs`, `calendars`, `backfills`, `leases`,
 /// `trigger`, `liveness`, `claim`, `complete`, `release`, `maintenance`, `retention`,
-/// `alerts`), or in `steps::listings` for the reads both stores answer alike (`$store` then
-/// implements [`Reader`](crate::reads::Reader)). Invoke it once, at the store crate's root.
+/// `alerts`), or in `sundial_store::steps` (`listings`, `nodes`, `liveness`, `backfill`) for
+/// the steps both stores answer alike (`$store` then implements
+/// [`Reader`](crate::reads::Reader), [`Writer`](crate::reads::Writer) and
+/// `steps::nodes::NodeStatements`). Invoke it once, at the store crate's root.
 #[macro_export]
 macro_rules! forward_store_traits {
     ($store:ident) => {
