@@ -17,6 +17,7 @@ fn query<'q>(statement: &'q Statement<'q>) -> sqlx::query::Query<'q, Postgres, P
             Value::OptText(v) => q.bind(v),
             Value::Int(v) => q.bind(v),
             Value::OptInt(v) => q.bind(v),
+            Value::Bool(v) => q.bind(v),
             Value::Texts(v) => q.bind(v),
         })
 }

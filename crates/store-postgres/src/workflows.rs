@@ -21,6 +21,9 @@ use crate::release::{record_failed_attempt, spec_text};
 use crate::rows::{UNFINISHED_RUN, to_json};
 use sundial_store::steps::jobs::VersionStatements;
 use sundial_store::steps::listings::WORKFLOW_COLUMNS;
+use sundial_store::steps::workflow_writes::shared;
+
+use crate::reads::SqlTx;
 use sundial_store::steps::workflow_writes::{self as steps, WorkflowStatements};
 
 pub(crate) const TASK_COLUMNS: &str =
@@ -68,24 +71,7 @@ impl VersionStatements for WorkflowTx<'_, '_> {
 
 impl WorkflowStatements for WorkflowTx<'_, '_> {
     async fn insert(&mut self, r: &WorkflowRecord, spec: &str, now: i64) -> Result<Option<String>> {
-        sqlx::query_scalar(
-            "INSERT INTO workflows (namespace, name, uid, shard, version, spec, paused, \
-               created_at, updated_at, next_slot_at, next_fire_at) \
-             VALUES ($1, $2, $3, $4, 1, $5, $6, $7, $7, $8, $9) \
-             ON CONFLICT (namespace, name) DO NOTHING RETURNING uid",
-        )
-        .bind(&r.spec.namespace)
-        .bind(&r.spec.name)
-        .bind(&r.uid)
-        .bind(i64::from(r.shard))
-        .bind(spec)
-        .bind(r.spec.paused)
-        .bind(now)
-        .bind(r.next_slot_at.map(ms))
-        .bind(r.next_fire_at.map(ms))
-        .fetch_optional(&mut **self.0)
-        .await
-        .map_err(db_err)
+        shared::insert(&mut SqlTx(&mut *self.0), r, spec, now).await
     }
 
     async fn replace(
@@ -95,33 +81,11 @@ impl WorkflowStatements for WorkflowTx<'_, '_> {
         expected: i64,
         now: i64,
     ) -> Result<Option<String>> {
-        sqlx::query_scalar(
-            "UPDATE workflows SET version = version + 1, spec = $4, paused = $5, updated_at = $6, \
-             next_slot_at = $7, next_fire_at = $8 \
-             WHERE namespace = $1 AND name = $2 AND version = $3 RETURNING uid",
-        )
-        .bind(&r.spec.namespace)
-        .bind(&r.spec.name)
-        .bind(expected)
-        .bind(spec)
-        .bind(r.spec.paused)
-        .bind(now)
-        .bind(r.next_slot_at.map(ms))
-        .bind(r.next_fire_at.map(ms))
-        .fetch_optional(&mut **self.0)
-        .await
-        .map_err(db_err)
+        shared::replace(&mut SqlTx(&mut *self.0), r, spec, expected, now).await
     }
 
     async fn add_version(&mut self, uid: &str, version: i64, spec: &str) -> Result<()> {
-        sqlx::query("INSERT INTO workflow_versions (uid, version, spec) VALUES ($1, $2, $3)")
-            .bind(uid)
-            .bind(version)
-            .bind(spec)
-            .execute(&mut **self.0)
-            .await
-            .map_err(db_err)?;
-        Ok(())
+        shared::add_version(&mut SqlTx(&mut *self.0), uid, version, spec).await
     }
 
     async fn not_started_runs(&mut self, uid: &str, now: i64) -> Result<Vec<String>> {
@@ -159,16 +123,7 @@ impl WorkflowStatements for WorkflowTx<'_, '_> {
         name: &str,
         expected: Option<i64>,
     ) -> Result<Option<String>> {
-        sqlx::query_scalar(
-            "DELETE FROM workflows WHERE namespace = $1 AND name = $2 \
-             AND ($3::bigint IS NULL OR version = $3) RETURNING uid",
-        )
-        .bind(namespace)
-        .bind(name)
-        .bind(expected)
-        .fetch_optional(&mut **self.0)
-        .await
-        .map_err(db_err)
+        shared::delete(&mut SqlTx(&mut *self.0), namespace, name, expected).await
     }
 }
 

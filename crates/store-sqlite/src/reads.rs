@@ -21,6 +21,7 @@ fn query<'q>(
             Value::OptText(v) => q.bind(v),
             Value::Int(v) => q.bind(v),
             Value::OptInt(v) => q.bind(v),
+            Value::Bool(v) => q.bind(v),
             Value::Texts(v) => {
                 q.bind(serde_json::to_string(v).map_err(|e| Error::Corrupt(e.to_string()))?)
             }

@@ -29,6 +29,8 @@ pub enum Value<'a> {
     Int(i64),
     /// A 64-bit integer or NULL.
     OptInt(Option<i64>),
+    /// A boolean (`BOOLEAN` on PostgreSQL, 0 or 1 on SQLite).
+    Bool(bool),
     /// A list of texts, for a fragment of [`Reader::one_of`] (an array on PostgreSQL, a JSON
     /// array on SQLite).
     Texts(&'a [String]),
@@ -61,6 +63,12 @@ impl From<i64> for Value<'_> {
 impl From<Option<i64>> for Value<'_> {
     fn from(v: Option<i64>) -> Self {
         Value::OptInt(v)
+    }
+}
+
+impl From<bool> for Value<'_> {
+    fn from(v: bool) -> Self {
+        Value::Bool(v)
     }
 }
 

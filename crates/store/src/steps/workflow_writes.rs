@@ -15,6 +15,7 @@
 use std::future::Future;
 
 use super::jobs::{VersionStatements, version_mismatch};
+use crate::reads::{Reader, Statement, Transaction};
 use crate::workflow::{WorkflowRecord, WorkflowWrite};
 use crate::{Error, Result};
 
@@ -176,4 +177,115 @@ pub async fn workflow_delete<S: WorkflowStatements>(
         records: Vec::new(),
         stopped,
     })
+}
+
+/// The statements of [`WorkflowStatements`] whose SQL both stores share, on any store's
+/// [`Transaction`]; a store's `WorkflowStatements` answers those methods with these.
+pub mod shared {
+    use super::*;
+
+    /// The uid a statement returned, `None` when it wrote nothing.
+    async fn uid<T: Transaction>(tx: &mut T, st: &Statement<'_>) -> Result<Option<String>> {
+        tx.row(st)
+            .await?
+            .as_ref()
+            .map(<T::Store as Reader>::text)
+            .transpose()
+    }
+
+    /// [`WorkflowStatements::insert`]: the workflow at version 1, `created_at` = `updated_at`
+    /// = `now` (Unix ms, UTC), unless its name is taken.
+    ///
+    /// # Errors
+    /// The store's classified error.
+    pub async fn insert<T: Transaction>(
+        tx: &mut T,
+        r: &WorkflowRecord,
+        spec: &str,
+        now: i64,
+    ) -> Result<Option<String>> {
+        let st = Statement::new(
+            "INSERT INTO workflows (namespace, name, uid, shard, version, spec, paused, \
+               created_at, updated_at, next_slot_at, next_fire_at) \
+             VALUES ($1, $2, $3, $4, 1, $5, $6, $7, $7, $8, $9) \
+             ON CONFLICT (namespace, name) DO NOTHING RETURNING uid",
+        )
+        .bind(r.spec.namespace.as_str())
+        .bind(r.spec.name.as_str())
+        .bind(r.uid.as_str())
+        .bind(i64::from(r.shard))
+        .bind(spec)
+        .bind(r.spec.paused)
+        .bind(now)
+        .bind(r.next_slot_at.map(|t| t.as_millisecond()))
+        .bind(r.next_fire_at.map(|t| t.as_millisecond()));
+        uid(tx, &st).await
+    }
+
+    /// [`WorkflowStatements::replace`].
+    ///
+    /// # Errors
+    /// The store's classified error.
+    pub async fn replace<T: Transaction>(
+        tx: &mut T,
+        r: &WorkflowRecord,
+        spec: &str,
+        expected: i64,
+        now: i64,
+    ) -> Result<Option<String>> {
+        let st = Statement::new(
+            "UPDATE workflows SET version = version + 1, spec = $4, paused = $5, updated_at = $6, \
+             next_slot_at = $7, next_fire_at = $8 \
+             WHERE namespace = $1 AND name = $2 AND version = $3 RETURNING uid",
+        )
+        .bind(r.spec.namespace.as_str())
+        .bind(r.spec.name.as_str())
+        .bind(expected)
+        .bind(spec)
+        .bind(r.spec.paused)
+        .bind(now)
+        .bind(r.next_slot_at.map(|t| t.as_millisecond()))
+        .bind(r.next_fire_at.map(|t| t.as_millisecond()));
+        uid(tx, &st).await
+    }
+
+    /// [`WorkflowStatements::add_version`].
+    ///
+    /// # Errors
+    /// The store's classified error (a version kept already is a conflict).
+    pub async fn add_version<T: Transaction>(
+        tx: &mut T,
+        uid: &str,
+        version: i64,
+        spec: &str,
+    ) -> Result<()> {
+        let st = Statement::new(
+            "INSERT INTO workflow_versions (uid, version, spec) VALUES ($1, $2, $3)",
+        )
+        .bind(uid)
+        .bind(version)
+        .bind(spec);
+        tx.execute(&st).await?;
+        Ok(())
+    }
+
+    /// [`WorkflowStatements::delete`].
+    ///
+    /// # Errors
+    /// The store's classified error.
+    pub async fn delete<T: Transaction>(
+        tx: &mut T,
+        namespace: &str,
+        name: &str,
+        expected: Option<i64>,
+    ) -> Result<Option<String>> {
+        let st = Statement::new(
+            "DELETE FROM workflows WHERE namespace = $1 AND name = $2 \
+             AND (CAST($3 AS BIGINT) IS NULL OR version = $3) RETURNING uid",
+        )
+        .bind(namespace)
+        .bind(name)
+        .bind(expected);
+        uid(tx, &st).await
+    }
 }
