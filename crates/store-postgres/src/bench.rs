@@ -4,9 +4,13 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use sundial_store::bench::{BenchStore, ExpiredLoad, counts_by_state, number};
+use sundial_store::bench::{self, BenchStore, ExpiredLoad, number};
+use sundial_store::reads::{Statement, Writer};
 
-/// Executions `$2..=$3` of namespace `$4`, slot at `$1 + i` (Unix ms), as in [`ExpiredLoad`];
+use crate::reads::SqlTx;
+
+/// Executions `$2..=$3` of namespace `$4` (`bench::write_expired`), slot at `$1 + i` (Unix
+/// ms), as in [`ExpiredLoad`];
 /// each id leads with its slot time (`sundial_id_bound`, migration 0010).
 const EXECUTIONS: &str = "INSERT INTO executions (id, namespace, job, job_uid, job_version, shard, trigger, \
        scheduled_at, fire_at, queued_at, started_at, finished_at, state, attempt, \
@@ -39,45 +43,21 @@ impl BenchStore for PgStore {
         .execute(&self.pool)
         .await
         .map_err(db_err)?;
-        let mut tx = self.pool.begin().await.map_err(db_err)?;
-        for sql in [EXECUTIONS, ATTEMPTS] {
-            sqlx::query(sql)
-                .bind(load.base_ms)
-                .bind(first)
-                .bind(last)
-                .bind(&load.namespace)
-                .execute(&mut *tx)
-                .await
-                .map_err(db_err)?;
-        }
+        let mut tx = self.begin().await?;
+        bench::write_expired(&mut SqlTx(&mut tx), load, [EXECUTIONS, ATTEMPTS]).await?;
         tx.commit().await.map_err(db_err)
     }
 
     async fn checkpoint(&self) -> Result<()> {
-        sqlx::query("CHECKPOINT")
-            .execute(&self.pool)
-            .await
-            .map_err(db_err)?;
+        Writer::execute(self, &Statement::new("CHECKPOINT")).await?;
         Ok(())
     }
 
     async fn execution_counts(&self, namespace: Option<&str>) -> Result<BTreeMap<String, u64>> {
-        let rows: Vec<(String, i64)> = sqlx::query_as(
-            "SELECT state, count(*) FROM executions WHERE $1::text IS NULL OR namespace = $1 \
-             GROUP BY state",
-        )
-        .bind(namespace)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db_err)?;
-        Ok(counts_by_state(rows))
+        bench::execution_counts(self, namespace).await
     }
 
     async fn storage_bytes(&self) -> Result<u64> {
-        let size: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
-            .fetch_one(&self.pool)
-            .await
-            .map_err(db_err)?;
-        Ok(u64::try_from(size).unwrap_or(0))
+        bench::size(self, "SELECT pg_database_size(current_database())").await
     }
 }

@@ -3,14 +3,10 @@
 //! their jobs read under per-job advisory locks, and the plan's writes, a few statements
 //! whatever the batch.
 
-use sundial_store::claim_order::Read;
 use sundial_store::steps::claim::{self as steps, ClaimStatements};
 
 use super::*;
-
-/// [`CLAIMED_COLUMNS`] but the run definition, which the claim already read.
-pub(crate) const CLAIM_RETURNING: &str = "id, namespace, job, trigger, attempt, max_attempts, scheduled_at, fire_at, \
-    started_at, lease_expires_at, worker_epoch";
+use crate::reads::SqlTx;
 
 /// Reads, under a per-job advisory lock, the [`JobFacts`] of the jobs of `due` that need them
 /// ([`DueExecution::needs_facts`]), in two statements whatever their number. The locks are
@@ -22,13 +18,7 @@ pub(crate) async fn job_facts(
     due: &[DueExecution],
     now: i64,
 ) -> Result<std::collections::HashMap<String, JobFacts>> {
-    let mut uids: Vec<&str> = due
-        .iter()
-        .filter(|e| e.needs_facts(now))
-        .map(|e| e.job_uid.as_str())
-        .collect();
-    uids.sort_unstable();
-    uids.dedup();
+    let uids = steps::fact_uids(due, now);
     if uids.is_empty() {
         return Ok(Default::default());
     }
@@ -99,7 +89,14 @@ pub(crate) async fn execution_claim(
     claim: &ExecutionClaim,
 ) -> Result<Vec<ClaimedExecution>> {
     let mut tx = store.begin().await?;
-    let applied = steps::claim(&mut ClaimTx { tx: &mut tx, store }, claim).await?;
+    let applied = steps::claim(
+        &mut ClaimTx {
+            tx: SqlTx(&mut tx),
+            store,
+        },
+        claim,
+    )
+    .await?;
     commit(tx).await?;
     // The store's clock read once the claim has committed: a worker holds what it claimed
     // ahead for its start less this reading, counted from when the claim returns, so every
@@ -133,29 +130,67 @@ pub(crate) async fn execution_claim(
 /// `FOR UPDATE SKIP LOCKED` (execution row, then queue row), per-job advisory locks, buckets
 /// locked by row, cancellations signalled by `NOTIFY` inside the transaction.
 struct ClaimTx<'t, 'c, 's> {
-    tx: &'t mut Tx<'c>,
+    tx: SqlTx<'t, 'c>,
     store: &'s PgStore,
 }
 
-/// A claim's read of due executions with the extra condition `filter` (`$3`, `$4` its binds),
-/// `$1` the latest due time and `$2` the limit, locked against other claims.
-fn due_sql(filter: &str) -> String {
-    format!(
-        "SELECT e.id, e.namespace, e.job_uid, e.trigger, e.run, e.scheduled_at, e.fire_at, \
-           e.attempt, q.due_at \
-         FROM executions e JOIN execution_queue q ON q.id = e.id \
-         WHERE q.due_at <= $1 AND {filter} \
-         ORDER BY q.due_at LIMIT $2 FOR UPDATE OF e, q SKIP LOCKED"
-    )
-}
+impl<'t, 'c> ClaimStatements for ClaimTx<'t, 'c, '_> {
+    type Tx = SqlTx<'t, 'c>;
+    /// The due executions of the namespaces not in `$3`, `$4 < due_at <= $1`, oldest due first,
+    /// at most `$2`, each locked (execution row, then queue row) against other claims, skipping
+    /// those another claim holds.
+    const DUE: &'static str = "SELECT e.id, e.namespace, e.job_uid, e.trigger, e.run, e.scheduled_at, \
+        e.fire_at, e.attempt, q.due_at FROM executions e JOIN execution_queue q ON q.id = e.id \
+        WHERE q.due_at <= $1 AND q.namespace <> ALL($3) AND q.due_at > $4 \
+        ORDER BY q.due_at LIMIT $2 FOR UPDATE OF e, q SKIP LOCKED";
 
-impl ClaimStatements for ClaimTx<'_, '_, '_> {
+    /// The executions of namespace `$3` due at `$1`, oldest due first, at most `$2`, locked as
+    /// [`DUE`] locks them.
+    const DUE_IN: &'static str = "SELECT e.id, e.namespace, e.job_uid, e.trigger, e.run, e.scheduled_at, \
+        e.fire_at, e.attempt, q.due_at FROM executions e JOIN execution_queue q ON q.id = e.id \
+        WHERE q.due_at <= $1 AND q.namespace = $3 \
+        ORDER BY q.due_at LIMIT $2 FOR UPDATE OF e, q SKIP LOCKED";
+
+    /// Ends the executions `$1` in state `$3` at `$2`, their trigger `misfire` when `$4`, and
+    /// takes them off the queue (`shared::finish`).
+    const FINISH: &'static str = "WITH q AS (DELETE FROM execution_queue WHERE id = ANY($1)) \
+        UPDATE executions SET state = $3, trigger = CASE WHEN $4 THEN 'misfire' ELSE trigger END, \
+        due_at = NULL, finished_at = $2 WHERE id = ANY($1)";
+
+    /// Moves the due time of the executions `$1`, and of their queue rows, to `$2`
+    /// (`shared::defer`).
+    const DEFER: &'static str = "WITH q AS (UPDATE execution_queue SET due_at = $2 WHERE id = ANY($1)) \
+        UPDATE executions SET due_at = $2 WHERE id = ANY($1)";
+
+    /// Hands the executions `$3` (still waiting) to worker `$1` at `$2` under worker lease `$4`,
+    /// with their queue rows. The queue rows are found by `id = ANY(ARRAY(SELECT … FROM
+    /// claimed))`, an index condition on the primary key, never by joining the CTE: the planner
+    /// estimates a CTE at one row and, on a queue it last analysed empty, walked the whole queue
+    /// index once against it (BENCHMARKS.md, "Plans on stale statistics").
+    const HAND_OUT: &'static str = "WITH claimed AS (UPDATE executions e SET state = 'running', \
+          attempt = e.attempt + 1, worker = $1, \
+          started_at = coalesce(e.started_at, GREATEST($2, e.fire_at)), \
+          attempt_started_at = GREATEST($2, e.fire_at), worker_epoch = $4, \
+          lease_expires_at = CASE WHEN $4::bigint IS NULL THEN GREATEST($2, e.fire_at) + e.lease_ms END, \
+          due_at = NULL \
+          WHERE e.id = ANY($3) AND e.state IN ('scheduled', 'queued', 'retry_wait') \
+          RETURNING id, namespace, job, trigger, attempt, max_attempts, scheduled_at, fire_at, \
+          started_at, lease_expires_at, worker_epoch), \
+        queue AS (UPDATE execution_queue q SET due_at = NULL, worker_epoch = $4, \
+          lease_expires_at = CASE WHEN $4::bigint IS NULL THEN GREATEST($2, x.fire_at) + x.lease_ms END \
+          FROM executions x WHERE q.id = ANY(ARRAY(SELECT id FROM claimed)) AND x.id = q.id) \
+        SELECT * FROM claimed ORDER BY fire_at";
+
+    fn tx(&mut self) -> &mut SqlTx<'t, 'c> {
+        &mut self.tx
+    }
+
     async fn worker_lease_holds(&mut self, epoch: i64) -> Result<()> {
-        liveness::lock_for_claim(self.tx, epoch).await
+        liveness::lock_for_claim(self.tx.0, epoch).await
     }
 
     async fn now(&mut self) -> Result<i64> {
-        self.store.now_ms(&mut **self.tx).await
+        self.store.now_ms(&mut **self.tx.0).await
     }
 
     async fn bucket(&mut self, namespace: &str, rate: f64, now: i64) -> Result<Option<(f64, i64)>> {
@@ -168,39 +203,16 @@ impl ClaimStatements for ClaimTx<'_, '_, '_> {
         .bind(namespace)
         .bind(sundial_store::concurrency::bucket_depth(rate))
         .bind(now)
-        .execute(&mut **self.tx)
+        .execute(&mut **self.tx.0)
         .await
         .map_err(db_err)?;
         sqlx::query_as(
             "SELECT tokens, updated_at FROM namespace_rates WHERE namespace = $1 FOR UPDATE",
         )
         .bind(namespace)
-        .fetch_optional(&mut **self.tx)
+        .fetch_optional(&mut **self.tx.0)
         .await
         .map_err(db_err)
-    }
-
-    async fn due(&mut self, read: Read, limited: &[String]) -> Result<Vec<DueExecution>> {
-        let rows = sqlx::query(&due_sql("q.namespace <> ALL($3) AND q.due_at > $4"))
-            .bind(read.until)
-            .bind(i64::from(read.limit))
-            .bind(limited)
-            .bind(read.after)
-            .fetch_all(&mut **self.tx)
-            .await
-            .map_err(db_err)?;
-        rows.iter().map(rows::due_execution).collect()
-    }
-
-    async fn due_in(&mut self, namespace: &str, now: i64, limit: i64) -> Result<Vec<DueExecution>> {
-        let rows = sqlx::query(&due_sql("q.namespace = $3"))
-            .bind(now)
-            .bind(limit)
-            .bind(namespace)
-            .fetch_all(&mut **self.tx)
-            .await
-            .map_err(db_err)?;
-        rows.iter().map(rows::due_execution).collect()
     }
 
     async fn job_facts(
@@ -208,96 +220,16 @@ impl ClaimStatements for ClaimTx<'_, '_, '_> {
         due: &[DueExecution],
         now: i64,
     ) -> Result<std::collections::HashMap<String, JobFacts>> {
-        job_facts(self.tx, due, now).await
-    }
-
-    async fn mark_misfire(&mut self, ids: &[String]) -> Result<()> {
-        sqlx::query("UPDATE executions SET trigger = 'misfire' WHERE id = ANY($1)")
-            .bind(ids)
-            .execute(&mut **self.tx)
-            .await
-            .map_err(db_err)?;
-        Ok(())
-    }
-
-    async fn finish(
-        &mut self,
-        ids: &[String],
-        state: ExecutionState,
-        misfire: bool,
-        now: i64,
-    ) -> Result<()> {
-        let trigger = if misfire { "'misfire'" } else { "trigger" };
-        sqlx::query(&format!(
-            "WITH q AS (DELETE FROM execution_queue WHERE id = ANY($1)) \
-             UPDATE executions SET state = $3, trigger = {trigger}, due_at = NULL, \
-               finished_at = $2 WHERE id = ANY($1)"
-        ))
-        .bind(ids)
-        .bind(now)
-        .bind(state.as_str())
-        .execute(&mut **self.tx)
-        .await
-        .map_err(db_err)?;
-        Ok(())
-    }
-
-    async fn defer(&mut self, ids: &[String], until: i64) -> Result<()> {
-        sqlx::query(
-            "WITH q AS (UPDATE execution_queue SET due_at = $2 WHERE id = ANY($1)) \
-             UPDATE executions SET due_at = $2 WHERE id = ANY($1)",
-        )
-        .bind(ids)
-        .bind(until)
-        .execute(&mut **self.tx)
-        .await
-        .map_err(db_err)?;
-        Ok(())
+        job_facts(self.tx.0, due, now).await
     }
 
     async fn cancel(&mut self, cancelled: &[ActiveExecution], now: i64) -> Result<()> {
         let ids: Vec<&str> = cancelled.iter().map(|a| a.id.as_str()).collect();
-        cancel_all_in_tx(self.tx, &ids, now).await?;
+        cancel_all_in_tx(self.tx.0, &ids, now).await?;
         for a in cancelled.iter().filter(|a| a.running) {
-            notify_cancelled(self.tx, &a.id).await?;
+            notify_cancelled(self.tx.0, &a.id).await?;
         }
         Ok(())
-    }
-
-    async fn hand_out(
-        &mut self,
-        worker: &str,
-        now: i64,
-        ids: &[String],
-        epoch: Option<i64>,
-        runs: std::collections::HashMap<String, sundial_store::RunSpec>,
-    ) -> Result<Vec<ClaimedExecution>> {
-        // The queue rows are found by `id = ANY(ARRAY(SELECT … FROM claimed))`, an index
-        // condition on the primary key, never by joining the CTE: the planner estimates a CTE
-        // at one row and, on a queue it last analysed empty, walked the whole queue index once
-        // against it (BENCHMARKS.md, "Plans on stale statistics").
-        let sql = format!(
-            "WITH claimed AS (UPDATE executions e SET state = 'running', attempt = e.attempt + 1, worker = $1, \
-                 started_at = coalesce(e.started_at, GREATEST($2, e.fire_at)), \
-                 attempt_started_at = GREATEST($2, e.fire_at), worker_epoch = $4, \
-                 lease_expires_at = CASE WHEN $4::bigint IS NULL THEN GREATEST($2, e.fire_at) + e.lease_ms END, \
-                 due_at = NULL \
-                 WHERE e.id = ANY($3) AND e.state IN ('scheduled', 'queued', 'retry_wait') \
-                 RETURNING {CLAIM_RETURNING}), \
-             queue AS (UPDATE execution_queue q SET due_at = NULL, worker_epoch = $4, \
-                 lease_expires_at = CASE WHEN $4::bigint IS NULL THEN GREATEST($2, x.fire_at) + x.lease_ms END \
-                 FROM executions x WHERE q.id = ANY(ARRAY(SELECT id FROM claimed)) AND x.id = q.id) \
-             SELECT * FROM claimed ORDER BY fire_at"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(worker)
-            .bind(now)
-            .bind(ids)
-            .bind(epoch)
-            .fetch_all(&mut **self.tx)
-            .await
-            .map_err(db_err)?;
-        rows::claimed_rows(&rows, runs, now, now)
     }
 
     async fn write_bucket(&mut self, namespace: &str, tokens: f64, now: i64) -> Result<()> {
@@ -310,37 +242,9 @@ impl ClaimStatements for ClaimTx<'_, '_, '_> {
         .bind(namespace)
         .bind(tokens)
         .bind(now)
-        .execute(&mut **self.tx)
+        .execute(&mut **self.tx.0)
         .await
         .map_err(db_err)?;
         Ok(())
     }
-}
-
-pub(crate) async fn execution_next_due(store: &PgStore) -> Result<Option<Timestamp>> {
-    let due: Option<i64> =
-        sqlx::query_scalar("SELECT min(due_at) FROM execution_queue WHERE due_at IS NOT NULL")
-            .fetch_one(&store.pool)
-            .await
-            .map_err(db_err)?;
-    due.map(ts).transpose()
-}
-
-pub(crate) async fn execution_due_count(
-    store: &PgStore,
-    from: Timestamp,
-    until: Timestamp,
-    cap: u32,
-) -> Result<u64> {
-    let n: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM (SELECT 1 FROM execution_queue WHERE due_at >= $1 AND due_at < $2 \
-         LIMIT $3) AS due",
-    )
-    .bind(ms(from))
-    .bind(ms(until))
-    .bind(i64::from(cap))
-    .fetch_one(&store.pool)
-    .await
-    .map_err(db_err)?;
-    Ok(u64::try_from(n).unwrap_or(0))
 }

@@ -6,6 +6,7 @@
 
 use super::*;
 use crate::liveness::WORKER_LEASE_STANDS;
+use crate::reads::SqlTx;
 use sundial_store::LateVerdict;
 use sundial_store::completion::CompletionWrite;
 use sundial_store::steps::{complete as step, late};
@@ -13,9 +14,6 @@ use sundial_store::steps::{complete as step, late};
 /// A row the completion statement returns: id, attempt, run id, `finished_at` (set when the
 /// execution ended), and the statement's now (UTC ms).
 type EndedRow = (String, i64, Option<String>, Option<i64>, i64);
-
-pub(crate) const CLAIMED_COLUMNS: &str = "id, namespace, job, trigger, attempt, max_attempts, scheduled_at, fire_at, \
-    started_at, lease_expires_at, worker_epoch, run";
 
 pub(crate) async fn attempt_heartbeat_batch(
     store: &PgStore,
@@ -71,20 +69,38 @@ pub(crate) async fn attempt_judge_late(
         return Ok(Vec::new());
     }
     let mut tx = store.begin().await?;
-    let verdicts = late::judge_late(&mut LateTx { tx: &mut tx, store }, attempts).await?;
+    let verdicts = late::judge_late(
+        &mut LateTx {
+            tx: SqlTx(&mut tx),
+            store,
+        },
+        attempts,
+    )
+    .await?;
     commit(tx).await?;
     Ok(verdicts)
 }
 
 /// The statements of the late judgement on a PostgreSQL transaction.
 struct LateTx<'t, 'c> {
-    tx: &'t mut Tx<'c>,
+    tx: SqlTx<'t, 'c>,
     store: &'t PgStore,
 }
 
-impl late::LateStatements for LateTx<'_, '_> {
+impl<'t, 'c> late::LateStatements for LateTx<'t, 'c> {
+    type Tx = SqlTx<'t, 'c>;
+    const RECORD_MISSED: &'static str = "WITH e AS (UPDATE executions SET state = 'missed', \
+          trigger = 'misfire', attempt = 0, worker = NULL, started_at = NULL, \
+          attempt_started_at = NULL, worker_epoch = NULL, lease_expires_at = NULL, due_at = NULL, \
+          finished_at = $2 WHERE id = ANY($1) RETURNING id) \
+        DELETE FROM execution_queue q WHERE q.id = ANY(ARRAY(SELECT id FROM e))";
+
+    fn tx(&mut self) -> &mut SqlTx<'t, 'c> {
+        &mut self.tx
+    }
+
     async fn now(&mut self) -> Result<i64> {
-        self.store.now_ms(&mut **self.tx).await
+        self.store.now_ms(&mut **self.tx.0).await
     }
 
     /// The execution rows are locked (`FOR UPDATE`) before any queue row is touched, the lock
@@ -104,55 +120,10 @@ impl late::LateStatements for LateTx<'_, '_> {
         .bind(&ids)
         .bind(&numbers)
         .bind(now)
-        .fetch_all(&mut **self.tx)
+        .fetch_all(&mut **self.tx.0)
         .await
         .map_err(db_err)?;
         rows.iter().map(rows::held_attempt).collect()
-    }
-
-    async fn later_slot_come(&mut self, held: &late::HeldAttempt, now: i64) -> Result<bool> {
-        // Through `executions_job` (namespace, job, slot) and the jobs' primary key.
-        sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM executions WHERE namespace = $1 AND job = $2 \
-                 AND job_uid = $3 AND scheduled_at > $4 AND fire_at <= $5 \
-                 AND trigger IN ('schedule', 'misfire') \
-                 AND state NOT IN ('skipped', 'cancelled', 'missed')) \
-               OR EXISTS (SELECT 1 FROM jobs WHERE namespace = $1 AND name = $2 AND uid = $3 \
-                 AND next_fire_at <= $5)",
-        )
-        .bind(&held.namespace)
-        .bind(&held.job)
-        .bind(&held.job_uid)
-        .bind(held.scheduled_at)
-        .bind(now)
-        .fetch_one(&mut **self.tx)
-        .await
-        .map_err(db_err)
-    }
-
-    async fn mark_misfire(&mut self, ids: &[String]) -> Result<()> {
-        sqlx::query("UPDATE executions SET trigger = 'misfire' WHERE id = ANY($1)")
-            .bind(ids)
-            .execute(&mut **self.tx)
-            .await
-            .map_err(db_err)?;
-        Ok(())
-    }
-
-    async fn record_missed(&mut self, ids: &[String], now: i64) -> Result<()> {
-        sqlx::query(
-            "WITH e AS (UPDATE executions SET state = 'missed', trigger = 'misfire', attempt = 0, \
-                 worker = NULL, started_at = NULL, attempt_started_at = NULL, worker_epoch = NULL, \
-                 lease_expires_at = NULL, due_at = NULL, finished_at = $2 \
-               WHERE id = ANY($1) RETURNING id) \
-             DELETE FROM execution_queue q WHERE q.id = ANY(ARRAY(SELECT id FROM e))",
-        )
-        .bind(ids)
-        .bind(now)
-        .execute(&mut **self.tx)
-        .await
-        .map_err(db_err)?;
-        Ok(())
     }
 }
 
@@ -350,21 +321,10 @@ async fn complete_statement<'e, E: sqlx::PgExecutor<'e>>(
         .map_err(db_err)
 }
 
-pub(crate) async fn attempt_list_lapsed(
-    store: &PgStore,
-    limit: u32,
-) -> Result<Vec<ClaimedExecution>> {
-    let now = store.now_ms(&store.pool).await?;
-    let sql = format!(
-        "SELECT {CLAIMED_COLUMNS} FROM executions WHERE id = ANY(ARRAY( \
-           SELECT id FROM execution_queue WHERE lease_expires_at < $1 ORDER BY lease_expires_at LIMIT $2)) \
-         AND state = 'running' ORDER BY lease_expires_at"
-    );
-    let rows = sqlx::query(&sql)
-        .bind(now)
-        .bind(i64::from(limit))
-        .fetch_all(&store.pool)
-        .await
-        .map_err(db_err)?;
-    rows.iter().map(rows::claimed).collect()
-}
+/// The running executions whose lease lapsed before `$1`, the longest lapsed first, at most
+/// `$2`, found through their queue rows (`claim_steps::shared::lapsed`).
+pub(crate) const LAPSED: &str = "SELECT id, namespace, job, trigger, attempt, max_attempts, \
+    scheduled_at, fire_at, started_at, lease_expires_at, worker_epoch, run FROM executions \
+    WHERE id = ANY(ARRAY(SELECT id FROM execution_queue WHERE lease_expires_at < $1 \
+      ORDER BY lease_expires_at LIMIT $2)) \
+    AND state = 'running' ORDER BY lease_expires_at";

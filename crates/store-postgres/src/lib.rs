@@ -70,10 +70,9 @@ use sundial_core::job::ConcurrencyPolicy;
 use sundial_store::NewRun;
 use sundial_store::claim::{ActiveExecution, DueExecution, JobFacts};
 use sundial_store::{
-    AttemptComplete, AttemptRef, ClaimedExecution, DueJob, Error, ExecutionClaim, ExecutionRecord,
-    FutureSlots, JobRecord, JobWrite, NewExecution, NextDue, Result, RunSpec, ShardLease,
-    ShardLeaseRequest, Signals, TriggerCommit, TriggerCommitted, TriggerDueSeconds, TriggerListDue,
-    TriggerNextDue,
+    AttemptComplete, AttemptRef, ClaimedExecution, Error, ExecutionClaim, ExecutionRecord,
+    JobRecord, JobWrite, NewExecution, Result, RunSpec, ShardLease, ShardLeaseRequest, Signals,
+    TriggerCommit, TriggerCommitted,
 };
 use sundial_store::{StoreBase, StoreShared};
 

@@ -9,30 +9,16 @@
 
 use super::*;
 
-pub(crate) async fn worker_lease_reap(store: &PgStore, limit: u32) -> Result<Vec<i64>> {
-    let mut tx = store.begin().await?;
-    let now = store.now_ms(&mut *tx).await?;
-    // The DELETE waits for the claims in flight under these epochs (they hold the rows
-    // `FOR KEY SHARE`); the marking below is a statement of its own, so it reads what those
-    // claims committed.
-    let epochs: Vec<i64> = sqlx::query_scalar(
-        "DELETE FROM worker_leases WHERE epoch IN \
-           (SELECT epoch FROM worker_leases WHERE expires_at < $1 ORDER BY expires_at LIMIT $2) \
-         AND expires_at < $1 RETURNING epoch",
-    )
-    .bind(now)
-    .bind(i64::from(limit))
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    if epochs.is_empty() {
-        return Ok(epochs);
-    }
-    // Every running attempt whose lease row is gone, not only those of the epochs taken over
-    // now: the look at the queue is paid only when a lease was taken over. The execution row
-    // is locked before its queue row (the store's lock order).
-    sqlx::query(
-        "WITH gone AS (SELECT id FROM execution_queue q WHERE q.worker_epoch IS NOT NULL \
+use crate::reads::SqlTx;
+use sundial_store::steps::liveness::{self as steps, LeaseDialect};
+
+/// The lease row held `FOR KEY SHARE` by a claim (renewals go on, a take-over waits for the
+/// claim); the orphaned attempts marked on the execution row, then on its queue row (the
+/// store's lock order), the look at the queue paid only when a lease was taken over.
+impl LeaseDialect for PgStore {
+    const LEASE_HOLD: &'static str = " FOR KEY SHARE";
+    const MARK_ORPHANED: &'static str = "WITH gone AS (SELECT id FROM execution_queue q \
+           WHERE q.worker_epoch IS NOT NULL \
            AND NOT EXISTS (SELECT 1 FROM worker_leases w WHERE w.epoch = q.worker_epoch)), \
          e AS (UPDATE executions x SET lease_expires_at = $1 - 1 \
            WHERE x.id = ANY(ARRAY(SELECT id FROM gone)) AND x.state = 'running' \
@@ -40,12 +26,13 @@ pub(crate) async fn worker_lease_reap(store: &PgStore, limit: u32) -> Result<Vec
              AND (x.lease_expires_at IS NULL OR x.lease_expires_at >= $1) \
            RETURNING x.id) \
          UPDATE execution_queue q SET lease_expires_at = $1 - 1 \
-           WHERE q.id = ANY(ARRAY(SELECT id FROM e))",
-    )
-    .bind(now)
-    .execute(&mut *tx)
-    .await
-    .map_err(db_err)?;
+           WHERE q.id = ANY(ARRAY(SELECT id FROM e))";
+}
+
+pub(crate) async fn worker_lease_reap(store: &PgStore, limit: u32) -> Result<Vec<i64>> {
+    let mut tx = store.begin().await?;
+    let now = store.now_ms(&mut *tx).await?;
+    let epochs = steps::worker_lease_reap(&mut SqlTx(&mut tx), now, limit).await?;
     commit(tx).await?;
     Ok(epochs)
 }
@@ -56,25 +43,13 @@ pub(crate) async fn worker_lease_reap(store: &PgStore, limit: u32) -> Result<Vec
 /// # Errors
 /// [`Error::StaleFence`] when a reaper took the lease over: the worker must take a new one.
 pub(crate) async fn lock_for_claim(tx: &mut Tx<'_>, epoch: i64) -> Result<()> {
-    if lock_if_standing(tx, epoch).await? {
-        Ok(())
-    } else {
-        Err(Error::StaleFence(format!(
-            "worker lease {epoch} was taken over by a reaper"
-        )))
-    }
+    steps::worker_lease_holds(&mut SqlTx(tx), epoch).await
 }
 
 /// Locks the worker lease `epoch` in `tx` as [`lock_for_claim`] does; `false` when a reaper
 /// took it over (nothing locked).
 pub(crate) async fn lock_if_standing(tx: &mut Tx<'_>, epoch: i64) -> Result<bool> {
-    let held: Option<i64> =
-        sqlx::query_scalar("SELECT epoch FROM worker_leases WHERE epoch = $1 FOR KEY SHARE")
-            .bind(epoch)
-            .fetch_optional(&mut **tx)
-            .await
-            .map_err(db_err)?;
-    Ok(held.is_some())
+    steps::worker_lease_stands(&mut SqlTx(tx), epoch).await
 }
 
 /// The SQL test that an attempt's worker lease, if it runs under one, still stands: `x` names

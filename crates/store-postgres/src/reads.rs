@@ -19,6 +19,7 @@ fn query<'q>(statement: &'q Statement<'q>) -> sqlx::query::Query<'q, Postgres, P
             Value::OptInt(v) => q.bind(v),
             Value::Bool(v) => q.bind(v),
             Value::Texts(v) => q.bind(v),
+            Value::Ints(v) => q.bind(v),
         })
 }
 
@@ -36,6 +37,9 @@ impl Reader for PgStore {
      AND spec::jsonb -> 'schedule' -> 'exclude_calendars' ? $2 \
      ORDER BY 1";
     const FOR_UPDATE: &'static str = " FOR UPDATE";
+    const AS_JSON: &'static str = "::jsonb";
+    const DUE_TABLE: &'static str = "execution_queue";
+    const SPEC_TEXT: &'static str = "spec::text AS spec";
 
     async fn now(&self) -> Result<i64> {
         self.now_ms(&self.pool).await
@@ -65,6 +69,11 @@ impl Reader for PgStore {
     }
 
     sundial_store::reader_decoders!();
+
+    const UNFINISHED_EXECUTIONS: &'static str =
+        "SELECT count(*) FROM execution_queue WHERE job_uid = $1";
+
+    sundial_store::run_decoders!();
 }
 
 impl Writer for PgStore {

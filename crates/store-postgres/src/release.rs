@@ -1,51 +1,24 @@
-//! The release's statements on PostgreSQL ([`ReleaseStatements`]; the step itself is
-//! `sundial_store::steps::release`): lists travel as arrays (`ANY`, `UNNEST`), so every write
-//! is one statement however many rows, and a task made due enters `execution_queue` in the
+//! The release's updates on PostgreSQL ([`ReleaseStatements`]; the step itself, its reads and a
+//! task's failing are `sundial_store::steps::release`): lists travel as arrays (`UNNEST`), so every
+//! write is one statement however many rows, and a task made due enters `execution_queue` in the
 //! statement that queues it. The caller has locked the runs' rows in id order
-//! (`workflows::lock_runs_of`, the lock order of `workflows.rs`), so two endings in one run
-//! never release at once.
+//! (`workflows::lock_runs_of`, the lock order of `workflows.rs`), so two endings in one run never
+//! release at once.
 //!
-//! It also holds `release_runs_in_tx` (the step on a transaction), a version's stored spec
-//! (`spec_text`) and the attempt row of a task failed without running
-//! (`record_failed_attempt`), which run creation shares.
+//! It also holds `release_runs_in_tx` (the step on a transaction).
 
-use sundial_store::steps::release::{ReleaseStatements, RunRow, release_runs};
-use sundial_store::workflow::{SpecCache, TaskFact};
+use sundial_store::steps::release::{ReleaseStatements, release_runs};
+use sundial_store::workflow::SpecCache;
 
 use super::*;
-use crate::rows::UNFINISHED_RUN;
 
-/// The release's statements on an open transaction.
-pub(crate) struct Release<'t, 'c>(pub(crate) &'t mut Tx<'c>);
+/// The release's statements on an open transaction: this store's
+/// [`SqlTx`](crate::reads::SqlTx), by the name the steps that extend the release (a run's
+/// cancel, retry and expiry) know it.
+pub(crate) use crate::reads::SqlTx as Release;
 
+/// The updates, each one statement over arrays (`UNNEST`).
 impl ReleaseStatements for Release<'_, '_> {
-    async fn unfinished_runs(&mut self, runs: &[String]) -> Result<Vec<RunRow>> {
-        let rows: Vec<(String, String, i64, i64, String)> = sqlx::query_as(&format!(
-            "SELECT id, workflow_uid, workflow_version, scheduled_at, params FROM workflow_runs \
-             WHERE id = ANY($1) AND state IN {UNFINISHED_RUN}"
-        ))
-        .bind(runs)
-        .fetch_all(&mut **self.0)
-        .await
-        .map_err(db_err)?;
-        Ok(rows.into_iter().map(RunRow::from).collect())
-    }
-
-    async fn task_facts(&mut self, runs: &[&str]) -> Result<Vec<(String, String, TaskFact)>> {
-        let rows = sqlx::query(
-            "SELECT run_id, id, task, state, output FROM executions WHERE run_id = ANY($1)",
-        )
-        .bind(runs)
-        .fetch_all(&mut **self.0)
-        .await
-        .map_err(db_err)?;
-        rows.iter().map(rows::run_task_fact).collect()
-    }
-
-    async fn version_spec(&mut self, uid: &str, version: i64) -> Result<Option<String>> {
-        spec_text(&mut **self.0, uid, version).await
-    }
-
     async fn queue_tasks(&mut self, queued: &[(String, String)], now: i64) -> Result<()> {
         let (ids, runs): (Vec<&str>, Vec<&str>) = queued
             .iter()
@@ -77,19 +50,6 @@ impl ReleaseStatements for Release<'_, '_> {
             now,
         )
         .await
-    }
-
-    async fn fail_task(&mut self, id: &str, error: &str, now: i64) -> Result<()> {
-        let attempt: i64 = sqlx::query_scalar(
-            "UPDATE executions SET state = 'failed', due_at = NULL, finished_at = $2, \
-             attempt = attempt + 1 WHERE id = $1 RETURNING attempt",
-        )
-        .bind(id)
-        .bind(now)
-        .fetch_one(&mut **self.0)
-        .await
-        .map_err(db_err)?;
-        record_failed_attempt(self.0, id, attempt, error, now).await
     }
 
     async fn end_runs(&mut self, ended: &[(String, &'static str)], now: i64) -> Result<()> {
@@ -139,40 +99,4 @@ pub(crate) async fn release_runs_in_tx(
     now: i64,
 ) -> Result<usize> {
     release_runs(&mut Release(tx), cache, runs, now).await
-}
-
-/// The attempt row of a task that failed without running (its target did not render).
-pub(crate) async fn record_failed_attempt(
-    tx: &mut Tx<'_>,
-    id: &str,
-    attempt: i64,
-    error: &str,
-    now: i64,
-) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO attempts (execution_id, attempt, worker, started_at, finished_at, outcome, error) \
-         VALUES ($1, $2, '', $3, $3, 'permanent_failure', $4)",
-    )
-    .bind(id)
-    .bind(attempt)
-    .bind(now)
-    .bind(error)
-    .execute(&mut **tx)
-    .await
-    .map_err(db_err)?;
-    Ok(())
-}
-
-/// The stored spec (JSON text) of version `version` of workflow incarnation `uid`.
-pub(crate) async fn spec_text<'e, E: sqlx::PgExecutor<'e>>(
-    executor: E,
-    uid: &str,
-    version: i64,
-) -> Result<Option<String>> {
-    sqlx::query_scalar("SELECT spec FROM workflow_versions WHERE uid = $1 AND version = $2")
-        .bind(uid)
-        .bind(version)
-        .fetch_optional(executor)
-        .await
-        .map_err(db_err)
 }

@@ -1,7 +1,8 @@
 //! History retention (`MaintenanceStore::history_prune`, docs/configuration.md "history_retention"):
 //! the history walked in (slot, id) order from where the last call stopped, the expired rows
 //! of each step deleted in one short transaction that skips rows another holds; the walk is
-//! written once (`sundial_store::steps::retention`) over this file's statements.
+//! written once (`sundial_store::steps::retention`), its statements too, over this store's
+//! transaction.
 //!
 //! Expired means finished before the cut-off and not the newest finished execution of its
 //! job (or run of its workflow) while that job (workflow) exists. The walk reads the slot
@@ -16,61 +17,30 @@
 //! rows of `<table>_before` and `<table>_other` only, so the rows of a day partly past the
 //! cut-off wait until all of it is.
 
-use sundial_store::steps::retention::{self as steps, RetentionStatements};
+use sundial_store::steps::retention::{self as steps, RetentionDialect, Walk};
 use sundial_store::{HistoryKey, HistoryKind, HistoryPrune, HistoryPruned};
 
 use crate::maintenance::DAY_MS;
 
 use super::*;
+use crate::reads::SqlTx;
 
-/// The expiry test of an execution `e` of a job at the cut-off `$1`.
-const EXECUTION_EXPIRED: &str = "(e.finished_at IS NOT NULL AND e.finished_at < $1 \
-    AND e.state IN ('succeeded', 'failed', 'dead', 'cancelled', 'skipped', 'missed', 'upstream_failed') \
-    AND (NOT EXISTS (SELECT 1 FROM jobs j WHERE j.namespace = e.namespace AND j.name = e.job) \
-         OR EXISTS (SELECT 1 FROM executions n \
-                    WHERE n.namespace = e.namespace AND n.job = e.job \
-                      AND (n.scheduled_at, n.id) > (e.scheduled_at, e.id) \
-                      AND n.finished_at IS NOT NULL AND n.run_id IS NULL)))";
-
-/// The expiry test of a run `e` at the cut-off `$1`.
-const RUN_EXPIRED: &str = "(e.finished_at IS NOT NULL AND e.finished_at < $1 \
-    AND e.state IN ('succeeded', 'failed', 'cancelled', 'skipped', 'missed') \
-    AND NOT EXISTS (SELECT 1 FROM executions t WHERE t.run_id = e.id AND t.finished_at IS NULL) \
-    AND (NOT EXISTS (SELECT 1 FROM workflows w WHERE w.namespace = e.namespace AND w.name = e.workflow) \
-         OR EXISTS (SELECT 1 FROM workflow_runs n \
-                    WHERE n.namespace = e.namespace AND n.workflow = e.workflow \
-                      AND (n.scheduled_at, n.id) > (e.scheduled_at, e.id) \
-                      AND n.finished_at IS NOT NULL)))";
+/// The newer row's test as a row comparison; the rows a step deletes locked, those another
+/// transaction holds (a re-drive, a retry from failure, another pruner) skipped and left for
+/// a later pass.
+impl RetentionDialect for PgStore {
+    const NEWER: &'static str = "(n.scheduled_at, n.id) > (e.scheduled_at, e.id)";
+    const TASK_ATTEMPTS_DELETE: &'static str = "DELETE FROM attempts a USING executions e \
+        WHERE e.run_id = ANY($1) AND a.execution_id = e.id";
+    const SKIP_HELD: Option<&'static str> = Some(" FOR UPDATE SKIP LOCKED");
+}
 
 pub(crate) async fn history_prune(store: &PgStore, prune: &HistoryPrune) -> Result<HistoryPruned> {
     let before = ms(prune.before);
-    let (table, expired, scope) = walk(prune.kind);
     if prune.dry_run {
-        let deleted: i64 = sqlx::query_scalar(&format!(
-            "SELECT count(*) FROM {table} e WHERE {scope}e.scheduled_at < $1 AND {expired}"
-        ))
-        .bind(before)
-        .fetch_one(&store.pool)
-        .await
-        .map_err(db_err)?;
-        let task_executions: i64 = if prune.kind == HistoryKind::Runs {
-            sqlx::query_scalar(&format!(
-                "SELECT count(*) FROM executions WHERE run_id IN \
-                   (SELECT e.id FROM workflow_runs e WHERE e.scheduled_at < $1 AND {RUN_EXPIRED})"
-            ))
-            .bind(before)
-            .fetch_one(&store.pool)
-            .await
-            .map_err(db_err)?
-        } else {
-            0
-        };
-        return Ok(HistoryPruned {
-            deleted: u64::try_from(deleted).unwrap_or(0),
-            task_executions: u64::try_from(task_executions).unwrap_or(0),
-            next: None,
-        });
+        return steps::history_count(store, prune).await;
     }
+    let (table, _) = steps::table(prune.kind);
     // Each call of the jobs' walk also takes one step of dropping the oldest expired day
     // whole; while a drop is under way the walk is told to go on.
     let mut done = HistoryPruned::default();
@@ -110,14 +80,7 @@ pub(crate) async fn history_prune(store: &PgStore, prune: &HistoryPrune) -> Resu
         None => format!("{table}_other"),
     };
     let mut tx = store.begin().await?;
-    let step = steps::history_walk(
-        &mut RetentionTx {
-            tx: &mut tx,
-            walked,
-        },
-        prune,
-    )
-    .await?;
+    let step = steps::history_walk(&mut Walk::new(SqlTx(&mut tx), walked), prune).await?;
     commit(tx).await?;
     done.deleted += step.deleted;
     done.task_executions += step.task_executions;
@@ -131,100 +94,6 @@ pub(crate) async fn history_prune(store: &PgStore, prune: &HistoryPrune) -> Resu
         });
     }
     Ok(done)
-}
-
-/// The statements of a retention step (`sundial_store::steps::retention`) on a PostgreSQL
-/// transaction, over `walked`, the relation the walk reads.
-struct RetentionTx<'t, 'c> {
-    tx: &'t mut Tx<'c>,
-    walked: String,
-}
-
-/// The table of a walk, its expiry test, and the condition that scopes it to its rows.
-fn walk(kind: HistoryKind) -> (&'static str, &'static str, &'static str) {
-    match kind {
-        HistoryKind::Executions => ("executions", EXECUTION_EXPIRED, "e.run_id IS NULL AND "),
-        HistoryKind::Runs => ("workflow_runs", RUN_EXPIRED, ""),
-    }
-}
-
-impl RetentionStatements for RetentionTx<'_, '_> {
-    async fn page(
-        &mut self,
-        kind: HistoryKind,
-        before: i64,
-        (after_at, after_id): (i64, &str),
-        limit: u32,
-    ) -> Result<Vec<(String, i64, bool)>> {
-        let (_, expired, scope) = walk(kind);
-        let walked = &self.walked;
-        sqlx::query_as(&format!(
-            "SELECT e.id, e.scheduled_at, {expired} FROM {walked} e \
-             WHERE {scope}e.scheduled_at < $1 AND (e.scheduled_at, e.id) > ($2, $3) \
-             ORDER BY e.scheduled_at, e.id LIMIT $4"
-        ))
-        .bind(before)
-        .bind(after_at)
-        .bind(after_id)
-        .bind(i64::from(limit))
-        .fetch_all(&mut **self.tx)
-        .await
-        .map_err(db_err)
-    }
-
-    /// Locks what is still finished, skipping rows another transaction holds (a re-drive, a
-    /// retry from failure, another pruner): they are left for a later pass.
-    async fn hold(
-        &mut self,
-        kind: HistoryKind,
-        ids: &[String],
-        before: i64,
-    ) -> Result<Vec<String>> {
-        let (table, _, _) = walk(kind);
-        sqlx::query_scalar(&format!(
-            "SELECT id FROM {table} WHERE id = ANY($1) AND finished_at < $2 \
-             FOR UPDATE SKIP LOCKED"
-        ))
-        .bind(ids)
-        .bind(before)
-        .fetch_all(&mut **self.tx)
-        .await
-        .map_err(db_err)
-    }
-
-    async fn delete(&mut self, kind: HistoryKind, ids: &[String]) -> Result<(u64, u64)> {
-        let (table, _, _) = walk(kind);
-        let mut task_executions = 0;
-        if kind == HistoryKind::Runs {
-            sqlx::query(
-                "DELETE FROM attempts a USING executions e \
-                 WHERE e.run_id = ANY($1) AND a.execution_id = e.id",
-            )
-            .bind(ids)
-            .execute(&mut **self.tx)
-            .await
-            .map_err(db_err)?;
-            task_executions = sqlx::query("DELETE FROM executions WHERE run_id = ANY($1)")
-                .bind(ids)
-                .execute(&mut **self.tx)
-                .await
-                .map_err(db_err)?
-                .rows_affected();
-        } else {
-            sqlx::query("DELETE FROM attempts WHERE execution_id = ANY($1)")
-                .bind(ids)
-                .execute(&mut **self.tx)
-                .await
-                .map_err(db_err)?;
-        }
-        let deleted = sqlx::query(&format!("DELETE FROM {table} WHERE id = ANY($1)"))
-            .bind(ids)
-            .execute(&mut **self.tx)
-            .await
-            .map_err(db_err)?
-            .rows_affected();
-        Ok((deleted, task_executions))
-    }
 }
 
 /// Refuses to re-open (re-drive, retry) the finished execution or run `id` while retention is
@@ -382,18 +251,19 @@ pub(crate) async fn drop_step(store: &PgStore, before: i64, rows: u32) -> Result
     let (table, keep, expired) = if is_run {
         (
             runs.as_str(),
-            format!("NOT {RUN_EXPIRED}"),
+            format!("NOT {}", steps::expired::<PgStore>(HistoryKind::Runs)),
             "0::bigint, 0::bigint, count(*) FILTER (WHERE NOT keep)",
         )
     } else {
         (
             executions.as_str(),
             format!(
-                "CASE WHEN e.run_id IS NULL THEN NOT {EXECUTION_EXPIRED} \
+                "CASE WHEN e.run_id IS NULL THEN NOT {} \
                  ELSE EXISTS (SELECT 1 FROM history_drop_kept k \
                               WHERE k.day_start = $2 AND k.is_run AND k.id = e.run_id) \
                    OR (NOT (e.run_id >= $6 AND e.run_id < $7) \
-                       AND EXISTS (SELECT 1 FROM workflow_runs r WHERE r.id = e.run_id)) END"
+                       AND EXISTS (SELECT 1 FROM workflow_runs r WHERE r.id = e.run_id)) END",
+                steps::expired::<PgStore>(HistoryKind::Executions)
             ),
             "count(*) FILTER (WHERE NOT keep AND run_id IS NULL), \
              count(*) FILTER (WHERE NOT keep AND run_id IS NOT NULL), 0::bigint",

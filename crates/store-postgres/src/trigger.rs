@@ -142,87 +142,6 @@ pub(crate) async fn insert_executions(
     Ok((u32::try_from(inserted).unwrap_or(u32::MAX), Vec::new()))
 }
 
-pub(crate) async fn trigger_list_due(store: &PgStore, q: &TriggerListDue) -> Result<Vec<DueJob>> {
-    if q.shards.is_empty() {
-        return Ok(Vec::new());
-    }
-    let shards: Vec<i64> = q.shards.iter().map(|s| i64::from(*s)).collect();
-    let rows = sqlx::query(
-        "SELECT uid, shard, version, spec::text AS spec, next_slot_at FROM jobs \
-         WHERE shard = ANY($1) AND next_fire_at <= $2 ORDER BY next_fire_at LIMIT $3",
-    )
-    .bind(&shards)
-    .bind(ms(q.horizon))
-    .bind(i64::from(q.limit))
-    .fetch_all(&store.pool)
-    .await
-    .map_err(db_err)?;
-    rows.iter().map(rows::due_job).collect()
-}
-
-pub(crate) async fn trigger_due_seconds(
-    store: &PgStore,
-    q: &TriggerDueSeconds,
-) -> Result<Vec<(i64, u64)>> {
-    if q.shards.is_empty() {
-        return Ok(Vec::new());
-    }
-    let shards: Vec<i64> = q.shards.iter().map(|s| i64::from(*s)).collect();
-    // `floor` division: a fire time before 1970 still falls in the second that starts before it.
-    let rows: Vec<(i64, i64)> = sqlx::query_as(
-        "SELECT s, count(*) FROM (SELECT floor(next_fire_at / 1000.0)::bigint AS s FROM jobs \
-           WHERE shard = ANY($1) AND next_fire_at >= $2 AND next_fire_at < $3 \
-           ORDER BY next_fire_at LIMIT $4) AS due \
-         GROUP BY s ORDER BY s",
-    )
-    .bind(&shards)
-    .bind(ms(q.from))
-    .bind(ms(q.until))
-    .bind(i64::from(q.cap))
-    .fetch_all(&store.pool)
-    .await
-    .map_err(db_err)?;
-    Ok(rows
-        .into_iter()
-        .map(|(s, n)| (s, u64::try_from(n).unwrap_or(0)))
-        .collect())
-}
-
-pub(crate) async fn trigger_next_due(
-    store: &PgStore,
-    q: &TriggerNextDue,
-) -> Result<Option<NextDue>> {
-    if q.shards.is_empty() {
-        return Ok(None);
-    }
-    let shards: Vec<i64> = q.shards.iter().map(|s| i64::from(*s)).collect();
-    // Both reads walk `jobs_due` (next_fire_at) from the horizon on: the first entry of a held
-    // shard, then, unless it is beyond `until`, at most `cap` entries from it.
-    let row: (Option<i64>, i64) = sqlx::query_as(
-        "WITH n AS (SELECT min(next_fire_at) AS t FROM jobs \
-                    WHERE shard = ANY($1) AND next_fire_at > $2) \
-         SELECT n.t, CASE WHEN n.t <= $5 THEN (SELECT count(*) FROM (SELECT 1 FROM jobs \
-                    WHERE shard = ANY($1) AND next_fire_at >= n.t AND next_fire_at < n.t + $3 \
-                    LIMIT $4) AS due) ELSE 0 END \
-         FROM n",
-    )
-    .bind(&shards)
-    .bind(ms(q.after))
-    .bind(q.span.as_millis_i64())
-    .bind(i64::from(q.cap))
-    .bind(ms(q.until))
-    .fetch_one(&store.pool)
-    .await
-    .map_err(db_err)?;
-    match row {
-        (Some(t), n) if t <= ms(q.until) => Ok(Some(NextDue {
-            fire_at: ts(t)?,
-            jobs: u64::try_from(n).unwrap_or(0),
-        })),
-        _ => Ok(None),
-    }
-}
-
 pub(crate) async fn trigger_commit(store: &PgStore, c: &TriggerCommit) -> Result<TriggerCommitted> {
     let mut tx = store.begin().await?;
     let now = store.now_ms(&mut *tx).await?;
@@ -334,30 +253,21 @@ pub(crate) async fn check_fence(
     shards: &[u16],
     now: i64,
 ) -> Result<()> {
-    let mut shards: Vec<i64> = shards.iter().map(|s| i64::from(*s)).collect();
-    shards.sort_unstable();
-    shards.dedup();
+    let mut locked: Vec<i64> = shards.iter().map(|s| i64::from(*s)).collect();
+    locked.sort_unstable();
+    locked.dedup();
     let held = sqlx::query(
         "SELECT shard, epoch, expires_at FROM shard_leases \
          WHERE shard = ANY($1) AND owner = $2 AND expires_at > $3 ORDER BY shard FOR SHARE",
     )
-    .bind(&shards)
+    .bind(&locked)
     .bind(node)
     .bind(now)
     .fetch_all(&mut **tx)
     .await
     .map_err(db_err)?;
     let held: Vec<ShardLease> = held.iter().map(rows::shard_lease).collect::<Result<_>>()?;
-    for shard in &shards {
-        let current = held.iter().find(|l| i64::from(l.shard) == *shard);
-        let read = leases.iter().find(|l| i64::from(l.shard) == *shard);
-        if !matches!((read, current), (Some(r), Some(h)) if r.epoch == h.epoch) {
-            return Err(Error::StaleFence(format!(
-                "shard {shard} is no longer leased to {node} with the epoch read"
-            )));
-        }
-    }
-    Ok(())
+    steps::fence_holds(node, leases, &held, shards, ts(now)?)
 }
 
 pub(crate) async fn execution_insert(store: &PgStore, e: &NewExecution) -> Result<ExecutionRecord> {

@@ -2,14 +2,10 @@
 //! written once in `sundial_store::steps::claim`: the due executions, the facts of their
 //! jobs, and the plan's writes, a few statements whatever the batch.
 
-use sundial_store::claim_order::Read;
 use sundial_store::steps::claim::{self as steps, ClaimStatements};
 
 use super::*;
-
-/// [`CLAIMED_COLUMNS`] but the run definition, which the claim already read.
-pub(crate) const CLAIM_RETURNING: &str = "id, namespace, job, trigger, attempt, max_attempts, scheduled_at, fire_at, \
-    started_at, lease_expires_at, worker_epoch";
+use crate::reads::SqlTx;
 
 /// Reads the [`JobFacts`] of the jobs of `due` that need them ([`DueExecution::needs_facts`]),
 /// in three statements whatever their number. The embedded store's single writer is the
@@ -19,13 +15,7 @@ pub(crate) async fn job_facts(
     due: &[DueExecution],
     now: i64,
 ) -> Result<std::collections::HashMap<String, JobFacts>> {
-    let mut uids: Vec<&str> = due
-        .iter()
-        .filter(|e| e.needs_facts(now))
-        .map(|e| e.job_uid.as_str())
-        .collect();
-    uids.sort_unstable();
-    uids.dedup();
+    let uids = steps::fact_uids(due, now);
     let mut facts: std::collections::HashMap<String, JobFacts> = uids
         .iter()
         .map(|u| ((*u).to_owned(), JobFacts::default()))
@@ -94,7 +84,14 @@ pub(crate) async fn execution_claim(
     claim: &ExecutionClaim,
 ) -> Result<Vec<ClaimedExecution>> {
     let mut tx = store.begin().await?;
-    let applied = steps::claim(&mut ClaimTx { tx: &mut tx, store }, claim).await?;
+    let applied = steps::claim(
+        &mut ClaimTx {
+            tx: SqlTx(&mut tx),
+            store,
+        },
+        claim,
+    )
+    .await?;
     // The clock as late in the claim as it can be read: a worker holds what it claimed ahead
     // for its start less this reading, from when the claim returns.
     let claimed_at = store.clock.now();
@@ -111,22 +108,54 @@ pub(crate) async fn execution_claim(
 /// writer is the per-job lock and the buckets' lock, so nothing is locked row by row; a
 /// cancellation is signalled by the caller once the claim has committed.
 struct ClaimTx<'t, 'c, 's> {
-    tx: &'t mut Tx<'c>,
+    tx: SqlTx<'t, 'c>,
     store: &'s SqliteStore,
 }
-
-/// The columns a claim reads of a due execution (`rows::due_execution`).
-const DUE_COLUMNS: &str =
-    "id, namespace, job_uid, trigger, run, scheduled_at, fire_at, attempt, due_at";
 
 /// A JSON array of `ids`, for `json_each`.
 pub(crate) fn list<T: serde::Serialize>(ids: &[T]) -> Result<String> {
     serde_json::to_string(ids).map_err(|e| Error::Corrupt(e.to_string()))
 }
 
-impl ClaimStatements for ClaimTx<'_, '_, '_> {
+impl<'t, 'c> ClaimStatements for ClaimTx<'t, 'c, '_> {
+    type Tx = SqlTx<'t, 'c>;
+    /// The due executions of the namespaces not in `$3`, `$4 < due_at <= $1`, oldest due first,
+    /// at most `$2` (`shared::due`).
+    const DUE: &'static str = "SELECT id, namespace, job_uid, trigger, run, scheduled_at, fire_at, attempt, \
+        due_at FROM executions WHERE due_at > $4 AND due_at <= $1 \
+        AND namespace NOT IN (SELECT value FROM json_each($3)) ORDER BY due_at LIMIT $2";
+
+    /// The executions of namespace `$3` due at `$1`, oldest due first, at most `$2`
+    /// (`shared::due_in`).
+    const DUE_IN: &'static str = "SELECT id, namespace, job_uid, trigger, run, scheduled_at, fire_at, \
+        attempt, due_at FROM executions WHERE namespace = $3 AND due_at <= $1 ORDER BY due_at LIMIT $2";
+
+    /// Ends the executions `$1` in state `$3` at `$2`, their trigger `misfire` when `$4`
+    /// (`shared::finish`).
+    const FINISH: &'static str = "UPDATE executions SET state = $3, \
+        trigger = CASE WHEN $4 THEN 'misfire' ELSE trigger END, due_at = NULL, finished_at = $2 \
+        WHERE id IN (SELECT value FROM json_each($1))";
+
+    /// Moves the due time of the executions `$1` to `$2` (`shared::defer`).
+    const DEFER: &'static str =
+        "UPDATE executions SET due_at = $2 WHERE id IN (SELECT value FROM json_each($1))";
+
+    /// Hands the executions `$3` (still waiting) to worker `$1` at `$2` under worker lease `$4`,
+    /// an attempt starting at its fire time or `$2` if later (`shared::hand_out`).
+    const HAND_OUT: &'static str = "UPDATE executions SET state = 'running', attempt = attempt + 1, \
+        worker = $1, started_at = coalesce(started_at, max($2, fire_at)), \
+        attempt_started_at = max($2, fire_at), worker_epoch = $4, \
+        lease_expires_at = CASE WHEN $4 IS NULL THEN max($2, fire_at) + lease_ms END, due_at = NULL \
+        WHERE id IN (SELECT value FROM json_each($3)) AND state IN ('scheduled', 'queued', 'retry_wait') \
+        RETURNING id, namespace, job, trigger, attempt, max_attempts, scheduled_at, fire_at, \
+        started_at, lease_expires_at, worker_epoch";
+
+    fn tx(&mut self) -> &mut SqlTx<'t, 'c> {
+        &mut self.tx
+    }
+
     async fn worker_lease_holds(&mut self, epoch: i64) -> Result<()> {
-        liveness::check_for_claim(self.tx, epoch).await
+        liveness::check_for_claim(self.tx.0, epoch).await
     }
 
     async fn now(&mut self) -> Result<i64> {
@@ -141,38 +170,9 @@ impl ClaimStatements for ClaimTx<'_, '_, '_> {
     ) -> Result<Option<(f64, i64)>> {
         sqlx::query_as("SELECT tokens, updated_at FROM namespace_rates WHERE namespace = ?1")
             .bind(namespace)
-            .fetch_optional(&mut **self.tx)
+            .fetch_optional(&mut **self.tx.0)
             .await
             .map_err(db_err)
-    }
-
-    async fn due(&mut self, read: Read, limited: &[String]) -> Result<Vec<DueExecution>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {DUE_COLUMNS} FROM executions WHERE due_at > ?4 AND due_at <= ?1 \
-             AND namespace NOT IN (SELECT value FROM json_each(?3)) ORDER BY due_at LIMIT ?2"
-        ))
-        .bind(read.until)
-        .bind(i64::from(read.limit))
-        .bind(list(limited)?)
-        .bind(read.after)
-        .fetch_all(&mut **self.tx)
-        .await
-        .map_err(db_err)?;
-        rows.iter().map(rows::due_execution).collect()
-    }
-
-    async fn due_in(&mut self, namespace: &str, now: i64, limit: i64) -> Result<Vec<DueExecution>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {DUE_COLUMNS} FROM executions \
-             WHERE namespace = ?1 AND due_at <= ?2 ORDER BY due_at LIMIT ?3"
-        ))
-        .bind(namespace)
-        .bind(now)
-        .bind(limit)
-        .fetch_all(&mut **self.tx)
-        .await
-        .map_err(db_err)?;
-        rows.iter().map(rows::due_execution).collect()
     }
 
     async fn job_facts(
@@ -180,85 +180,12 @@ impl ClaimStatements for ClaimTx<'_, '_, '_> {
         due: &[DueExecution],
         now: i64,
     ) -> Result<std::collections::HashMap<String, JobFacts>> {
-        job_facts(self.tx, due, now).await
-    }
-
-    async fn mark_misfire(&mut self, ids: &[String]) -> Result<()> {
-        sqlx::query(
-            "UPDATE executions SET trigger = 'misfire' WHERE id IN (SELECT value FROM json_each(?1))",
-        )
-        .bind(list(ids)?)
-        .execute(&mut **self.tx)
-        .await
-        .map_err(db_err)?;
-        Ok(())
-    }
-
-    async fn finish(
-        &mut self,
-        ids: &[String],
-        state: ExecutionState,
-        misfire: bool,
-        now: i64,
-    ) -> Result<()> {
-        let trigger = if misfire { "'misfire'" } else { "trigger" };
-        sqlx::query(&format!(
-            "UPDATE executions SET state = ?3, trigger = {trigger}, due_at = NULL, \
-               finished_at = ?2 WHERE id IN (SELECT value FROM json_each(?1))"
-        ))
-        .bind(list(ids)?)
-        .bind(now)
-        .bind(state.as_str())
-        .execute(&mut **self.tx)
-        .await
-        .map_err(db_err)?;
-        Ok(())
-    }
-
-    async fn defer(&mut self, ids: &[String], until: i64) -> Result<()> {
-        sqlx::query(
-            "UPDATE executions SET due_at = ?2 WHERE id IN (SELECT value FROM json_each(?1))",
-        )
-        .bind(list(ids)?)
-        .bind(until)
-        .execute(&mut **self.tx)
-        .await
-        .map_err(db_err)?;
-        Ok(())
+        job_facts(self.tx.0, due, now).await
     }
 
     async fn cancel(&mut self, cancelled: &[ActiveExecution], now: i64) -> Result<()> {
         let ids: Vec<&str> = cancelled.iter().map(|a| a.id.as_str()).collect();
-        cancel_all_in_tx(self.tx, &ids, now).await
-    }
-
-    async fn hand_out(
-        &mut self,
-        worker: &str,
-        now: i64,
-        ids: &[String],
-        epoch: Option<i64>,
-        runs: std::collections::HashMap<String, sundial_store::RunSpec>,
-    ) -> Result<Vec<ClaimedExecution>> {
-        let sql = format!(
-            "UPDATE executions SET state = 'running', attempt = attempt + 1, worker = ?1, \
-               started_at = coalesce(started_at, max(?2, fire_at)), \
-               attempt_started_at = max(?2, fire_at), worker_epoch = ?4, \
-               lease_expires_at = CASE WHEN ?4 IS NULL THEN max(?2, fire_at) + lease_ms END, \
-               due_at = NULL \
-             WHERE id IN (SELECT value FROM json_each(?3)) \
-               AND state IN ('scheduled', 'queued', 'retry_wait') \
-             RETURNING {CLAIM_RETURNING}"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(worker)
-            .bind(now)
-            .bind(list(ids)?)
-            .bind(epoch)
-            .fetch_all(&mut **self.tx)
-            .await
-            .map_err(db_err)?;
-        rows::claimed_rows(&rows, runs, now, now)
+        cancel_all_in_tx(self.tx.0, &ids, now).await
     }
 
     async fn write_bucket(&mut self, namespace: &str, tokens: f64, now: i64) -> Result<()> {
@@ -272,37 +199,9 @@ impl ClaimStatements for ClaimTx<'_, '_, '_> {
         .bind(namespace)
         .bind(tokens)
         .bind(now)
-        .execute(&mut **self.tx)
+        .execute(&mut **self.tx.0)
         .await
         .map_err(db_err)?;
         Ok(())
     }
-}
-
-pub(crate) async fn execution_next_due(store: &SqliteStore) -> Result<Option<Timestamp>> {
-    let row = sqlx::query("SELECT min(due_at) AS due FROM executions WHERE due_at IS NOT NULL")
-        .fetch_one(&store.reader)
-        .await
-        .map_err(db_err)?;
-    let due: Option<i64> = row.try_get("due").map_err(db_err)?;
-    due.map(ts).transpose()
-}
-
-pub(crate) async fn execution_due_count(
-    store: &SqliteStore,
-    from: Timestamp,
-    until: Timestamp,
-    cap: u32,
-) -> Result<u64> {
-    // `due_at >= ?1` implies `due_at IS NOT NULL`: the partial index `executions_due` serves it.
-    let n: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM (SELECT 1 FROM executions WHERE due_at >= ?1 AND due_at < ?2 LIMIT ?3)",
-    )
-    .bind(ms(from))
-    .bind(ms(until))
-    .bind(i64::from(cap))
-    .fetch_one(&store.reader)
-    .await
-    .map_err(db_err)?;
-    Ok(u64::try_from(n).unwrap_or(0))
 }

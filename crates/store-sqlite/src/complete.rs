@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::liveness::WORKER_LEASE_STANDS;
+use crate::reads::SqlTx;
 use sundial_store::LateVerdict;
 use sundial_store::completion::CompletionWrite;
 use sundial_store::steps::{complete as step, late};
@@ -19,9 +20,6 @@ type EndedRow = (
     Option<String>,
     Option<i64>,
 );
-
-pub(crate) const CLAIMED_COLUMNS: &str = "id, namespace, job, trigger, attempt, max_attempts, scheduled_at, fire_at, \
-    started_at, lease_expires_at, worker_epoch, run";
 
 /// Applies `writes` inside `tx` at `now` (UTC ms), each fenced by its attempt number and its
 /// lease, with their attempt rows: two statements a chunk of the batch whatever their number.
@@ -221,7 +219,14 @@ pub(crate) async fn attempt_judge_late(
     }
     let now = ms(store.clock.now());
     let mut tx = store.begin().await?;
-    let verdicts = late::judge_late(&mut LateTx { tx: &mut tx, now }, attempts).await?;
+    let verdicts = late::judge_late(
+        &mut LateTx {
+            tx: SqlTx(&mut tx),
+            now,
+        },
+        attempts,
+    )
+    .await?;
     commit(tx).await?;
     Ok(verdicts)
 }
@@ -229,12 +234,22 @@ pub(crate) async fn attempt_judge_late(
 /// The statements of the late judgement on the embedded store's write transaction, whose
 /// single writer holds the rows it reads until it commits.
 struct LateTx<'t, 'c> {
-    tx: &'t mut Tx<'c>,
+    tx: SqlTx<'t, 'c>,
     /// The process's clock, read before the transaction began.
     now: i64,
 }
 
-impl late::LateStatements for LateTx<'_, '_> {
+impl<'t, 'c> late::LateStatements for LateTx<'t, 'c> {
+    type Tx = SqlTx<'t, 'c>;
+    const RECORD_MISSED: &'static str = "UPDATE executions SET state = 'missed', \
+        trigger = 'misfire', attempt = 0, worker = NULL, started_at = NULL, \
+        attempt_started_at = NULL, worker_epoch = NULL, lease_expires_at = NULL, due_at = NULL, \
+        finished_at = $2 WHERE id IN (SELECT value FROM json_each($1))";
+
+    fn tx(&mut self) -> &mut SqlTx<'t, 'c> {
+        &mut self.tx
+    }
+
     async fn now(&mut self) -> Result<i64> {
         Ok(self.now)
     }
@@ -251,7 +266,7 @@ impl late::LateStatements for LateTx<'_, '_> {
                 .bind(&a.id)
                 .bind(i64::from(a.attempt))
                 .bind(now)
-                .fetch_optional(&mut **self.tx)
+                .fetch_optional(&mut **self.tx.0)
                 .await
                 .map_err(db_err)?;
             if let Some(row) = row {
@@ -260,67 +275,10 @@ impl late::LateStatements for LateTx<'_, '_> {
         }
         Ok(held)
     }
-
-    async fn later_slot_come(&mut self, held: &late::HeldAttempt, now: i64) -> Result<bool> {
-        // Through `executions_job` (namespace, job, slot) and the jobs' primary key.
-        sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM executions WHERE namespace = ?1 AND job = ?2 \
-                 AND job_uid = ?3 AND scheduled_at > ?4 AND fire_at <= ?5 \
-                 AND trigger IN ('schedule', 'misfire') \
-                 AND state NOT IN ('skipped', 'cancelled', 'missed')) \
-               OR EXISTS (SELECT 1 FROM jobs WHERE namespace = ?1 AND name = ?2 AND uid = ?3 \
-                 AND next_fire_at <= ?5)",
-        )
-        .bind(&held.namespace)
-        .bind(&held.job)
-        .bind(&held.job_uid)
-        .bind(held.scheduled_at)
-        .bind(now)
-        .fetch_one(&mut **self.tx)
-        .await
-        .map_err(db_err)
-    }
-
-    async fn mark_misfire(&mut self, ids: &[String]) -> Result<()> {
-        sqlx::query(
-            "UPDATE executions SET trigger = 'misfire' WHERE id IN (SELECT value FROM json_each(?1))",
-        )
-        .bind(claim::list(ids)?)
-        .execute(&mut **self.tx)
-        .await
-        .map_err(db_err)?;
-        Ok(())
-    }
-
-    async fn record_missed(&mut self, ids: &[String], now: i64) -> Result<()> {
-        sqlx::query(
-            "UPDATE executions SET state = 'missed', trigger = 'misfire', attempt = 0, \
-               worker = NULL, started_at = NULL, attempt_started_at = NULL, worker_epoch = NULL, \
-               lease_expires_at = NULL, due_at = NULL, finished_at = ?2 \
-             WHERE id IN (SELECT value FROM json_each(?1))",
-        )
-        .bind(claim::list(ids)?)
-        .bind(now)
-        .execute(&mut **self.tx)
-        .await
-        .map_err(db_err)?;
-        Ok(())
-    }
 }
 
-pub(crate) async fn attempt_list_lapsed(
-    store: &SqliteStore,
-    limit: u32,
-) -> Result<Vec<ClaimedExecution>> {
-    let sql = format!(
-        "SELECT {CLAIMED_COLUMNS} FROM executions WHERE state = 'running' AND lease_expires_at < ?1 \
-         ORDER BY lease_expires_at LIMIT ?2"
-    );
-    let rows = sqlx::query(&sql)
-        .bind(ms(store.clock.now()))
-        .bind(i64::from(limit))
-        .fetch_all(&store.reader)
-        .await
-        .map_err(db_err)?;
-    rows.iter().map(rows::claimed).collect()
-}
+/// The running executions whose lease lapsed before `$1`, the longest lapsed first, at most
+/// `$2` (`claim_steps::shared::lapsed`).
+pub(crate) const LAPSED: &str = "SELECT id, namespace, job, trigger, attempt, max_attempts, \
+    scheduled_at, fire_at, started_at, lease_expires_at, worker_epoch, run FROM executions \
+    WHERE state = 'running' AND lease_expires_at < $1 ORDER BY lease_expires_at LIMIT $2";

@@ -1,42 +1,26 @@
-//! Executions and history: one execution with its attempts, pages of history, cancel and
-//! re-drive, and the bulk cancel the claim's `replace` uses.
+//! Executions and history: one execution's cancel and re-drive, and the bulk cancel the
+//! claim's `replace` and a run's cancel use, written once in
+//! `sundial_store::steps::executions` over this store's transaction ([`SqlTx`]); this store
+//! keeps no queue apart ([`ExecutionDialect`]) and signals after the commit.
 
 use super::*;
 
-/// Records the running attempts of executions `?1` (a JSON array; those running) as ended
-/// `cancelled` at `?2`.
-pub(crate) const CLOSE_RUNNING_ATTEMPTS_CANCELLED: &str = "INSERT INTO attempts (execution_id, attempt, worker, \
-    started_at, finished_at, outcome) \
-    SELECT id, attempt, coalesce(worker, ''), coalesce(attempt_started_at, started_at, ?2), ?2, 'cancelled' \
-    FROM executions WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'running' \
-    ON CONFLICT (execution_id, attempt) DO UPDATE SET finished_at = excluded.finished_at, \
-      outcome = excluded.outcome WHERE attempts.finished_at IS NULL";
+use crate::reads::SqlTx;
+use sundial_store::steps::executions::{self as steps, ExecutionDialect};
 
-/// Cancels one execution (whatever its state) and closes its open attempt as `cancelled`.
-pub(crate) async fn cancel_in_tx(tx: &mut Tx<'_>, id: &str, now: i64) -> Result<()> {
-    cancel_all_in_tx(tx, &[id], now).await
+/// No queue apart from the execution rows, which a re-drive updates alone.
+impl ExecutionDialect for SqliteStore {
+    const DEQUEUE: Option<&'static str> = None;
+    const REDRIVE: &'static str = "UPDATE executions SET state = 'queued', due_at = $3, \
+         queued_at = $3, finished_at = NULL, max_attempts = attempt + $4 \
+         WHERE id = $1 AND namespace = $2 AND state IN ('dead', 'failed') AND run_id IS NULL";
 }
 
-/// Cancels executions (whatever their state) and closes their open attempts as `cancelled`,
-/// two statements whatever their number.
+/// Cancels executions `ids` (whatever their state) at `now` (Unix ms, UTC) and closes their
+/// open attempts as `cancelled`, two statements whatever their number.
 pub(crate) async fn cancel_all_in_tx(tx: &mut Tx<'_>, ids: &[&str], now: i64) -> Result<()> {
-    let ids = serde_json::to_string(ids).map_err(|e| Error::Corrupt(e.to_string()))?;
-    sqlx::query(CLOSE_RUNNING_ATTEMPTS_CANCELLED)
-        .bind(&ids)
-        .bind(now)
-        .execute(&mut **tx)
-        .await
-        .map_err(db_err)?;
-    sqlx::query(
-        "UPDATE executions SET state = 'cancelled', due_at = NULL, lease_expires_at = NULL, \
-         finished_at = ?2 WHERE id IN (SELECT value FROM json_each(?1))",
-    )
-    .bind(&ids)
-    .bind(now)
-    .execute(&mut **tx)
-    .await
-    .map_err(db_err)?;
-    Ok(())
+    let ids: Vec<String> = ids.iter().map(|&id| id.to_owned()).collect();
+    steps::cancel_all(&mut SqlTx(tx), &ids, now).await
 }
 
 pub(crate) async fn execution_cancel(
@@ -46,25 +30,9 @@ pub(crate) async fn execution_cancel(
 ) -> Result<ExecutionRecord> {
     let now = ms(store.clock.now());
     let mut tx = store.begin().await?;
-    let row = sqlx::query(
-        "SELECT state, attempt, run_id FROM executions WHERE id = ?1 AND namespace = ?2",
-    )
-    .bind(id)
-    .bind(namespace)
-    .fetch_optional(&mut *tx)
-    .await
-    .map_err(db_err)?
-    .ok_or_else(|| Error::NotFound(format!("execution {id}")))?;
-    let state: ExecutionState = rows::parse(row.try_get::<String, _>("state").map_err(db_err)?)?;
-    if state.is_terminal() {
-        return Err(Error::Conflict(format!(
-            "execution {id} is already {state}"
-        )));
-    }
-    cancel_in_tx(&mut tx, id, now).await?;
+    let before = steps::execution_cancel(&mut SqlTx(&mut tx), namespace, id, now).await?;
     // A workflow task's cancel is an ending like any other: its downstream is decided now.
-    let run_id: Option<String> = row.try_get("run_id").map_err(db_err)?;
-    let queued = match run_id {
+    let queued = match before.run_id {
         Some(run) => {
             release::release_runs_in_tx(&mut tx, &store.workflow_specs, &[run], now).await?
         }
@@ -74,13 +42,10 @@ pub(crate) async fn execution_cancel(
     if queued > 0 {
         store.signals.due.notify_one();
     }
-    if state == ExecutionState::Running {
+    if before.state == ExecutionState::Running {
         let _ = store.signals.cancelled.send(id.to_owned());
     }
-    store
-        .execution_get(namespace, id)
-        .await?
-        .ok_or_else(|| Error::NotFound(format!("execution {id}")))
+    steps::execution_after(store, namespace, id).await
 }
 
 pub(crate) async fn execution_redrive(
@@ -91,39 +56,7 @@ pub(crate) async fn execution_redrive(
 ) -> Result<ExecutionRecord> {
     let now = ms(store.clock.now());
     let mut tx = store.begin().await?;
-    let updated = sqlx::query(
-        "UPDATE executions SET state = 'queued', due_at = ?3, queued_at = ?3, finished_at = NULL, \
-         max_attempts = attempt + ?4 WHERE id = ?1 AND namespace = ?2 AND state IN ('dead', 'failed') \
-         AND run_id IS NULL",
-    )
-    .bind(id)
-    .bind(namespace)
-    .bind(now)
-    .bind(i64::from(extra_attempts))
-    .execute(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    if updated.rows_affected() == 0 {
-        let found: Option<(String, Option<String>)> =
-            sqlx::query_as("SELECT state, run_id FROM executions WHERE id = ?1 AND namespace = ?2")
-                .bind(id)
-                .bind(namespace)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(db_err)?;
-        return Err(match found {
-            None => Error::NotFound(format!("execution {id}")),
-            Some((_, Some(run))) => Error::Conflict(format!(
-                "execution {id} is a task of workflow run {run}; retry the run instead"
-            )),
-            Some((s, None)) => Error::Conflict(format!(
-                "execution {id} is {s}; only dead or failed executions can be re-driven"
-            )),
-        });
-    }
+    steps::execution_redrive(&mut SqlTx(&mut tx), namespace, id, now, extra_attempts).await?;
     commit(tx).await?;
-    store
-        .execution_get(namespace, id)
-        .await?
-        .ok_or_else(|| Error::NotFound(format!("execution {id}")))
+    steps::execution_after(store, namespace, id).await
 }

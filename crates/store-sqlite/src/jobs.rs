@@ -3,7 +3,8 @@
 //! The writes are written once (`sundial_store::steps::jobs`) over this file's statements.
 
 use super::*;
-use sundial_store::steps::jobs::{self as steps, JobStatements, VersionStatements};
+use crate::reads::SqlTx;
+use sundial_store::steps::jobs::{self as steps, JobStatements};
 
 pub(crate) const JOB_COLUMNS: &str = "j.namespace, j.name, j.uid, j.shard, j.version, j.spec, j.created_at, \
     j.updated_at, j.next_slot_at, j.next_fire_at";
@@ -16,24 +17,7 @@ pub(crate) const LAST_EXECUTION: &str = "(SELECT e.id || '|' || e.state || '|' |
     (SELECT min(e.fire_at) FROM executions e WHERE e.job_uid = j.uid AND e.due_at IS NOT NULL \
     AND e.attempt = 0) AS pending_fire_at";
 
-/// The statements of a job's writes (`sundial_store::steps::jobs`) on the embedded store's
-/// write transaction.
-pub(crate) struct JobTx<'t, 'c>(pub(crate) &'t mut Tx<'c>);
-
-impl VersionStatements for JobTx<'_, '_> {
-    async fn version(&mut self, kind: &str, namespace: &str, name: &str) -> Result<Option<i64>> {
-        sqlx::query_scalar(&format!(
-            "SELECT version FROM {kind}s WHERE namespace = ?1 AND name = ?2"
-        ))
-        .bind(namespace)
-        .bind(name)
-        .fetch_optional(&mut **self.0)
-        .await
-        .map_err(db_err)
-    }
-}
-
-impl JobStatements for JobTx<'_, '_> {
+impl JobStatements for SqlTx<'_, '_> {
     async fn insert(&mut self, writes: &[JobWrite], now: i64) -> Result<Vec<(String, String)>> {
         let mut rows = Vec::with_capacity(writes.len());
         for w in writes {
@@ -66,118 +50,18 @@ impl JobStatements for JobTx<'_, '_> {
         .map_err(db_err)
     }
 
-    async fn replace(
-        &mut self,
-        r: &JobRecord,
-        spec: &str,
-        expected: i64,
-        now: i64,
-    ) -> Result<bool> {
-        let updated = sqlx::query(
-            "UPDATE jobs SET version = version + 1, spec = ?4, paused = ?5, updated_at = ?6, \
-             next_slot_at = ?7, next_fire_at = ?8 \
-             WHERE namespace = ?1 AND name = ?2 AND version = ?3",
-        )
-        .bind(&r.spec.namespace)
-        .bind(&r.spec.name)
-        .bind(expected)
-        .bind(spec)
-        .bind(r.spec.paused)
-        .bind(now)
-        .bind(r.next_slot_at.map(ms))
-        .bind(r.next_fire_at.map(ms))
-        .execute(&mut **self.0)
-        .await
-        .map_err(db_err)?;
-        Ok(updated.rows_affected() > 0)
-    }
+    const END_HELD: &'static str = "{end} WHERE job_uid = $1 AND state = 'running' \
+        AND attempt_started_at > $2 RETURNING id";
+    const DROP_FUTURE: &'static str = "DELETE FROM executions WHERE job_uid = $1 \
+        AND due_at IS NOT NULL AND attempt = 0 AND fire_at > $2";
+    const CANCEL_WAITING: &'static str = "UPDATE executions SET state = 'cancelled', \
+        due_at = NULL, finished_at = $2 WHERE job_uid = $1 AND due_at IS NOT NULL AND attempt = 0";
+    const UPDATE_PENDING: &'static str = "UPDATE executions SET run = $2, job_version = $3, \
+        max_attempts = $4, lease_ms = $5 WHERE job_uid = $1 AND due_at IS NOT NULL AND attempt = 0";
 
-    async fn end_pending(
-        &mut self,
-        uid: &str,
-        now: i64,
-        future: FutureSlots,
-    ) -> Result<Vec<String>> {
-        // Executions claimed ahead whose attempt has not started (docs/guarantees.md, "Claim
-        // ahead") end like those not yet due; the caller tells their worker to drop them once
-        // this transaction has committed.
-        let held_sql = match future {
-            FutureSlots::Drop => "DELETE FROM executions",
-            FutureSlots::Cancel => {
-                "UPDATE executions SET state = 'cancelled', finished_at = ?2, lease_expires_at = NULL"
-            }
-        };
-        let held: Vec<String> = sqlx::query_scalar(&format!(
-            "{held_sql} WHERE job_uid = ?1 AND state = 'running' AND attempt_started_at > ?2 \
-             RETURNING id"
-        ))
-        .bind(uid)
-        .bind(now)
-        .fetch_all(&mut **self.0)
-        .await
-        .map_err(db_err)?;
-        if future == FutureSlots::Drop {
-            sqlx::query(
-                "DELETE FROM executions WHERE job_uid = ?1 AND due_at IS NOT NULL AND attempt = 0 \
-                 AND fire_at > ?2",
-            )
-            .bind(uid)
-            .bind(now)
-            .execute(&mut **self.0)
-            .await
-            .map_err(db_err)?;
-        }
-        sqlx::query(
-            "UPDATE executions SET state = 'cancelled', due_at = NULL, finished_at = ?2 \
-             WHERE job_uid = ?1 AND due_at IS NOT NULL AND attempt = 0",
-        )
-        .bind(uid)
-        .bind(now)
-        .execute(&mut **self.0)
-        .await
-        .map_err(db_err)?;
+    /// The caller tells their workers once the transaction has committed.
+    async fn stop(&mut self, held: Vec<String>) -> Result<Vec<String>> {
         Ok(held)
-    }
-
-    async fn update_pending(
-        &mut self,
-        uid: &str,
-        run: &str,
-        version: i64,
-        max_attempts: i64,
-        lease_ms: i64,
-    ) -> Result<()> {
-        sqlx::query(
-            "UPDATE executions SET run = ?2, job_version = ?3, max_attempts = ?4, lease_ms = ?5 \
-             WHERE job_uid = ?1 AND due_at IS NOT NULL AND attempt = 0",
-        )
-        .bind(uid)
-        .bind(run)
-        .bind(version)
-        .bind(max_attempts)
-        .bind(lease_ms)
-        .execute(&mut **self.0)
-        .await
-        .map_err(db_err)?;
-        Ok(())
-    }
-
-    async fn delete(
-        &mut self,
-        namespace: &str,
-        name: &str,
-        expected: Option<i64>,
-    ) -> Result<Option<String>> {
-        sqlx::query_scalar(
-            "DELETE FROM jobs WHERE namespace = ?1 AND name = ?2 AND (?3 IS NULL OR version = ?3) \
-             RETURNING uid",
-        )
-        .bind(namespace)
-        .bind(name)
-        .bind(expected)
-        .fetch_optional(&mut **self.0)
-        .await
-        .map_err(db_err)
     }
 }
 
@@ -187,7 +71,7 @@ pub(crate) async fn job_write_batch(
 ) -> Result<Vec<JobRecord>> {
     let now = ms(store.clock.now());
     let mut tx = store.begin().await?;
-    let done = steps::job_write_batch(&mut JobTx(&mut tx), writes, now).await?;
+    let done = steps::job_write_batch(&mut SqlTx(&mut tx), writes, now).await?;
     commit(tx).await?;
     signal_cancelled(store, done.cancelled);
     Ok(done.records)
@@ -202,7 +86,7 @@ pub(crate) async fn job_delete(
     let now = ms(store.clock.now());
     let mut tx = store.begin().await?;
     let done =
-        steps::job_delete(&mut JobTx(&mut tx), namespace, name, expected_version, now).await?;
+        steps::job_delete(&mut SqlTx(&mut tx), namespace, name, expected_version, now).await?;
     commit(tx).await?;
     signal_cancelled(store, done.cancelled);
     Ok(())

@@ -52,15 +52,15 @@ use sundial_core::execution::ExecutionState;
 use sundial_store::NewRun;
 use sundial_store::claim::{ActiveExecution, DueExecution, JobFacts};
 use sundial_store::{
-    AttemptComplete, AttemptRef, ClaimedExecution, DueJob, Error, ExecutionClaim, ExecutionRecord,
-    FutureSlots, JobRecord, JobWrite, NewExecution, NextDue, Result, RunSpec, ShardLease,
-    ShardLeaseRequest, Signals, TriggerCommit, TriggerCommitted, TriggerDueSeconds, TriggerListDue,
-    TriggerNextDue,
+    AttemptComplete, AttemptRef, ClaimedExecution, Error, ExecutionClaim, ExecutionRecord,
+    JobRecord, JobWrite, NewExecution, Result, RunSpec, ShardLease, ShardLeaseRequest, Signals,
+    TriggerCommit, TriggerCommitted,
 };
 use sundial_store::{StoreBase, StoreShared};
 
 use executions::cancel_all_in_tx;
 use rows::{commit, db_err, ms, ts};
+use workflows::SignalCreated as _;
 
 pub use maintenance::Checkpoint;
 

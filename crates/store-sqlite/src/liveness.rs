@@ -9,33 +9,24 @@
 
 use super::*;
 
+use crate::reads::SqlTx;
+use sundial_store::steps::liveness::{self as steps, LeaseDialect};
+
+/// No lock on the lease row (the one writer keeps a take-over out); the orphaned attempts
+/// marked on the execution rows (the running rows are read through `executions_lease`).
+impl LeaseDialect for SqliteStore {
+    const LEASE_HOLD: &'static str = "";
+    const MARK_ORPHANED: &'static str = "UPDATE executions SET lease_expires_at = $1 - 1 \
+         WHERE state = 'running' AND worker_epoch IS NOT NULL \
+           AND (lease_expires_at IS NULL OR lease_expires_at >= $1) \
+           AND NOT (executions.worker_epoch IS NULL OR EXISTS \
+             (SELECT 1 FROM worker_leases w WHERE w.epoch = executions.worker_epoch))";
+}
+
 pub(crate) async fn worker_lease_reap(store: &SqliteStore, limit: u32) -> Result<Vec<i64>> {
     let now = ms(store.clock.now());
     let mut tx = store.begin().await?;
-    let epochs: Vec<i64> = sqlx::query_scalar(
-        "DELETE FROM worker_leases WHERE epoch IN \
-           (SELECT epoch FROM worker_leases WHERE expires_at < ?1 ORDER BY expires_at LIMIT ?2) \
-         RETURNING epoch",
-    )
-    .bind(now)
-    .bind(i64::from(limit))
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    if epochs.is_empty() {
-        return Ok(epochs);
-    }
-    // Every running attempt whose lease row is gone, not only those of the epochs taken over
-    // now (the running rows are read through `executions_lease`).
-    sqlx::query(&format!(
-        "UPDATE executions SET lease_expires_at = ?1 - 1 \
-         WHERE state = 'running' AND worker_epoch IS NOT NULL \
-           AND (lease_expires_at IS NULL OR lease_expires_at >= ?1) AND NOT {WORKER_LEASE_STANDS}"
-    ))
-    .bind(now)
-    .execute(&mut *tx)
-    .await
-    .map_err(db_err)?;
+    let epochs = steps::worker_lease_reap(&mut SqlTx(&mut tx), now, limit).await?;
     commit(tx).await?;
     Ok(epochs)
 }
@@ -45,24 +36,13 @@ pub(crate) async fn worker_lease_reap(store: &SqliteStore, limit: u32) -> Result
 /// # Errors
 /// [`Error::StaleFence`] when a reaper took the lease over: the worker must take a new one.
 pub(crate) async fn check_for_claim(tx: &mut Tx<'_>, epoch: i64) -> Result<()> {
-    if lease_stands(tx, epoch).await? {
-        Ok(())
-    } else {
-        Err(Error::StaleFence(format!(
-            "worker lease {epoch} was taken over by a reaper"
-        )))
-    }
+    steps::worker_lease_holds(&mut SqlTx(tx), epoch).await
 }
 
 /// Whether the worker lease `epoch` still stands (no reaper took it over), read in `tx`: the
 /// single writer keeps a take-over out until `tx` ends.
 pub(crate) async fn lease_stands(tx: &mut Tx<'_>, epoch: i64) -> Result<bool> {
-    let held: Option<i64> = sqlx::query_scalar("SELECT epoch FROM worker_leases WHERE epoch = ?1")
-        .bind(epoch)
-        .fetch_optional(&mut **tx)
-        .await
-        .map_err(db_err)?;
-    Ok(held.is_some())
+    steps::worker_lease_stands(&mut SqlTx(tx), epoch).await
 }
 
 /// The SQL test that an execution's attempt's worker lease, if it runs under one, still stands.

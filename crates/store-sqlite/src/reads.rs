@@ -25,6 +25,9 @@ fn query<'q>(
             Value::Texts(v) => {
                 q.bind(serde_json::to_string(v).map_err(|e| Error::Corrupt(e.to_string()))?)
             }
+            Value::Ints(v) => {
+                q.bind(serde_json::to_string(v).map_err(|e| Error::Corrupt(e.to_string()))?)
+            }
         };
     }
     Ok(q)
@@ -41,6 +44,9 @@ impl Reader for SqliteStore {
      (SELECT 1 FROM json_each(spec, '$.schedule.exclude_calendars') WHERE value = $2) \
      ORDER BY 1";
     const FOR_UPDATE: &'static str = "";
+    const AS_JSON: &'static str = "";
+    const DUE_TABLE: &'static str = "executions";
+    const SPEC_TEXT: &'static str = "spec";
 
     async fn now(&self) -> Result<i64> {
         Ok(ms(self.clock.now()))
@@ -73,6 +79,13 @@ impl Reader for SqliteStore {
     }
 
     sundial_store::reader_decoders!();
+
+    /// The queue is kept on the executions: waiting ones have `due_at`, running ones a lease
+    /// (each through a partial index by incarnation).
+    const UNFINISHED_EXECUTIONS: &'static str = "SELECT (SELECT count(*) FROM executions WHERE job_uid = $1 AND due_at IS NOT NULL) \
+         + (SELECT count(*) FROM executions WHERE job_uid = $1 AND state = 'running')";
+
+    sundial_store::run_decoders!();
 }
 
 impl Writer for SqliteStore {

@@ -7,9 +7,6 @@ sundial_store::row_decoders!(
     sundial_store::errors::classify_sqlite
 );
 
-/// The states of a run that is not terminal, as an SQL list.
-pub(crate) const UNFINISHED_RUN: &str = "('scheduled', 'running')";
-
 /// `value` as JSON text.
 ///
 /// # Errors

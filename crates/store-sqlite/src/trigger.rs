@@ -91,100 +91,6 @@ pub(crate) async fn insert_executions(
     Ok((u32::try_from(inserted).unwrap_or(u32::MAX), ids))
 }
 
-/// The SQL condition that limits a read of `jobs` to `shards`: empty when they are every shard
-/// (the embedded store's one node holds them all), `None` when there are none (nothing to read).
-fn shard_filter(shards: &[u16]) -> Option<String> {
-    if shards.len() >= usize::from(SHARD_COUNT) {
-        Some(String::new())
-    } else if shards.is_empty() {
-        None
-    } else {
-        let list: Vec<String> = shards.iter().map(u16::to_string).collect();
-        Some(format!(" AND shard IN ({})", list.join(",")))
-    }
-}
-
-pub(crate) async fn trigger_list_due(
-    store: &SqliteStore,
-    q: &TriggerListDue,
-) -> Result<Vec<DueJob>> {
-    let Some(shard_filter) = shard_filter(&q.shards) else {
-        return Ok(Vec::new());
-    };
-    let sql = format!(
-        "SELECT uid, shard, version, spec, next_slot_at FROM jobs \
-         WHERE next_fire_at <= ?1{shard_filter} ORDER BY next_fire_at LIMIT ?2"
-    );
-    let rows = sqlx::query(&sql)
-        .bind(ms(q.horizon))
-        .bind(i64::from(q.limit))
-        .fetch_all(&store.reader)
-        .await
-        .map_err(db_err)?;
-    rows.iter().map(rows::due_job).collect()
-}
-
-pub(crate) async fn trigger_due_seconds(
-    store: &SqliteStore,
-    q: &TriggerDueSeconds,
-) -> Result<Vec<(i64, u64)>> {
-    let Some(shard_filter) = shard_filter(&q.shards) else {
-        return Ok(Vec::new());
-    };
-    // Integer division truncates toward zero: a fire time before 1970 is moved to the second
-    // that starts before it.
-    let rows: Vec<(i64, i64)> = sqlx::query_as(&format!(
-        "SELECT s, count(*) FROM (SELECT CASE WHEN next_fire_at >= 0 THEN next_fire_at / 1000 \
-           ELSE (next_fire_at - 999) / 1000 END AS s FROM jobs \
-           WHERE next_fire_at >= ?1 AND next_fire_at < ?2{shard_filter} \
-           ORDER BY next_fire_at LIMIT ?3) GROUP BY s ORDER BY s"
-    ))
-    .bind(ms(q.from))
-    .bind(ms(q.until))
-    .bind(i64::from(q.cap))
-    .fetch_all(&store.reader)
-    .await
-    .map_err(db_err)?;
-    Ok(rows
-        .into_iter()
-        .map(|(s, n)| (s, u64::try_from(n).unwrap_or(0)))
-        .collect())
-}
-
-pub(crate) async fn trigger_next_due(
-    store: &SqliteStore,
-    q: &TriggerNextDue,
-) -> Result<Option<NextDue>> {
-    let Some(shard_filter) = shard_filter(&q.shards) else {
-        return Ok(None);
-    };
-    // Both reads walk `jobs_due` (next_fire_at) from the horizon on.
-    let next: Option<i64> = sqlx::query_scalar(&format!(
-        "SELECT min(next_fire_at) FROM jobs WHERE next_fire_at > ?1{shard_filter}"
-    ))
-    .bind(ms(q.after))
-    .fetch_one(&store.reader)
-    .await
-    .map_err(db_err)?;
-    let Some(next) = next.filter(|t| *t <= ms(q.until)) else {
-        return Ok(None);
-    };
-    let n: i64 = sqlx::query_scalar(&format!(
-        "SELECT count(*) FROM (SELECT 1 FROM jobs \
-         WHERE next_fire_at >= ?1 AND next_fire_at < ?2{shard_filter} LIMIT ?3)"
-    ))
-    .bind(next)
-    .bind(next.saturating_add(q.span.as_millis_i64()))
-    .bind(i64::from(q.cap))
-    .fetch_one(&store.reader)
-    .await
-    .map_err(db_err)?;
-    Ok(Some(NextDue {
-        fire_at: ts(next)?,
-        jobs: u64::try_from(n).unwrap_or(0),
-    }))
-}
-
 pub(crate) async fn trigger_commit(
     store: &SqliteStore,
     c: &TriggerCommit,
@@ -282,17 +188,7 @@ pub(crate) async fn check_fence(
         .await
         .map_err(db_err)?;
     let held: Vec<ShardLease> = held.iter().map(rows::shard_lease).collect::<Result<_>>()?;
-    for shard in shards {
-        let read = leases.iter().find(|l| l.shard == *shard);
-        let current = held.iter().find(|l| l.shard == *shard);
-        let valid = matches!((read, current), (Some(r), Some(h)) if r.epoch == h.epoch && h.expires_at > now);
-        if !valid {
-            return Err(Error::StaleFence(format!(
-                "shard {shard} is no longer leased to {node} with the epoch read"
-            )));
-        }
-    }
-    Ok(())
+    steps::fence_holds(node, leases, &held, shards, now)
 }
 
 pub(crate) async fn execution_insert(

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 
 use crate::Result;
+use crate::reads::{Reader, Statement, Transaction};
 
 /// Expired history to write: executions number `first..=last` (1-based) of `namespace`.
 ///
@@ -83,4 +84,63 @@ pub fn counts_by_state(rows: Vec<(String, i64)>) -> BTreeMap<String, u64> {
 pub fn number(n: u64) -> Result<i64> {
     i64::try_from(n)
         .map_err(|_| crate::Error::Defect(format!("execution number {n} too large").into()))
+}
+
+/// Writes the executions of `load` and their attempts in the caller's open transaction `tx`,
+/// with the store's two statements `[executions, attempts]`: `$1` the load's `base_ms` (Unix
+/// ms, UTC), `$2` and `$3` its first and last numbers, `$4` its namespace. The caller commits.
+///
+/// # Errors
+/// [`crate::Error::Defect`] for a number past `i64::MAX`; the store's classified error
+/// ([`crate::Error::Contended`] for a unique violation).
+pub async fn write_expired<T: Transaction>(
+    tx: &mut T,
+    load: &ExpiredLoad,
+    statements: [&str; 2],
+) -> Result<()> {
+    let (first, last) = (number(load.first)?, number(load.last)?);
+    for sql in statements {
+        let st = Statement::new(sql)
+            .bind(load.base_ms)
+            .bind(first)
+            .bind(last)
+            .bind(&load.namespace);
+        tx.execute(&st).await?;
+    }
+    Ok(())
+}
+
+/// [`BenchStore::execution_counts`] read on the store's read connections.
+///
+/// # Errors
+/// The store's classified error; [`crate::Error::Corrupt`] for a row that does not decode.
+pub async fn execution_counts<S: Reader>(
+    store: &S,
+    namespace: Option<&str>,
+) -> Result<BTreeMap<String, u64>> {
+    let st = Statement::new(
+        "SELECT state, count(*) FROM executions \
+         WHERE CAST($1 AS TEXT) IS NULL OR namespace = $1 GROUP BY state",
+    )
+    .bind(namespace);
+    let rows = store
+        .rows(&st)
+        .await?
+        .iter()
+        .map(|row| Ok((S::text(row)?, S::int(row, 1)?)))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(counts_by_state(rows))
+}
+
+/// The 64-bit integer the store's read of `sql` (no parameters, one row) answers with, as a
+/// size in bytes: 0 for a negative one (which no database returns) or no row.
+///
+/// # Errors
+/// The store's classified error; [`crate::Error::Corrupt`] for a value that does not decode.
+pub async fn size<S: Reader>(store: &S, sql: &str) -> Result<u64> {
+    let bytes = match store.row(&Statement::new(sql)).await? {
+        Some(row) => S::int(&row, 0)?,
+        None => 0,
+    };
+    Ok(u64::try_from(bytes).unwrap_or(0))
 }

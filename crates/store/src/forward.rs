@@ -99,7 +99,7 @@ macro_rules! forward_store_traits {
                 }
 
                 async fn run_get(&self, namespace: &str, id: &str) -> Result<Option<RunRecord>> {
-                    runs::run_get(self, namespace, id).await
+                    $crate::steps::runs::run_get(self, namespace, id).await
                 }
 
                 async fn run_list(&self, q: &RunListQuery) -> Result<Vec<RunRecord>> {
@@ -147,7 +147,7 @@ macro_rules! forward_store_traits {
                     of: $crate::BackfillOf,
                     ids: &[String],
                 ) -> Result<std::collections::HashSet<String>> {
-                    backfills::backfill_taken(self, of, ids).await
+                    $crate::steps::backfill::backfill_taken(self, of, ids).await
                 }
 
                 async fn backfill_unfinished(
@@ -155,7 +155,7 @@ macro_rules! forward_store_traits {
                     of: $crate::BackfillOf,
                     uid: &str,
                 ) -> Result<u64> {
-                    backfills::backfill_unfinished(self, of, uid).await
+                    $crate::steps::backfill::backfill_unfinished(self, of, uid).await
                 }
 
                 async fn namespace_list(&self) -> Result<Vec<String>> {
@@ -186,21 +186,21 @@ macro_rules! forward_store_traits {
                 }
 
                 async fn trigger_list_due(&self, q: &TriggerListDue) -> Result<Vec<DueJob>> {
-                    trigger::trigger_list_due(self, q).await
+                    $crate::steps::trigger::reads::list_due(self, q).await
                 }
 
                 async fn trigger_due_seconds(
                     &self,
                     query: &TriggerDueSeconds,
                 ) -> Result<Vec<(i64, u64)>> {
-                    trigger::trigger_due_seconds(self, query).await
+                    $crate::steps::trigger::reads::due_seconds(self, query).await
                 }
 
                 async fn trigger_next_due(
                     &self,
                     query: &TriggerNextDue,
                 ) -> Result<Option<NextDue>> {
-                    trigger::trigger_next_due(self, query).await
+                    $crate::steps::trigger::reads::next_due(self, query).await
                 }
 
                 async fn trigger_commit(&self, c: &TriggerCommit) -> Result<TriggerCommitted> {
@@ -211,7 +211,7 @@ macro_rules! forward_store_traits {
                     &self,
                     q: &TriggerListDue,
                 ) -> Result<Vec<WorkflowRecord>> {
-                    workflows::workflow_list_due(self, q).await
+                    $crate::steps::listings::workflow_list_due(self, q).await
                 }
 
                 async fn workflow_trigger(&self, t: &$crate::WorkflowTrigger) -> Result<u32> {
@@ -222,7 +222,7 @@ macro_rules! forward_store_traits {
                     &self,
                     shards: &[u16],
                 ) -> Result<Vec<$crate::BackfillRecord>> {
-                    backfills::backfill_running(self, shards).await
+                    $crate::steps::backfill::backfill_running(self, shards).await
                 }
 
                 async fn backfill_step(
@@ -267,7 +267,7 @@ macro_rules! forward_store_traits {
                 }
 
                 async fn execution_next_due(&self) -> Result<Option<Timestamp>> {
-                    claim::execution_next_due(self).await
+                    $crate::steps::claim::shared::next_due(self).await
                 }
 
                 async fn execution_due_count(
@@ -276,7 +276,7 @@ macro_rules! forward_store_traits {
                     until: Timestamp,
                     cap: u32,
                 ) -> Result<u64> {
-                    claim::execution_due_count(self, from, until, cap).await
+                    $crate::steps::claim::shared::due_count(self, from, until, cap).await
                 }
 
                 async fn attempt_heartbeat_batch(
@@ -301,7 +301,7 @@ macro_rules! forward_store_traits {
                 }
 
                 async fn attempt_list_lapsed(&self, limit: u32) -> Result<Vec<ClaimedExecution>> {
-                    complete::attempt_list_lapsed(self, limit).await
+                    $crate::steps::claim::shared::lapsed(self, complete::LAPSED, limit).await
                 }
 
                 async fn run_expire(&self, limit: u32) -> Result<u32> {

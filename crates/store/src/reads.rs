@@ -34,6 +34,9 @@ pub enum Value<'a> {
     /// A list of texts, for a fragment of [`Reader::one_of`] (an array on PostgreSQL, a JSON
     /// array on SQLite).
     Texts(&'a [String]),
+    /// A list of 64-bit integers, for a fragment of [`Reader::one_of`] (a `bigint[]` on
+    /// PostgreSQL, a JSON array on SQLite).
+    Ints(&'a [i64]),
 }
 
 impl<'a> From<&'a str> for Value<'a> {
@@ -75,6 +78,12 @@ impl From<bool> for Value<'_> {
 impl<'a> From<&'a [String]> for Value<'a> {
     fn from(v: &'a [String]) -> Self {
         Value::Texts(v)
+    }
+}
+
+impl<'a> From<&'a [i64]> for Value<'a> {
+    fn from(v: &'a [i64]) -> Self {
+        Value::Ints(v)
     }
 }
 
@@ -131,6 +140,15 @@ pub trait Reader: Sync {
     /// What a `SELECT` in a write transaction ends with to hold the rows it reads until the
     /// transaction ends (`FOR UPDATE`), or nothing where the one writer holds them all.
     const FOR_UPDATE: &'static str;
+    /// What follows a parameter of JSON text written into a JSON document column (`::jsonb`
+    /// on PostgreSQL; nothing on SQLite, which keeps the text).
+    const AS_JSON: &'static str;
+    /// The table whose `due_at` column a claim reads the due executions by
+    /// (`execution_queue` on PostgreSQL, `executions` on SQLite).
+    const DUE_TABLE: &'static str;
+    /// A job's spec as a text column named `spec` (`spec::text AS spec` on PostgreSQL, whose
+    /// column is a `jsonb` document; `spec` on SQLite).
+    const SPEC_TEXT: &'static str;
 
     /// The store's now, Unix milliseconds (UTC).
     fn now(&self) -> impl Future<Output = Result<i64>> + Send;
@@ -151,7 +169,8 @@ pub trait Reader: Sync {
     /// parameter `key` with the value of parameter `value`.
     fn label_is(spec: &str, key: usize, value: usize) -> String;
 
-    /// A condition: `column` is one of the texts of parameter `list` (a [`Value::Texts`]).
+    /// A condition: `column` is one of the texts or integers of parameter `list` (a
+    /// [`Value::Texts`] or [`Value::Ints`]).
     fn one_of(column: &str, list: usize) -> String;
 
     /// A condition: (`a`, `b`) sorts before (parameter `pa`, parameter `pb`).
@@ -184,6 +203,56 @@ pub trait Reader: Sync {
 
     /// The 64-bit integer in column `column` (from 0) of a row.
     fn int(row: &Self::Row, column: usize) -> Result<i64>;
+
+    /// The 64-bit integer or NULL in column `column` (from 0) of a row.
+    fn opt_int(row: &Self::Row, column: usize) -> Result<Option<i64>>;
+
+    /// A due execution as a claim reads it, from a row of its columns (`id`, `namespace`,
+    /// `job_uid`, `trigger`, `run`, `scheduled_at`, `fire_at`, `attempt`, `due_at`).
+    fn due_execution(row: &Self::Row) -> Result<crate::claim::DueExecution>;
+
+    /// A job due within the trigger's horizon, from a row of `uid`, `shard`, `version`,
+    /// `spec` (text) and `next_slot_at`.
+    fn due_job(row: &Self::Row) -> Result<crate::DueJob>;
+
+    /// A claimed execution, from a row of [`crate::steps::claim::CLAIMED_COLUMNS`].
+    fn claimed(row: &Self::Row) -> Result<crate::ClaimedExecution>;
+
+    /// The executions a claim handed out, from the rows of
+    /// [`crate::steps::claim::CLAIM_RETURNING`], each with its run definition taken from `runs`
+    /// (by id), started at its fire time or `now` if later and claimed at `claimed_at` (Unix
+    /// ms, UTC), earliest fire time first. [`crate::Error::Corrupt`] for a row whose id is not
+    /// in `runs`.
+    fn claimed_rows(
+        rows: &[Self::Row],
+        runs: std::collections::HashMap<String, crate::RunSpec>,
+        now: i64,
+        claimed_at: i64,
+    ) -> Result<Vec<crate::ClaimedExecution>>;
+
+    /// How many executions of job incarnation `$1` are unfinished (waiting or running): one
+    /// 64-bit integer column. PostgreSQL counts its `execution_queue`, which has a row for each
+    /// unfinished execution; SQLite counts the executions with a due time or a lease.
+    const UNFINISHED_EXECUTIONS: &'static str;
+
+    /// The text in column `column` (from 0) of a row.
+    fn text_at(row: &Self::Row, column: usize) -> Result<String>;
+
+    /// One task's execution as a release reads it (its task name and
+    /// [`crate::workflow::TaskFact`]), from a row of columns `id`, `task`, `state`, `output`
+    /// (JSON text or NULL).
+    fn task_fact(row: &Self::Row) -> Result<(String, crate::workflow::TaskFact)>;
+
+    /// A run's task as a reader sees it at `now` (Unix ms, UTC), its definition from `spec`,
+    /// from a row of [`crate::steps::runs::TASK_COLUMNS`].
+    fn task(
+        row: &Self::Row,
+        spec: &sundial_core::workflow::WorkflowSpec,
+        now: i64,
+    ) -> Result<crate::TaskRecord>;
+
+    /// The store's cache of parsed workflow versions, which a run read goes through.
+    fn specs(&self) -> &crate::workflow::SpecCache;
 }
 
 /// A store's side of the shared writes that are one statement each, with no transaction of

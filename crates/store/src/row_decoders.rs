@@ -470,6 +470,11 @@ macro_rules! row_decoders {
         pub(crate) fn int(row: &$row, column: usize) -> Result<i64> {
             row.try_get(column).map_err(db_err)
         }
+
+        /// The 64-bit integer or NULL in column `column` (from 0) of a row.
+        pub(crate) fn opt_int(row: &$row, column: usize) -> Result<Option<i64>> {
+            row.try_get(column).map_err(db_err)
+        }
     };
 }
 
@@ -513,6 +518,31 @@ macro_rules! reader_decoders {
 
         fn int(row: &Self::Row, column: usize) -> $crate::Result<i64> {
             rows::int(row, column)
+        }
+
+        fn opt_int(row: &Self::Row, column: usize) -> $crate::Result<Option<i64>> {
+            rows::opt_int(row, column)
+        }
+
+        fn due_execution(row: &Self::Row) -> $crate::Result<$crate::claim::DueExecution> {
+            rows::due_execution(row)
+        }
+
+        fn due_job(row: &Self::Row) -> $crate::Result<$crate::DueJob> {
+            rows::due_job(row)
+        }
+
+        fn claimed(row: &Self::Row) -> $crate::Result<$crate::ClaimedExecution> {
+            rows::claimed(row)
+        }
+
+        fn claimed_rows(
+            rows: &[Self::Row],
+            runs: std::collections::HashMap<String, $crate::RunSpec>,
+            now: i64,
+            claimed_at: i64,
+        ) -> $crate::Result<Vec<$crate::ClaimedExecution>> {
+            rows::claimed_rows(rows, runs, now, claimed_at)
         }
     };
 }

@@ -1,8 +1,13 @@
-//! A backfill's fenced step and its cancel (docs/time.md, "Backfill"), written once over the
-//! statements each store provides ([`BackfillStatements`], on the step's open transaction).
-//! The caller opens the transaction, runs [`backfill_step`] or [`backfill_cancel`], and
-//! commits only when it returns a write (`Applied`, a cancelled record); a `Stale` or
-//! `Waiting` step is rolled back, having written nothing.
+//! A backfill (docs/time.md, "Backfill"): its creation, fenced step and cancel, and the
+//! driver's reads of running backfills, taken slots and unfinished work, written once. The
+//! statements both stores share run on the step's open [`Transaction`]
+//! ([`BackfillStatements::tx`]), with the row lock as the dialect's fragment
+//! ([`Reader::FOR_UPDATE`]: a step locks the backfill row after the shard fence, so a cancel
+//! waits for an in-flight step; SQLite's one writer holds every row anyway); what differs per
+//! store (its clock, the fence, run creation, inserting executions and waking workers) is
+//! [`BackfillStatements`]. The caller opens the transaction, runs [`backfill_step`] or
+//! [`backfill_cancel`], and commits only when it returns a write (`Applied`, a cancelled
+//! record); a `Stale` or `Waiting` step is rolled back, having written nothing.
 //!
 //! Invariants (as `crate::backfill` states them): a step applies only while its shard lease is
 //! held with the epoch it read and the backfill is still `running` at the cursor it was
@@ -10,15 +15,17 @@
 //! nothing while the previous execution or run is unfinished; slots found taken meanwhile are
 //! counted as `existing`, never created twice.
 
+use std::collections::HashSet;
 use std::future::Future;
 
 use sundial_core::execution::ExecutionState;
 
-use crate::reads::{Statement, Writer};
+use crate::reads::{Reader, Statement, Transaction, Writer};
 use crate::steps::listings::BACKFILL_COLUMNS;
+use crate::steps::run_create::{UNFINISHED_RUN, hold_run_version};
 use crate::{
-    BackfillRecord, BackfillStep, BackfillStepped, Error, NewBackfill, NewExecution, NewRun,
-    Result, ShardLease,
+    BackfillOf, BackfillRecord, BackfillStep, BackfillStepped, Error, NewBackfill, NewRun, Result,
+    ShardLease,
 };
 
 /// How a step moves its backfill on: the row `id`'s cursor, counts, last id and state.
@@ -40,9 +47,16 @@ pub struct BackfillAdvance<'a> {
     pub done: bool,
 }
 
-/// The statements of a backfill step and cancel, in the dialect of one store, on the
-/// transaction the caller opened. Every method may fail with the store's classified error.
+/// The statements of a backfill step and cancel that differ per store, on the transaction the
+/// caller opened; the others are this module's, on [`BackfillStatements::tx`]. Every method
+/// may fail with the store's classified error.
 pub trait BackfillStatements: Send {
+    /// The store's open transaction, as the statements both stores share take it.
+    type Tx: Transaction;
+
+    /// The caller's open transaction.
+    fn tx(&mut self) -> &mut Self::Tx;
+
     /// The store's now, Unix milliseconds (UTC): the database's clock on PostgreSQL, the
     /// store's clock on SQLite.
     fn now(&mut self) -> impl Future<Output = Result<i64>> + Send;
@@ -57,36 +71,12 @@ pub trait BackfillStatements: Send {
         now: i64,
     ) -> impl Future<Output = Result<()>> + Send;
 
-    /// The backfill `id`'s `last_id` when it is `running` with `cursor_at` = `cursor` (Unix ms),
-    /// its row held against a concurrent cancel until the transaction ends; `None` otherwise.
-    fn running_at(
-        &mut self,
-        id: &str,
-        cursor: i64,
-    ) -> impl Future<Output = Result<Option<Option<String>>>> + Send;
-
-    /// Holds the workflow of `run` against other run creations until the transaction ends,
-    /// failing as run creation does when its version is gone.
-    fn hold_workflow(&mut self, run: &NewRun) -> impl Future<Output = Result<()>> + Send;
-
-    /// Whether a run of the workflow incarnation `uid` is unfinished with its fire time at or
-    /// before `now`.
-    fn unfinished_run_due(
-        &mut self,
-        uid: &str,
-        now: i64,
-    ) -> impl Future<Output = Result<bool>> + Send;
-
-    /// The stored state of execution `id`, `None` when there is none.
-    fn execution_state(&mut self, id: &str) -> impl Future<Output = Result<Option<String>>> + Send;
-
-    /// Inserts `executions` (skipping slots taken) due by `node`, at `now`; returns how many
-    /// went in. The store wakes the workers on commit.
+    /// Inserts `step.executions` (skipping slots taken) due by `step.node`, at `now` (Unix ms,
+    /// UTC); returns how many went in. The store wakes the workers on commit.
     fn insert_executions(
         &mut self,
-        executions: &[NewExecution],
+        step: &BackfillStep,
         now: i64,
-        node: &str,
     ) -> impl Future<Output = Result<u32>> + Send;
 
     /// Creates `run` at `now` as run creation does; `Some(id)` when a new run went in, `None`
@@ -96,26 +86,162 @@ pub trait BackfillStatements: Send {
         run: &NewRun,
         now: i64,
     ) -> impl Future<Output = Result<Option<String>>> + Send;
+}
 
-    /// Writes `advance` to its backfill row.
-    fn advance(&mut self, advance: &BackfillAdvance<'_>)
-    -> impl Future<Output = Result<()>> + Send;
+/// The backfill `id`'s `last_id` when it is `running` with `cursor_at` = `cursor` (Unix ms),
+/// its row held against a concurrent cancel until the transaction ends; `None` otherwise.
+async fn running_at<T: Transaction>(
+    tx: &mut T,
+    id: &str,
+    cursor: i64,
+) -> Result<Option<Option<String>>> {
+    let sql = format!(
+        "SELECT {BACKFILL_COLUMNS} FROM backfills \
+         WHERE id = $1 AND state = 'running' AND cursor_at = $2{}",
+        <T::Store as Reader>::FOR_UPDATE
+    );
+    let row = tx.row(&Statement::new(sql).bind(id).bind(cursor)).await?;
+    row.map(|r| Ok(<T::Store as Reader>::backfill(&r)?.last_id))
+        .transpose()
+}
 
-    /// The state of backfill `id` of `namespace`, its row held until the transaction ends;
-    /// `None` when there is none.
-    fn backfill_state(
-        &mut self,
-        namespace: &str,
-        id: &str,
-    ) -> impl Future<Output = Result<Option<String>>> + Send;
+/// Whether a run of the workflow incarnation `uid` is unfinished with its fire time at or
+/// before `now` (Unix ms, UTC).
+async fn unfinished_run_due<T: Transaction>(tx: &mut T, uid: &str, now: i64) -> Result<bool> {
+    let sql = format!(
+        "SELECT 1 FROM workflow_runs WHERE workflow_uid = $1 AND state IN {UNFINISHED_RUN} \
+         AND fire_at <= $2 LIMIT 1"
+    );
+    Ok(tx
+        .row(&Statement::new(sql).bind(uid).bind(now))
+        .await?
+        .is_some())
+}
 
-    /// Marks backfill `id` `cancelled` with `reason` at `now` and returns it.
-    fn cancel(
-        &mut self,
-        id: &str,
-        reason: Option<&str>,
-        now: i64,
-    ) -> impl Future<Output = Result<BackfillRecord>> + Send;
+/// The stored state of execution `id`, `None` when there is none.
+async fn execution_state<T: Transaction>(tx: &mut T, id: &str) -> Result<Option<String>> {
+    let st = Statement::new("SELECT state FROM executions WHERE id = $1").bind(id);
+    tx.row(&st)
+        .await?
+        .as_ref()
+        .map(<T::Store as Reader>::text)
+        .transpose()
+}
+
+/// Writes `a` to its backfill row.
+async fn advance<T: Transaction>(tx: &mut T, a: &BackfillAdvance<'_>) -> Result<()> {
+    let st = Statement::new(
+        "UPDATE backfills SET cursor_at = $2, created = created + $3, existing = existing + $4, \
+           last_id = COALESCE($5, last_id), updated_at = $6, \
+           state = CASE WHEN $7 THEN 'done' ELSE state END, \
+           finished_at = CASE WHEN $7 THEN $6 ELSE finished_at END \
+         WHERE id = $1",
+    )
+    .bind(a.id)
+    .bind(a.cursor)
+    .bind(i64::from(a.created))
+    .bind(i64::try_from(a.existing).unwrap_or(i64::MAX))
+    .bind(a.last_id.as_deref())
+    .bind(a.now)
+    .bind(a.done);
+    tx.execute(&st).await?;
+    Ok(())
+}
+
+/// The state of backfill `id` of `namespace`, its row held until the transaction ends; `None`
+/// when there is none.
+async fn backfill_state<T: Transaction>(
+    tx: &mut T,
+    namespace: &str,
+    id: &str,
+) -> Result<Option<String>> {
+    let sql = format!(
+        "SELECT state FROM backfills WHERE namespace = $1 AND id = $2{}",
+        <T::Store as Reader>::FOR_UPDATE
+    );
+    tx.row(&Statement::new(sql).bind(namespace).bind(id))
+        .await?
+        .as_ref()
+        .map(<T::Store as Reader>::text)
+        .transpose()
+}
+
+/// Marks backfill `id` `cancelled` with `reason` at `now` (Unix ms, UTC) and returns it.
+async fn cancel<T: Transaction>(
+    tx: &mut T,
+    id: &str,
+    reason: Option<&str>,
+    now: i64,
+) -> Result<BackfillRecord> {
+    let sql = format!(
+        "UPDATE backfills SET state = 'cancelled', reason = $2, updated_at = $3, \
+         finished_at = $3 WHERE id = $1 RETURNING {BACKFILL_COLUMNS}"
+    );
+    match tx
+        .row(&Statement::new(sql).bind(id).bind(reason).bind(now))
+        .await?
+    {
+        Some(row) => <T::Store as Reader>::backfill(&row),
+        None => Err(Error::NotFound(format!("backfill {id}"))),
+    }
+}
+
+/// The running backfills of `shards`, oldest first (by `created_at`, then id).
+///
+/// # Errors
+/// The store's classified error; [`Error::Corrupt`] for a row that does not decode.
+pub async fn backfill_running<S: Reader>(s: &S, shards: &[u16]) -> Result<Vec<BackfillRecord>> {
+    if shards.is_empty() {
+        return Ok(Vec::new());
+    }
+    let shards: Vec<i64> = shards.iter().map(|s| i64::from(*s)).collect();
+    let sql = format!(
+        "SELECT {BACKFILL_COLUMNS} FROM backfills WHERE state = 'running' AND {} \
+         ORDER BY created_at, id",
+        S::one_of("shard", 1)
+    );
+    let st = Statement::new(sql).bind(shards.as_slice());
+    s.rows(&st).await?.iter().map(S::backfill).collect()
+}
+
+/// Which of `ids` already name an execution (a job's backfill) or a run (a workflow's).
+///
+/// # Errors
+/// The store's classified error.
+pub async fn backfill_taken<S: Reader>(
+    s: &S,
+    of: BackfillOf,
+    ids: &[String],
+) -> Result<HashSet<String>> {
+    if ids.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let table = match of {
+        BackfillOf::Job => "executions",
+        BackfillOf::Workflow => "workflow_runs",
+    };
+    let sql = format!("SELECT id FROM {table} WHERE {}", S::one_of("id", 1));
+    let st = Statement::new(sql).bind(ids);
+    s.rows(&st).await?.iter().map(S::text).collect()
+}
+
+/// How many executions of job incarnation `uid` ([`Reader::UNFINISHED_EXECUTIONS`]), or runs
+/// of workflow incarnation `uid`, are unfinished.
+///
+/// # Errors
+/// The store's classified error.
+pub async fn backfill_unfinished<S: Reader>(s: &S, of: BackfillOf, uid: &str) -> Result<u64> {
+    let sql = match of {
+        BackfillOf::Job => S::UNFINISHED_EXECUTIONS.to_owned(),
+        BackfillOf::Workflow => format!(
+            "SELECT count(*) FROM workflow_runs WHERE workflow_uid = $1 AND state IN {UNFINISHED_RUN}"
+        ),
+    };
+    let n = match s.row(&Statement::new(sql).bind(uid)).await? {
+        Some(row) => S::int(&row, 0)?,
+        None => 0,
+    };
+    Ok(u64::try_from(n).unwrap_or(0))
 }
 
 /// Creates backfill `b`, `running` from its first slot, in one statement at the store's now.
@@ -160,14 +286,13 @@ pub async fn backfill_step<S: BackfillStatements>(
     let now = s.now().await?;
     s.check_fence(&step.node, &step.leases, step.shard, now)
         .await?;
-    let Some(last_id) = s
-        .running_at(&step.id, step.expected_cursor.as_millisecond())
-        .await?
-    else {
+    let cursor = step.expected_cursor.as_millisecond();
+    let Some(last_id) = running_at(s.tx(), &step.id, cursor).await? else {
         return Ok(BackfillStepped::Stale);
     };
     if let Some(run) = step.runs.first() {
-        s.hold_workflow(run).await?;
+        // Runs of one workflow are created one at a time, as run creation does.
+        hold_run_version(s.tx(), run).await?;
     }
     let planned = step.executions.len() + step.runs.len();
     if step.serial && planned > 0 && must_wait(s, step, last_id.as_deref(), now).await? {
@@ -176,9 +301,7 @@ pub async fn backfill_step<S: BackfillStatements>(
     let mut created = 0u32;
     let mut last = None;
     if !step.executions.is_empty() {
-        created = s
-            .insert_executions(&step.executions, now, &step.node)
-            .await?;
+        created = s.insert_executions(step, now).await?;
         last = step.executions.last().map(|e| e.id.clone());
     }
     for run in &step.runs {
@@ -188,7 +311,7 @@ pub async fn backfill_step<S: BackfillStatements>(
         }
     }
     let found_taken = u64::try_from(planned).unwrap_or(u64::MAX) - u64::from(created);
-    s.advance(&BackfillAdvance {
+    let advanced = BackfillAdvance {
         id: &step.id,
         cursor: step.cursor.as_millisecond(),
         created,
@@ -196,8 +319,8 @@ pub async fn backfill_step<S: BackfillStatements>(
         last_id: last,
         now,
         done: step.done,
-    })
-    .await?;
+    };
+    advance(s.tx(), &advanced).await?;
     Ok(BackfillStepped::Applied(created))
 }
 
@@ -210,12 +333,12 @@ async fn must_wait<S: BackfillStatements>(
     now: i64,
 ) -> Result<bool> {
     if let Some(uid) = step.runs.first().map(|r| &r.workflow_uid) {
-        return s.unfinished_run_due(uid, now).await;
+        return unfinished_run_due(s.tx(), uid, now).await;
     }
     let Some(last) = last_id else {
         return Ok(false);
     };
-    Ok(match s.execution_state(last).await? {
+    Ok(match execution_state(s.tx(), last).await? {
         Some(state) => !state
             .parse::<ExecutionState>()
             .map_err(Error::Corrupt)?
@@ -236,9 +359,9 @@ pub async fn backfill_cancel<S: BackfillStatements>(
     reason: Option<&str>,
 ) -> Result<BackfillRecord> {
     let now = s.now().await?;
-    match s.backfill_state(namespace, id).await?.as_deref() {
+    match backfill_state(s.tx(), namespace, id).await?.as_deref() {
         None => Err(Error::NotFound(format!("backfill {id}"))),
-        Some("running") => s.cancel(id, reason, now).await,
+        Some("running") => cancel(s.tx(), id, reason, now).await,
         Some(other) => Err(Error::Conflict(format!("backfill {id} is {other}"))),
     }
 }

@@ -23,12 +23,41 @@ use sundial_core::execution::ExecutionState;
 use crate::claim::{ActiveExecution, ClaimPlan, DueExecution, JobFacts, allowance, oldest_due};
 use crate::claim_order::{ClaimReads, Read};
 use crate::concurrency::refill;
+use crate::reads::Transaction;
 use crate::{ClaimedExecution, ExecutionClaim, Result, RunSpec};
 
 /// The statements of a claim, in the dialect of one store, on the transaction the caller
 /// opened. Instants are Unix milliseconds, UTC. Every method may fail with the store's
 /// classified error.
 pub trait ClaimStatements: Send {
+    /// The store's open transaction the claim's shared statements run on.
+    type Tx: Transaction;
+
+    /// The due executions of the namespaces not in the list `$3` with `$4 < due_at <= $1`,
+    /// oldest due first, at most `$2`, locked against other claims where the store can
+    /// (skipping those another claim holds), selecting a due execution's columns.
+    const DUE: &'static str;
+
+    /// The executions of namespace `$3` due at `$1`, oldest due first, at most `$2`, locked
+    /// as [`ClaimStatements::DUE`] locks.
+    const DUE_IN: &'static str;
+
+    /// Ends the executions of the list `$1` in state `$3` at `$2`, off the claims' queue, their
+    /// trigger `misfire` when `$4`.
+    const FINISH: &'static str;
+
+    /// Leaves the executions of the list `$1` waiting, due again at `$2`.
+    const DEFER: &'static str;
+
+    /// Starts the next attempt of each execution of the list `$3` still waiting, for worker
+    /// `$1` at `$2` (under the worker lease `$4`, or with a lease of its own when `$4` is
+    /// NULL), each starting at its fire time if that is later, returning
+    /// [`CLAIM_RETURNING`].
+    const HAND_OUT: &'static str;
+
+    /// The transaction, for the statements above.
+    fn tx(&mut self) -> &mut Self::Tx;
+
     /// Fails with [`crate::Error::StaleFence`] unless the worker lease `epoch` stands, holding
     /// it against a take-over until the transaction ends where the store can.
     fn worker_lease_holds(&mut self, epoch: i64) -> impl Future<Output = Result<()>> + Send;
@@ -47,24 +76,6 @@ pub trait ClaimStatements: Send {
         now: i64,
     ) -> impl Future<Output = Result<Option<(f64, i64)>>> + Send;
 
-    /// The executions of namespaces not in `limited` with `read.after < due_at <=
-    /// read.until`, oldest due first, at most `read.limit`, locked against other claims where
-    /// the store can (skipping those another claim holds).
-    fn due(
-        &mut self,
-        read: Read,
-        limited: &[String],
-    ) -> impl Future<Output = Result<Vec<DueExecution>>> + Send;
-
-    /// The executions of `namespace` due at `now`, oldest due first, at most `limit`, locked
-    /// as [`ClaimStatements::due`] locks.
-    fn due_in(
-        &mut self,
-        namespace: &str,
-        now: i64,
-        limit: i64,
-    ) -> impl Future<Output = Result<Vec<DueExecution>>> + Send;
-
     /// The facts of the jobs of `due` that need them ([`DueExecution::needs_facts`]) at
     /// `now`, read under the store's per-job lock (taken first, in one order).
     fn job_facts(
@@ -73,23 +84,6 @@ pub trait ClaimStatements: Send {
         now: i64,
     ) -> impl Future<Output = Result<HashMap<String, JobFacts>>> + Send;
 
-    /// Marks `ids` as catch-ups of a misfire episode (`trigger: misfire`), left as they are
-    /// otherwise.
-    fn mark_misfire(&mut self, ids: &[String]) -> impl Future<Output = Result<()>> + Send;
-
-    /// Ends `ids` in `state` (`missed`, or `skipped`) at `now`, off the claims' queue;
-    /// with `misfire`, their trigger becomes `misfire`.
-    fn finish(
-        &mut self,
-        ids: &[String],
-        state: ExecutionState,
-        misfire: bool,
-        now: i64,
-    ) -> impl Future<Output = Result<()>> + Send;
-
-    /// Leaves `ids` waiting, due again at `until`.
-    fn defer(&mut self, ids: &[String], until: i64) -> impl Future<Output = Result<()>> + Send;
-
     /// Cancels `cancelled` at `now`; where the store signals inside the transaction
     /// (PostgreSQL's `NOTIFY`), the workers of the running ones are signalled too.
     fn cancel(
@@ -97,20 +91,6 @@ pub trait ClaimStatements: Send {
         cancelled: &[ActiveExecution],
         now: i64,
     ) -> impl Future<Output = Result<()>> + Send;
-
-    /// Starts the next attempt of each of `ids` still waiting, for `worker` at `now` (under
-    /// the worker lease `epoch`, or with a lease of its own without one), each starting at
-    /// its fire time if that is later; returns them with the run definition of `runs` and
-    /// `claimed_at` = `now` (the caller restamps it), in fire time order. Fails with
-    /// [`crate::Error::Corrupt`] for a row handed out whose run definition was not read.
-    fn hand_out(
-        &mut self,
-        worker: &str,
-        now: i64,
-        ids: &[String],
-        epoch: Option<i64>,
-        runs: HashMap<String, RunSpec>,
-    ) -> impl Future<Output = Result<Vec<ClaimedExecution>>> + Send;
 
     /// Writes `namespace`'s bucket back with `tokens` at `now`, its time never moving back.
     fn write_bucket(
@@ -180,14 +160,14 @@ pub async fn claim<S: ClaimStatements>(
     let mut due = Vec::new();
     let mut returned = 0;
     while let Some(read) = reads.next(returned) {
-        let more = s.due(read, &limited).await?;
+        let more = shared::due(s.tx(), S::DUE, read, &limited).await?;
         returned = more.len();
         due.extend(more);
     }
     for (ns, tokens) in &buckets {
         let take = allowance(*tokens, request.limit);
         if take > 0 {
-            due.extend(s.due_in(ns, now, take).await?);
+            due.extend(shared::due_in(s.tx(), S::DUE_IN, ns, now, take).await?);
         }
     }
     if !buckets.is_empty() || request.on_time_first {
@@ -197,9 +177,9 @@ pub async fn claim<S: ClaimStatements>(
     let plan = crate::claim::plan(&due, &facts, &buckets, now);
     apply(s, &plan, now).await?;
     let runs = plan.runs(due);
-    let claimed = s
-        .hand_out(&request.worker, now, &plan.run, request.epoch, runs)
-        .await?;
+    let (worker, epoch) = (request.worker.as_str(), request.epoch);
+    let claimed =
+        shared::hand_out(s.tx(), S::HAND_OUT, worker, now, &plan.run, epoch, runs).await?;
     for (ns, tokens) in &plan.buckets {
         s.write_bucket(ns, *tokens, now).await?;
     }
@@ -213,22 +193,223 @@ pub async fn claim<S: ClaimStatements>(
 /// Applies what a claim decided but the hand-out itself, one statement a kind.
 async fn apply<S: ClaimStatements>(s: &mut S, plan: &ClaimPlan, now: i64) -> Result<()> {
     if !plan.misfire.is_empty() {
-        s.mark_misfire(&plan.misfire).await?;
+        shared::mark_misfire(s.tx(), &plan.misfire).await?;
     }
     if !plan.missed.is_empty() {
-        s.finish(&plan.missed, ExecutionState::Missed, true, now)
-            .await?;
+        let missed = ExecutionState::Missed;
+        shared::finish(s.tx(), S::FINISH, &plan.missed, missed, true, now).await?;
     }
     if !plan.skipped.is_empty() {
-        s.finish(&plan.skipped, ExecutionState::Skipped, false, now)
-            .await?;
+        let skipped = ExecutionState::Skipped;
+        shared::finish(s.tx(), S::FINISH, &plan.skipped, skipped, false, now).await?;
     }
     if !plan.deferred.is_empty() {
-        s.defer(&plan.deferred, ClaimPlan::deferred_until(now))
-            .await?;
+        let until = ClaimPlan::deferred_until(now);
+        shared::defer(s.tx(), S::DEFER, &plan.deferred, until).await?;
     }
     if !plan.cancelled.is_empty() {
         s.cancel(&plan.cancelled, now).await?;
     }
     Ok(())
+}
+
+/// The columns a claim returns of the executions it handed out (`Reader::claimed_rows`): a
+/// claimed execution's but its run definition, which the claim already read.
+pub const CLAIM_RETURNING: &str = "id, namespace, job, trigger, attempt, max_attempts, \
+    scheduled_at, fire_at, started_at, lease_expires_at, worker_epoch";
+
+/// The columns of a claimed execution (`Reader::claimed`): [`CLAIM_RETURNING`] and its run
+/// definition.
+pub const CLAIMED_COLUMNS: &str = "id, namespace, job, trigger, attempt, max_attempts, \
+    scheduled_at, fire_at, started_at, lease_expires_at, worker_epoch, run";
+
+/// The uids of the jobs of `due` whose facts the plan needs at `now`
+/// ([`DueExecution::needs_facts`]), sorted and each once: the order in which a store takes
+/// its per-job locks.
+pub fn fact_uids(due: &[DueExecution], now: i64) -> Vec<&str> {
+    let mut uids: Vec<&str> = due
+        .iter()
+        .filter(|e| e.needs_facts(now))
+        .map(|e| e.job_uid.as_str())
+        .collect();
+    uids.sort_unstable();
+    uids.dedup();
+    uids
+}
+
+/// The claim's statements whose binds both stores share, on any store's open
+/// [`Transaction`], with the SQL text the dialect gives where it differs (its queue table, its
+/// row locks: [`ClaimStatements`]' constants), and the reads of the queue of due executions on
+/// the store's read connections.
+pub mod shared {
+    use super::*;
+    use crate::reads::{Reader, Statement};
+
+    /// The claim's `due` by `sql`, whose `$1` is `read.until`, `$2` `read.limit`, `$3`
+    /// the list `limited` and `$4` `read.after`, selecting a due execution's columns.
+    ///
+    /// # Errors
+    /// The store's; [`crate::Error::Corrupt`] for a row that does not decode.
+    pub async fn due<T: Transaction>(
+        tx: &mut T,
+        sql: &str,
+        read: Read,
+        limited: &[String],
+    ) -> Result<Vec<DueExecution>> {
+        let st = Statement::new(sql)
+            .bind(read.until)
+            .bind(i64::from(read.limit))
+            .bind(limited)
+            .bind(read.after);
+        let rows = tx.rows(&st).await?;
+        rows.iter()
+            .map(<T::Store as Reader>::due_execution)
+            .collect()
+    }
+
+    /// The claim's `due_in` by `sql`, whose `$1` is `now`, `$2` `limit` and `$3`
+    /// `namespace`.
+    ///
+    /// # Errors
+    /// As [`due`].
+    pub async fn due_in<T: Transaction>(
+        tx: &mut T,
+        sql: &str,
+        namespace: &str,
+        now: i64,
+        limit: i64,
+    ) -> Result<Vec<DueExecution>> {
+        let st = Statement::new(sql).bind(now).bind(limit).bind(namespace);
+        let rows = tx.rows(&st).await?;
+        rows.iter()
+            .map(<T::Store as Reader>::due_execution)
+            .collect()
+    }
+
+    /// Marks `ids` as catch-ups of a misfire episode (`trigger: misfire`).
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn mark_misfire<T: Transaction>(tx: &mut T, ids: &[String]) -> Result<()> {
+        let sql = format!(
+            "UPDATE executions SET trigger = 'misfire' WHERE {}",
+            <T::Store as Reader>::one_of("id", 1)
+        );
+        tx.execute(&Statement::new(sql).bind(ids)).await?;
+        Ok(())
+    }
+
+    /// The claim's `finish` by `sql`, whose `$1` is the list `ids`, `$2` `now`, `$3`
+    /// the state and `$4` whether the trigger becomes `misfire`.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn finish<T: Transaction>(
+        tx: &mut T,
+        sql: &str,
+        ids: &[String],
+        state: ExecutionState,
+        misfire: bool,
+        now: i64,
+    ) -> Result<()> {
+        let st = Statement::new(sql)
+            .bind(ids)
+            .bind(now)
+            .bind(state.as_str())
+            .bind(misfire);
+        tx.execute(&st).await?;
+        Ok(())
+    }
+
+    /// The claim's `defer` by `sql`, whose `$1` is the list `ids` and `$2` `until`.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn defer<T: Transaction>(
+        tx: &mut T,
+        sql: &str,
+        ids: &[String],
+        until: i64,
+    ) -> Result<()> {
+        tx.execute(&Statement::new(sql).bind(ids).bind(until))
+            .await?;
+        Ok(())
+    }
+
+    /// The claim's `hand_out` by `sql`, whose `$1` is `worker`, `$2` `now`, `$3` the
+    /// list `ids` and `$4` the worker lease's `epoch`, returning [`CLAIM_RETURNING`].
+    ///
+    /// # Errors
+    /// The store's; [`crate::Error::Corrupt`] for a row that does not decode or was not read.
+    pub async fn hand_out<T: Transaction>(
+        tx: &mut T,
+        sql: &str,
+        worker: &str,
+        now: i64,
+        ids: &[String],
+        epoch: Option<i64>,
+        runs: HashMap<String, RunSpec>,
+    ) -> Result<Vec<ClaimedExecution>> {
+        let st = Statement::new(sql)
+            .bind(worker)
+            .bind(now)
+            .bind(ids)
+            .bind(epoch);
+        let rows = tx.rows(&st).await?;
+        <T::Store as Reader>::claimed_rows(&rows, runs, now, now)
+    }
+
+    /// The earliest due time of an execution waiting for a claim, read on the store's read
+    /// connections ([`crate::WorkerStore::execution_next_due`]).
+    ///
+    /// # Errors
+    /// The store's; [`crate::Error::Corrupt`] for a stored time that is no instant.
+    pub async fn next_due<S: Reader>(s: &S) -> Result<Option<jiff::Timestamp>> {
+        let sql = format!(
+            "SELECT CAST(min(due_at) AS BIGINT) FROM {} WHERE due_at IS NOT NULL",
+            S::DUE_TABLE
+        );
+        match s.row(&Statement::new(sql)).await? {
+            Some(row) => S::opt_int(&row, 0)?.map(crate::steps::instant).transpose(),
+            None => Ok(None),
+        }
+    }
+
+    /// The running executions whose attempt's lease lapsed before the store's now, by `sql`
+    /// (the dialect's: `$1` the now, `$2` `limit`, selecting [`CLAIMED_COLUMNS`]), for the
+    /// reaper ([`crate::WorkerStore::attempt_list_lapsed`]).
+    ///
+    /// # Errors
+    /// The store's; [`crate::Error::Corrupt`] for a row that does not decode.
+    pub async fn lapsed<S: Reader>(s: &S, sql: &str, limit: u32) -> Result<Vec<ClaimedExecution>> {
+        let now = s.now().await?;
+        let st = Statement::new(sql).bind(now).bind(i64::from(limit));
+        s.rows(&st).await?.iter().map(S::claimed).collect()
+    }
+
+    /// How many executions are due in [`from`, `until`), counted up to `cap`
+    /// ([`crate::WorkerStore::execution_due_count`]).
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn due_count<S: Reader>(
+        s: &S,
+        from: jiff::Timestamp,
+        until: jiff::Timestamp,
+        cap: u32,
+    ) -> Result<u64> {
+        let sql = format!(
+            "SELECT count(*) FROM (SELECT 1 FROM {} WHERE due_at >= $1 AND due_at < $2 \
+             LIMIT $3) AS due",
+            S::DUE_TABLE
+        );
+        let st = Statement::new(sql)
+            .bind(from.as_millisecond())
+            .bind(until.as_millisecond())
+            .bind(i64::from(cap));
+        match s.row(&st).await? {
+            Some(row) => Ok(u64::try_from(S::int(&row, 0)?).unwrap_or(0)),
+            None => Ok(0),
+        }
+    }
 }

@@ -18,6 +18,7 @@ use std::future::Future;
 
 use jiff::Timestamp;
 
+use crate::reads::{Reader, Statement, Transaction};
 use crate::{Error, FutureSlots, JobRecord, JobWrite, PendingExecutions, Result, RunSpec};
 
 /// The version read of a conditional write that changed nothing ([`version_mismatch`]), in
@@ -36,10 +37,22 @@ pub trait VersionStatements: Send {
     ) -> impl Future<Output = Result<Option<i64>>> + Send;
 }
 
-/// The statements of a job's writes, in the dialect of one store, on the transaction the
-/// caller opened. Instants are UTC milliseconds since the epoch. Every method may fail with
-/// the store's classified error.
-pub trait JobStatements: VersionStatements {
+/// The version read of both stores, on any store's open [`Transaction`].
+impl<T: Transaction> VersionStatements for T {
+    async fn version(&mut self, kind: &str, namespace: &str, name: &str) -> Result<Option<i64>> {
+        let sql = format!("SELECT version FROM {kind}s WHERE namespace = $1 AND name = $2");
+        let row = self
+            .row(&Statement::new(sql).bind(namespace).bind(name))
+            .await?;
+        row.map(|r| T::Store::int(&r, 0)).transpose()
+    }
+}
+
+/// The statements of a job's writes on the transaction the caller opened: the inserts and the
+/// steering of pending executions in the dialect of one store, the replacement and the delete
+/// shared by both (provided). Instants are UTC milliseconds since the epoch. Every method may
+/// fail with the store's classified error.
+pub trait JobStatements: Transaction {
     /// Inserts `writes` (creations: [`is_plain_insert`]) in one statement, version 1,
     /// `created_at` = `updated_at` = `now`, leaving alone any job whose name is taken; returns
     /// the (namespace, name) of the rows that went in.
@@ -59,31 +72,47 @@ pub trait JobStatements: VersionStatements {
         spec: &str,
         expected: i64,
         now: i64,
-    ) -> impl Future<Output = Result<bool>> + Send;
+    ) -> impl Future<Output = Result<bool>> + Send {
+        async move {
+            let st = Statement::new(format!(
+                "UPDATE jobs SET version = version + 1, spec = $4{}, paused = $5, \
+                 updated_at = $6, next_slot_at = $7, next_fire_at = $8 \
+                 WHERE namespace = $1 AND name = $2 AND version = $3",
+                <Self::Store as Reader>::AS_JSON
+            ))
+            .bind(record.spec.namespace.as_str())
+            .bind(record.spec.name.as_str())
+            .bind(expected)
+            .bind(spec)
+            .bind(record.spec.paused)
+            .bind(now)
+            .bind(record.next_slot_at.map(|t| t.as_millisecond()))
+            .bind(record.next_fire_at.map(|t| t.as_millisecond()));
+            Ok(self.execute(&st).await? > 0)
+        }
+    }
 
-    /// Ends the not-started executions of job incarnation `uid` at `now`: with
-    /// [`FutureSlots::Drop`] those whose fire time has not come are removed, the others (all
-    /// of them with [`FutureSlots::Cancel`]) recorded `cancelled`; executions held by a worker
-    /// whose fire time has not come end alike. Returns the ids of those held ones, whose
-    /// worker must drop them (a store that signals inside the transaction has done so).
-    fn end_pending(
-        &mut self,
-        uid: &str,
-        now: i64,
-        future: FutureSlots,
-    ) -> impl Future<Output = Result<Vec<String>>> + Send;
+    /// The statement that ends the executions of job incarnation `$1` a worker holds whose
+    /// attempt has not started by `$2` (claimed ahead: docs/guarantees.md, "Claim ahead"),
+    /// returning their ids: `{end}` stands for the ending, [`held_ending`]'s.
+    const END_HELD: &'static str;
 
-    /// Gives the not-started executions of job incarnation `uid` that wait for a worker the
-    /// run definition `run` (JSON text of a [`RunSpec`]), job version `version`, `max_attempts`
-    /// and lease length `lease_ms`.
-    fn update_pending(
-        &mut self,
-        uid: &str,
-        run: &str,
-        version: i64,
-        max_attempts: i64,
-        lease_ms: i64,
-    ) -> impl Future<Output = Result<()>> + Send;
+    /// The statement that removes the executions of job incarnation `$1` waiting for a claim
+    /// whose fire time is after `$2`.
+    const DROP_FUTURE: &'static str;
+
+    /// The statement that records every execution of job incarnation `$1` waiting for a claim
+    /// `cancelled` at `$2`.
+    const CANCEL_WAITING: &'static str;
+
+    /// The statement that gives the executions of job incarnation `$1` waiting for a claim the
+    /// run definition `$2`, job version `$3`, `max_attempts` `$4` and lease length `$5` (ms).
+    const UPDATE_PENDING: &'static str;
+
+    /// Tells the workers holding the executions `held` (just ended) to drop them: inside the
+    /// transaction where the store signals so (PostgreSQL's `NOTIFY`), returning nothing;
+    /// otherwise returns them, for the caller to signal after the commit.
+    fn stop(&mut self, held: Vec<String>) -> impl Future<Output = Result<Vec<String>>> + Send;
 
     /// Deletes job `namespace`/`name` if its version is `expected` (any version for `None`);
     /// returns the uid of the incarnation deleted, `None` when nothing was.
@@ -92,7 +121,61 @@ pub trait JobStatements: VersionStatements {
         namespace: &str,
         name: &str,
         expected: Option<i64>,
-    ) -> impl Future<Output = Result<Option<String>>> + Send;
+    ) -> impl Future<Output = Result<Option<String>>> + Send {
+        async move {
+            let st = Statement::new(
+                "DELETE FROM jobs WHERE namespace = $1 AND name = $2 \
+                 AND (CAST($3 AS BIGINT) IS NULL OR version = $3) RETURNING uid",
+            )
+            .bind(namespace)
+            .bind(name)
+            .bind(expected);
+            let row = self.row(&st).await?;
+            row.as_ref().map(<Self::Store as Reader>::text).transpose()
+        }
+    }
+}
+
+/// What ends an execution a worker holds before its attempt starts, in
+/// [`JobStatements::END_HELD`]: removed with its slot ([`FutureSlots::Drop`]), or recorded
+/// `cancelled` at `$2` ([`FutureSlots::Cancel`]).
+pub fn held_ending(future: FutureSlots) -> &'static str {
+    match future {
+        FutureSlots::Drop => "DELETE FROM executions",
+        FutureSlots::Cancel => {
+            "UPDATE executions SET state = 'cancelled', finished_at = $2, lease_expires_at = NULL"
+        }
+    }
+}
+
+/// Ends the not-started executions of job incarnation `uid` at `now` (UTC ms): with
+/// [`FutureSlots::Drop`] those whose fire time has not come are removed, the others (all of
+/// them with [`FutureSlots::Cancel`]) recorded `cancelled`; executions held by a worker whose
+/// attempt has not started end alike. Returns the ids of those held ones, whose worker must
+/// drop them (see [`JobStatements::stop`]).
+///
+/// # Errors
+/// The store's.
+pub async fn end_pending<S: JobStatements>(
+    s: &mut S,
+    uid: &str,
+    now: i64,
+    future: FutureSlots,
+) -> Result<Vec<String>> {
+    let sql = S::END_HELD.replace("{end}", held_ending(future));
+    let rows = s.rows(&Statement::new(sql).bind(uid).bind(now)).await?;
+    let held = rows
+        .iter()
+        .map(<S::Store as Reader>::text)
+        .collect::<Result<Vec<_>>>()?;
+    let held = s.stop(held).await?;
+    if future == FutureSlots::Drop {
+        s.execute(&Statement::new(S::DROP_FUTURE).bind(uid).bind(now))
+            .await?;
+    }
+    s.execute(&Statement::new(S::CANCEL_WAITING).bind(uid).bind(now))
+        .await?;
+    Ok(held)
 }
 
 /// True for a write that creates a job and touches no executions: a batch of only these can be
@@ -218,7 +301,7 @@ async fn write_one<S: JobStatements>(
     match w.pending {
         PendingExecutions::Keep => {}
         PendingExecutions::Cancel => {
-            cancelled.extend(s.end_pending(&r.uid, now, FutureSlots::Drop).await?);
+            cancelled.extend(end_pending(s, &r.uid, now, FutureSlots::Drop).await?);
         }
         PendingExecutions::Update => {
             let run = serde_json::to_string(&RunSpec::of(&r.spec))
@@ -227,8 +310,13 @@ async fn write_one<S: JobStatements>(
                 i64::from(r.spec.retry.max_attempts),
                 r.spec.heartbeat_timeout.as_millis_i64(),
             );
-            s.update_pending(&r.uid, &run, version, attempts, lease)
-                .await?;
+            let st = Statement::new(S::UPDATE_PENDING)
+                .bind(r.uid.as_str())
+                .bind(run.as_str())
+                .bind(version)
+                .bind(attempts)
+                .bind(lease);
+            s.execute(&st).await?;
         }
     }
     Ok(JobRecord {
@@ -262,6 +350,6 @@ pub async fn job_delete<S: JobStatements>(
     };
     Ok(JobsWritten {
         records: Vec::new(),
-        cancelled: s.end_pending(&uid, now, FutureSlots::Cancel).await?,
+        cancelled: end_pending(s, &uid, now, FutureSlots::Cancel).await?,
     })
 }

@@ -72,26 +72,16 @@ pub trait LateStatements: Send {
         now: i64,
     ) -> impl Future<Output = Result<Vec<HeldAttempt>>> + Send;
 
-    /// Whether a slot of job incarnation `held.job_uid` later than `held.scheduled_at` has
-    /// come by `now`: the job's next slot not yet triggered, or the execution of a later slot
-    /// (`trigger` `schedule` or `misfire`) whose fire time is at or before `now` and that is
-    /// not `skipped`, `cancelled` or `missed`.
-    fn later_slot_come(
-        &mut self,
-        held: &HeldAttempt,
-        now: i64,
-    ) -> impl Future<Output = Result<bool>> + Send;
+    /// The store's open transaction the judgement's shared statements run on.
+    type Tx: crate::reads::Transaction;
 
-    /// Marks `ids` `trigger: misfire` (the episode's run).
-    fn mark_misfire(&mut self, ids: &[String]) -> impl Future<Output = Result<()>> + Send;
+    /// The statement that records the executions of the list `$1` `missed` at `$2`, never
+    /// started: `trigger: misfire`, attempt number 0, no worker, no start, no lease, out of
+    /// the queue, `finished_at` = `$2`.
+    const RECORD_MISSED: &'static str;
 
-    /// Records `ids` `missed` at `now`, never started: `trigger: misfire`, attempt number 0,
-    /// no worker, no start, no lease, out of the queue, `finished_at` = `now`.
-    fn record_missed(
-        &mut self,
-        ids: &[String],
-        now: i64,
-    ) -> impl Future<Output = Result<()>> + Send;
+    /// The transaction, for the statements above.
+    fn tx(&mut self) -> &mut Self::Tx;
 }
 
 /// Whether the misfire policy judges `held` at all when it starts: a scheduled slot's first
@@ -102,7 +92,7 @@ pub fn judged(trigger: Trigger, attempt: u32, run: &RunSpec) -> bool {
 }
 
 /// The verdict on `held` at `now` (UTC ms), `later_come` being whether a later slot of its
-/// job has come ([`LateStatements::later_slot_come`], only asked under `run_once`):
+/// job has come ([`shared::later_slot_come`], only asked under `run_once`):
 /// [`LateVerdict::Start`] or [`LateVerdict::Missed`], and whether it becomes the episode's
 /// run (`trigger: misfire`).
 pub fn verdict(held: &HeldAttempt, now: i64, later_come: bool) -> (LateVerdict, bool) {
@@ -142,7 +132,7 @@ pub async fn judge_late<S: LateStatements>(
         let asks = judged(h.trigger, h.attempt, &h.run)
             && now - h.fire_at > h.run.misfire_threshold.as_millis_i64()
             && h.run.misfire_policy == MisfirePolicy::RunOnce;
-        let later_come = asks && s.later_slot_come(h, now).await?;
+        let later_come = asks && shared::later_slot_come(s.tx(), h, now).await?;
         let (v, episode_run) = verdict(h, now, later_come);
         if episode_run {
             misfire.push(h.id.clone());
@@ -153,12 +143,55 @@ pub async fn judge_late<S: LateStatements>(
         verdicts.push(v);
     }
     if !misfire.is_empty() {
-        s.mark_misfire(&misfire).await?;
+        super::claim::shared::mark_misfire(s.tx(), &misfire).await?;
     }
     if !missed.is_empty() {
-        s.record_missed(&missed, now).await?;
+        let st = crate::reads::Statement::new(S::RECORD_MISSED)
+            .bind(missed.as_slice())
+            .bind(now);
+        crate::reads::Transaction::execute(s.tx(), &st).await?;
     }
     Ok(verdicts)
+}
+
+/// The late judgement's statements both stores share, on any store's open
+/// [`crate::reads::Transaction`].
+pub mod shared {
+    use super::HeldAttempt;
+    use crate::Result;
+    use crate::reads::{Reader, Statement, Transaction};
+
+    /// Whether a slot of job incarnation `held.job_uid` later than `held.scheduled_at` has
+    /// come by `now` (Unix ms, UTC): the job's next slot not yet triggered, or the execution of
+    /// a later slot (`trigger` `schedule` or `misfire`) whose fire time is at or before `now`
+    /// and that is not `skipped`, `cancelled` or `missed`; read through `executions_job`
+    /// (namespace, job, slot) and the jobs' key.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn later_slot_come<T: Transaction>(
+        tx: &mut T,
+        held: &HeldAttempt,
+        now: i64,
+    ) -> Result<bool> {
+        let st = Statement::new(
+            "SELECT CAST(CASE WHEN EXISTS (SELECT 1 FROM executions WHERE namespace = $1 \
+                 AND job = $2 AND job_uid = $3 AND scheduled_at > $4 AND fire_at <= $5 \
+                 AND trigger IN ('schedule', 'misfire') \
+                 AND state NOT IN ('skipped', 'cancelled', 'missed')) \
+               OR EXISTS (SELECT 1 FROM jobs WHERE namespace = $1 AND name = $2 AND uid = $3 \
+                 AND next_fire_at <= $5) THEN 1 ELSE 0 END AS BIGINT)",
+        )
+        .bind(held.namespace.as_str())
+        .bind(held.job.as_str())
+        .bind(held.job_uid.as_str())
+        .bind(held.scheduled_at)
+        .bind(now);
+        match tx.row(&st).await? {
+            Some(row) => Ok(<T::Store as Reader>::int(&row, 0)? == 1),
+            None => Ok(false),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -166,6 +166,33 @@ pub async fn workflow_list<S: Reader>(s: &S, q: &WorkflowListQuery) -> Result<Ve
         .collect()
 }
 
+/// The workflows of the shards `q.shards` whose next fire time is at or before `q.horizon`,
+/// earliest first, at most `q.limit`, as of the store's now (without their last run).
+///
+/// # Errors
+/// The store's; [`crate::Error::Corrupt`] for a row that does not decode.
+pub async fn workflow_list_due<S: Reader>(
+    s: &S,
+    q: &crate::TriggerListDue,
+) -> Result<Vec<WorkflowRecord>> {
+    let now = s.now().await?;
+    let shards: Vec<i64> = q.shards.iter().map(|s| i64::from(*s)).collect();
+    let sql = format!(
+        "SELECT {WORKFLOW_COLUMNS}, CAST(NULL AS TEXT) AS last_run FROM workflows w \
+         WHERE {} AND w.next_fire_at <= $2 ORDER BY w.next_fire_at LIMIT $3",
+        S::one_of("w.shard", 1)
+    );
+    let st = Statement::new(sql)
+        .bind(shards.as_slice())
+        .bind(q.horizon.as_millisecond())
+        .bind(i64::from(q.limit));
+    s.rows(&st)
+        .await?
+        .iter()
+        .map(|r| S::workflow(r, now))
+        .collect()
+}
+
 /// The paused and label filters of a listing by name, on the row `alias` (`$5`, `$6`: the
 /// label's key and value).
 fn push_filters<S: Reader>(sql: &mut String, alias: &str, paused: Option<bool>, label: bool) {

@@ -2,7 +2,10 @@
 //! "Release"): the unfinished runs among those named are read with their tasks' states and
 //! outputs, [`crate::workflow::release`] decides each run's step, and what every run's step
 //! writes is gathered and written one statement a kind (on SQLite a statement costs a round
-//! trip to the connection's thread, BENCHMARKS.md "Claims side by side").
+//! trip to the connection's thread, BENCHMARKS.md "Claims side by side"). The reads and the
+//! failing of a task are written once ([`ReleaseStatements`]' provided methods, on the store's
+//! open [`Transaction`]); a store writes only the updates whose lists its dialect passes its
+//! own way (arrays on PostgreSQL, JSON on SQLite), monomorphised: nothing here is boxed.
 //!
 //! Invariant: whatever a task's end releases is queued by the transaction that ends it; the
 //! caller holds the runs' rows (PostgreSQL locks them in id order first, SQLite's one writer
@@ -14,6 +17,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use crate::reads::{Reader, Statement, Transaction};
+use crate::steps::run_create::{UNFINISHED_RUN, record_failed_attempt};
 use crate::workflow::{ParsedVersion, RunFacts, SpecCache, TaskFact, facts_in_order, release};
 use crate::{Error, Result};
 
@@ -53,20 +58,58 @@ impl From<(String, String, i64, i64, String)> for RunRow {
     }
 }
 
-/// The statements of the release, in the dialect of one store, on the transaction that ends
-/// the tasks. Every method may fail with the store's classified error.
-pub trait ReleaseStatements: Send {
+/// The statements of the release on the transaction that ends the tasks (a store's open
+/// [`Transaction`]): the reads and [`ReleaseStatements::fail_task`] are provided, written
+/// once; a store writes the three updates in its dialect. Every method may fail with the
+/// store's classified error.
+pub trait ReleaseStatements: Transaction + Sized {
     /// The runs among `runs` that are `scheduled` or `running` (repeats read once).
     fn unfinished_runs(
         &mut self,
         runs: &[String],
-    ) -> impl Future<Output = Result<Vec<RunRow>>> + Send;
+    ) -> impl Future<Output = Result<Vec<RunRow>>> + Send {
+        async move {
+            let sql = format!(
+                "SELECT id, workflow_uid, workflow_version, scheduled_at, params \
+                 FROM workflow_runs WHERE {} AND state IN {UNFINISHED_RUN}",
+                Self::Store::one_of("id", 1)
+            );
+            self.rows(&Statement::new(sql).bind(runs))
+                .await?
+                .iter()
+                .map(|row| {
+                    Ok(RunRow {
+                        id: Self::Store::text_at(row, 0)?,
+                        workflow_uid: Self::Store::text_at(row, 1)?,
+                        workflow_version: Self::Store::int(row, 2)?,
+                        scheduled_at: Self::Store::int(row, 3)?,
+                        params: Self::Store::text_at(row, 4)?,
+                    })
+                })
+                .collect()
+        }
+    }
 
     /// Every task execution of `runs`: (run id, task name, what the release sees of it).
     fn task_facts(
         &mut self,
-        runs: &[&str],
-    ) -> impl Future<Output = Result<Vec<(String, String, TaskFact)>>> + Send;
+        runs: &[String],
+    ) -> impl Future<Output = Result<Vec<(String, String, TaskFact)>>> + Send {
+        async move {
+            let sql = format!(
+                "SELECT run_id, id, task, state, output FROM executions WHERE {}",
+                Self::Store::one_of("run_id", 1)
+            );
+            self.rows(&Statement::new(sql).bind(runs))
+                .await?
+                .iter()
+                .map(|row| {
+                    let (task, fact) = Self::Store::task_fact(row)?;
+                    Ok((Self::Store::text_at(row, 0)?, task, fact))
+                })
+                .collect()
+        }
+    }
 
     /// The stored spec (JSON text) of version `version` of the workflow incarnation `uid`,
     /// `None` when there is none.
@@ -74,7 +117,19 @@ pub trait ReleaseStatements: Send {
         &mut self,
         uid: &str,
         version: i64,
-    ) -> impl Future<Output = Result<Option<String>>> + Send;
+    ) -> impl Future<Output = Result<Option<String>>> + Send {
+        async move {
+            let st = Statement::new(
+                "SELECT spec FROM workflow_versions WHERE uid = $1 AND version = $2",
+            )
+            .bind(uid)
+            .bind(version);
+            self.row(&st)
+                .await?
+                .map(|row| Self::Store::text(&row))
+                .transpose()
+        }
+    }
 
     /// Makes each execution of `queued` (id, its rendered run definition as JSON) due at
     /// `now` (Unix ms): `scheduled` with `due_at`, `fire_at` and `queued_at` = `now`, and in
@@ -94,13 +149,29 @@ pub trait ReleaseStatements: Send {
     ) -> impl Future<Output = Result<()>> + Send;
 
     /// Fails execution `id` for good at `now` without running it, recording an attempt
-    /// (`permanent_failure`, worker `''`) with `error`.
+    /// (`permanent_failure`, worker `''`) with `error`; [`Error::Corrupt`] when the execution
+    /// is gone.
     fn fail_task(
         &mut self,
         id: &str,
         error: &str,
         now: i64,
-    ) -> impl Future<Output = Result<()>> + Send;
+    ) -> impl Future<Output = Result<()>> + Send {
+        async move {
+            let st = Statement::new(
+                "UPDATE executions SET state = 'failed', due_at = NULL, finished_at = $2, \
+                 attempt = attempt + 1 WHERE id = $1 RETURNING attempt",
+            )
+            .bind(id)
+            .bind(now);
+            let row = self
+                .row(&st)
+                .await?
+                .ok_or_else(|| Error::Corrupt(format!("task execution {id} is gone")))?;
+            let attempt = Self::Store::int(&row, 0)?;
+            record_failed_attempt(self, id, attempt, error, now).await
+        }
+    }
 
     /// Ends each run of `ended` (id, terminal state) at `now`, clearing its timeout. Called
     /// with at least one.
@@ -131,7 +202,7 @@ pub async fn release_runs<S: ReleaseStatements>(
     if run_rows.is_empty() {
         return Ok(0);
     }
-    let live: Vec<&str> = run_rows.iter().map(|r| r.id.as_str()).collect();
+    let live: Vec<String> = run_rows.iter().map(|r| r.id.clone()).collect();
     let mut facts_by_run: HashMap<String, HashMap<String, TaskFact>> = HashMap::new();
     for (run_id, task, fact) in s.task_facts(&live).await? {
         facts_by_run.entry(run_id).or_default().insert(task, fact);

@@ -182,3 +182,136 @@ pub async fn execution_insert<S: TriggerStatements>(
         .await?;
     s.waiting_inserted().await
 }
+
+/// The condition that limits a read of `jobs` to `shards`, to append to its `WHERE`: empty
+/// when they are every shard (one node holds them all, and a read of every shard needs no
+/// filter), `None` when there are none (nothing to read). The shard numbers are written into
+/// the SQL as integers, which they are.
+pub fn shard_filter(shards: &[u16]) -> Option<String> {
+    if shards.len() >= usize::from(sundial_core::SHARD_COUNT) {
+        Some(String::new())
+    } else if shards.is_empty() {
+        None
+    } else {
+        let list: Vec<String> = shards.iter().map(u16::to_string).collect();
+        Some(format!(" AND shard IN ({})", list.join(",")))
+    }
+}
+
+/// Checks the fence of a trigger commit: every shard of `shards` must be held by `node` in
+/// `held` (the shard leases as stored, read in the commit's transaction) with the epoch in
+/// `leases` (as the trigger read them), unexpired at `now`.
+///
+/// # Errors
+/// [`crate::Error::StaleFence`] naming the first shard that is not: nothing may be written.
+pub fn fence_holds(
+    node: &str,
+    leases: &[crate::ShardLease],
+    held: &[crate::ShardLease],
+    shards: &[u16],
+    now: jiff::Timestamp,
+) -> Result<()> {
+    for shard in shards {
+        let read = leases.iter().find(|l| l.shard == *shard);
+        let current = held.iter().find(|l| l.shard == *shard);
+        let valid = matches!((read, current),
+            (Some(r), Some(h)) if r.epoch == h.epoch && h.expires_at > now);
+        if !valid {
+            return Err(crate::Error::StaleFence(format!(
+                "shard {shard} is no longer leased to {node} with the epoch read"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The trigger's reads of due jobs, written once over any store's [`crate::reads::Reader`]:
+/// each walks `jobs_due` (`next_fire_at`) from where it starts, limited to the shards asked
+/// for by [`shard_filter`].
+pub mod reads {
+    use super::shard_filter;
+    use crate::reads::{Reader, Statement};
+    use crate::{DueJob, NextDue, Result, TriggerDueSeconds, TriggerListDue, TriggerNextDue};
+
+    /// [`crate::SchedulerStore::trigger_list_due`]: the jobs of `q.shards` whose next fire time
+    /// is at or before `q.horizon`, earliest first, at most `q.limit`.
+    ///
+    /// # Errors
+    /// The store's; [`crate::Error::Corrupt`] for a row that does not decode.
+    pub async fn list_due<S: Reader>(s: &S, q: &TriggerListDue) -> Result<Vec<DueJob>> {
+        let Some(shards) = shard_filter(&q.shards) else {
+            return Ok(Vec::new());
+        };
+        let sql = format!(
+            "SELECT uid, shard, version, {}, next_slot_at FROM jobs \
+             WHERE next_fire_at <= $1{shards} ORDER BY next_fire_at LIMIT $2",
+            S::SPEC_TEXT
+        );
+        let st = Statement::new(sql)
+            .bind(q.horizon.as_millisecond())
+            .bind(i64::from(q.limit));
+        s.rows(&st).await?.iter().map(S::due_job).collect()
+    }
+
+    /// [`crate::SchedulerStore::trigger_due_seconds`]: how many of the first `q.cap` jobs of
+    /// `q.shards` due in [`q.from`, `q.until`) fall in each second (Unix seconds, a fire time
+    /// before 1970 in the second that starts before it), earliest first.
+    ///
+    /// # Errors
+    /// The store's; [`crate::Error::Corrupt`] for a row that does not decode.
+    pub async fn due_seconds<S: Reader>(s: &S, q: &TriggerDueSeconds) -> Result<Vec<(i64, u64)>> {
+        let Some(shards) = shard_filter(&q.shards) else {
+            return Ok(Vec::new());
+        };
+        // `%` keeps the sign of the dividend in both dialects: the fire time less its
+        // remainder brought into [0, 1000) is the start of its second, a whole multiple.
+        let sql = format!(
+            "SELECT s, count(*) FROM (SELECT (next_fire_at - ((next_fire_at % 1000) + 1000) % 1000) \
+               / 1000 AS s FROM jobs WHERE next_fire_at >= $1 AND next_fire_at < $2{shards} \
+               ORDER BY next_fire_at LIMIT $3) AS due GROUP BY s ORDER BY s"
+        );
+        let st = Statement::new(sql)
+            .bind(q.from.as_millisecond())
+            .bind(q.until.as_millisecond())
+            .bind(i64::from(q.cap));
+        s.rows(&st)
+            .await?
+            .iter()
+            .map(|r| Ok((S::int(r, 0)?, u64::try_from(S::int(r, 1)?).unwrap_or(0))))
+            .collect()
+    }
+
+    /// [`crate::SchedulerStore::trigger_next_due`]: the first next fire time of `q.shards`
+    /// after `q.after`, unless it is beyond `q.until`, and how many jobs (at most `q.cap`) are
+    /// due from it until `q.span` later.
+    ///
+    /// # Errors
+    /// The store's; [`crate::Error::Corrupt`] for a row that does not decode.
+    pub async fn next_due<S: Reader>(s: &S, q: &TriggerNextDue) -> Result<Option<NextDue>> {
+        let Some(shards) = shard_filter(&q.shards) else {
+            return Ok(None);
+        };
+        let until = q.until.as_millisecond();
+        let sql = format!(
+            "WITH n AS (SELECT min(next_fire_at) AS t FROM jobs WHERE next_fire_at > $1{shards}) \
+             SELECT n.t, CASE WHEN n.t <= $4 THEN (SELECT count(*) FROM (SELECT 1 FROM jobs \
+               WHERE next_fire_at >= n.t AND next_fire_at < n.t + $2{shards} LIMIT $3) AS due) \
+               ELSE 0 END FROM n"
+        );
+        let st = Statement::new(sql)
+            .bind(q.after.as_millisecond())
+            .bind(q.span.as_millis_i64())
+            .bind(i64::from(q.cap))
+            .bind(until);
+        let Some(row) = s.row(&st).await? else {
+            return Ok(None);
+        };
+        match S::opt_int(&row, 0)? {
+            Some(t) if t <= until => Ok(Some(NextDue {
+                fire_at: super::super::instant(t)?,
+                jobs: u64::try_from(S::int(&row, 1)?).unwrap_or(0),
+            })),
+            _ => Ok(None),
+        }
+    }
+}

@@ -14,7 +14,10 @@
 
 use std::future::Future;
 
+use sundial_core::workflow::RunState;
+
 use super::jobs::{VersionStatements, version_mismatch};
+use super::run_create::{RunCreationStatements, cancel_runs, unfinished_runs};
 use crate::reads::{Reader, Statement, Transaction};
 use crate::workflow::{WorkflowRecord, WorkflowWrite};
 use crate::{Error, Result};
@@ -179,8 +182,51 @@ pub async fn workflow_delete<S: WorkflowStatements>(
     })
 }
 
+/// The statements of a workflow's writes on any store's transaction that provides the
+/// dialect's run cancellation ([`RunCreationStatements`]): the SQL is shared ([`shared`]).
+impl<T: RunCreationStatements> WorkflowStatements for T {
+    async fn insert(&mut self, r: &WorkflowRecord, spec: &str, now: i64) -> Result<Option<String>> {
+        shared::insert(self, r, spec, now).await
+    }
+
+    async fn replace(
+        &mut self,
+        r: &WorkflowRecord,
+        spec: &str,
+        expected: i64,
+        now: i64,
+    ) -> Result<Option<String>> {
+        shared::replace(self, r, spec, expected, now).await
+    }
+
+    async fn add_version(&mut self, uid: &str, version: i64, spec: &str) -> Result<()> {
+        shared::add_version(self, uid, version, spec).await
+    }
+
+    async fn not_started_runs(&mut self, uid: &str, now: i64) -> Result<Vec<String>> {
+        unfinished_runs(self, uid, Some(now)).await
+    }
+
+    async fn unfinished_runs(&mut self, uid: &str) -> Result<Vec<String>> {
+        unfinished_runs(self, uid, None).await
+    }
+
+    async fn cancel_runs(&mut self, runs: &[String], now: i64) -> Result<Vec<String>> {
+        cancel_runs(self, runs, now, RunState::Cancelled).await
+    }
+
+    async fn delete(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        expected: Option<i64>,
+    ) -> Result<Option<String>> {
+        shared::delete(self, namespace, name, expected).await
+    }
+}
+
 /// The statements of [`WorkflowStatements`] whose SQL both stores share, on any store's
-/// [`Transaction`]; a store's `WorkflowStatements` answers those methods with these.
+/// [`Transaction`].
 pub mod shared {
     use super::*;
 
