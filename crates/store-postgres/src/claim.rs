@@ -8,95 +8,13 @@ use sundial_store::steps::claim::{self as steps, ClaimStatements};
 use super::*;
 use crate::reads::SqlTx;
 
-/// Reads, under a per-job advisory lock, the [`JobFacts`] of the jobs of `due` that need them
-/// ([`DueExecution::needs_facts`]), in two statements whatever their number. The locks are
-/// taken in one order (by key), so two claims cannot deadlock on them, and before the facts
-/// are read, so a claim that chose an execution of a job has committed before another reads
-/// the job as idle.
-pub(crate) async fn job_facts(
-    tx: &mut Tx<'_>,
-    due: &[DueExecution],
-    now: i64,
-) -> Result<std::collections::HashMap<String, JobFacts>> {
-    let uids = steps::fact_uids(due, now);
-    if uids.is_empty() {
-        return Ok(Default::default());
-    }
-    let mut locked: Vec<&str> = due
-        .iter()
-        .filter(|e| e.run.concurrency_policy != ConcurrencyPolicy::Allow)
-        .map(|e| e.job_uid.as_str())
-        .collect();
-    locked.sort_unstable();
-    locked.dedup();
-    if !locked.is_empty() {
-        // A function scan of the array yields its elements in order: the locks are taken in
-        // the order of the sorted uids.
-        sqlx::query(
-            "SELECT pg_advisory_xact_lock(hashtextextended(u, 0)) FROM UNNEST($1::text[]) AS u",
-        )
-        .bind(&locked)
-        .execute(&mut **tx)
-        .await
-        .map_err(db_err)?;
-    }
-    let read: Vec<&str> = due.iter().map(|e| e.id.as_str()).collect();
-    let rows = sqlx::query(
-        "SELECT u.uid, j.next_fire_at, \
-           (SELECT array_agg(e.id || '|' || e.state) FROM execution_queue q JOIN executions e ON e.id = q.id \
-            WHERE q.job_uid = u.uid AND e.state IN ('running', 'retry_wait')) AS active, \
-           (SELECT max(e.fire_at) FROM execution_queue q JOIN executions e ON e.id = q.id \
-            WHERE q.job_uid = u.uid AND q.due_at <= $2 AND e.attempt = 0) AS latest_due_fire_at, \
-           (SELECT min(e.scheduled_at) FROM execution_queue q JOIN executions e ON e.id = q.id \
-            WHERE q.job_uid = u.uid AND q.due_at IS NOT NULL AND e.attempt = 0 \
-              AND e.trigger = 'misfire' AND e.id <> ALL($3)) AS earliest_waiting_catchup \
-         FROM UNNEST($1::text[]) AS u(uid) LEFT JOIN jobs j ON j.uid = u.uid",
-    )
-    .bind(&uids)
-    .bind(now)
-    .bind(&read)
-    .fetch_all(&mut **tx)
-    .await
-    .map_err(db_err)?;
-    let mut facts = std::collections::HashMap::with_capacity(rows.len());
-    for r in &rows {
-        let uid: String = r.try_get("uid").map_err(db_err)?;
-        let active: Option<Vec<String>> = r.try_get("active").map_err(db_err)?;
-        facts.insert(
-            uid,
-            JobFacts {
-                active: active
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter_map(|a| {
-                        a.rsplit_once('|').map(|(id, state)| ActiveExecution {
-                            id: id.to_owned(),
-                            running: state == "running",
-                        })
-                    })
-                    .collect(),
-                next_fire_at: r.try_get("next_fire_at").map_err(db_err)?,
-                latest_due_fire_at: r.try_get("latest_due_fire_at").map_err(db_err)?,
-                earliest_waiting_catchup: r.try_get("earliest_waiting_catchup").map_err(db_err)?,
-            },
-        );
-    }
-    Ok(facts)
-}
-
 pub(crate) async fn execution_claim(
     store: &PgStore,
     claim: &ExecutionClaim,
 ) -> Result<Vec<ClaimedExecution>> {
     let mut tx = store.begin().await?;
-    let applied = steps::claim(
-        &mut ClaimTx {
-            tx: SqlTx(&mut tx),
-            store,
-        },
-        claim,
-    )
-    .await?;
+    let mut statements = ClaimTx::new(&mut tx, store);
+    let applied = steps::claim(&mut statements, claim).await?;
     commit(tx).await?;
     // The store's clock read once the claim has committed: a worker holds what it claimed
     // ahead for its start less this reading, counted from when the claim returns, so every
@@ -132,6 +50,15 @@ pub(crate) async fn execution_claim(
 struct ClaimTx<'t, 'c, 's> {
     tx: SqlTx<'t, 'c>,
     store: &'s PgStore,
+}
+
+impl<'t, 'c, 's> ClaimTx<'t, 'c, 's> {
+    fn new(tx: &'t mut Tx<'c>, store: &'s PgStore) -> Self {
+        ClaimTx {
+            tx: SqlTx(tx),
+            store,
+        }
+    }
 }
 
 impl<'t, 'c> ClaimStatements for ClaimTx<'t, 'c, '_> {
@@ -181,6 +108,18 @@ impl<'t, 'c> ClaimStatements for ClaimTx<'t, 'c, '_> {
           FROM executions x WHERE q.id = ANY(ARRAY(SELECT id FROM claimed)) AND x.id = q.id) \
         SELECT * FROM claimed ORDER BY fire_at";
 
+    /// Created full where missing, then locked by the read: one claimer at a time spends a
+    /// namespace's tokens, whichever process it is in.
+    const CREATE_BUCKET: Option<&'static str> = Some(
+        "INSERT INTO namespace_rates (namespace, tokens, updated_at) VALUES ($1, $2, $3) \
+         ON CONFLICT DO NOTHING",
+    );
+
+    /// This claim read the clock before it locked the bucket, so a claim that read it later
+    /// may have refilled it first.
+    const WRITE_BUCKET: &'static str = "UPDATE namespace_rates SET tokens = $2, \
+        updated_at = GREATEST(updated_at, $3) WHERE namespace = $1";
+
     fn tx(&mut self) -> &mut SqlTx<'t, 'c> {
         &mut self.tx
     }
@@ -193,58 +132,81 @@ impl<'t, 'c> ClaimStatements for ClaimTx<'t, 'c, '_> {
         self.store.now_ms(&mut **self.tx.0).await
     }
 
-    async fn bucket(&mut self, namespace: &str, rate: f64, now: i64) -> Result<Option<(f64, i64)>> {
-        // Created full where missing (its depth, `concurrency::bucket_depth`, as a bucket the
-        // embedded store has not written yet counts), then locked: one claimer at a time
-        // spends a namespace's tokens, whichever process it is in.
-        sqlx::query(
-            "INSERT INTO namespace_rates (namespace, tokens, updated_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-        )
-        .bind(namespace)
-        .bind(sundial_store::concurrency::bucket_depth(rate))
-        .bind(now)
-        .execute(&mut **self.tx.0)
-        .await
-        .map_err(db_err)?;
-        sqlx::query_as(
-            "SELECT tokens, updated_at FROM namespace_rates WHERE namespace = $1 FOR UPDATE",
-        )
-        .bind(namespace)
-        .fetch_optional(&mut **self.tx.0)
-        .await
-        .map_err(db_err)
-    }
-
+    /// Reads, under a per-job advisory lock, the [`JobFacts`] of the jobs of `due` that need them
+    /// ([`DueExecution::needs_facts`]), in two statements whatever their number. The locks are
+    /// taken in one order (by key), so two claims cannot deadlock on them, and before the facts
+    /// are read, so a claim that chose an execution of a job has committed before another reads
+    /// the job as idle.
     async fn job_facts(
         &mut self,
         due: &[DueExecution],
         now: i64,
     ) -> Result<std::collections::HashMap<String, JobFacts>> {
-        job_facts(self.tx.0, due, now).await
-    }
-
-    async fn cancel(&mut self, cancelled: &[ActiveExecution], now: i64) -> Result<()> {
-        let ids: Vec<&str> = cancelled.iter().map(|a| a.id.as_str()).collect();
-        cancel_all_in_tx(self.tx.0, &ids, now).await?;
-        for a in cancelled.iter().filter(|a| a.running) {
-            notify_cancelled(self.tx.0, &a.id).await?;
+        let uids = steps::fact_uids(due, now);
+        if uids.is_empty() {
+            return Ok(Default::default());
         }
-        Ok(())
-    }
-
-    async fn write_bucket(&mut self, namespace: &str, tokens: f64, now: i64) -> Result<()> {
-        // The bucket's time never moves back: this claim read the clock before it locked
-        // the bucket, so a claim that read it later may have refilled it first.
-        sqlx::query(
-            "UPDATE namespace_rates SET tokens = $2, updated_at = GREATEST(updated_at, $3) \
-             WHERE namespace = $1",
+        let mut locked: Vec<&str> = due
+            .iter()
+            .filter(|e| e.run.concurrency_policy != ConcurrencyPolicy::Allow)
+            .map(|e| e.job_uid.as_str())
+            .collect();
+        locked.sort_unstable();
+        locked.dedup();
+        if !locked.is_empty() {
+            // A function scan of the array yields its elements in order: the locks are taken in
+            // the order of the sorted uids.
+            sqlx::query(
+                "SELECT pg_advisory_xact_lock(hashtextextended(u, 0)) FROM UNNEST($1::text[]) AS u",
+            )
+            .bind(&locked)
+            .execute(&mut **self.tx.0)
+            .await
+            .map_err(db_err)?;
+        }
+        let read: Vec<&str> = due.iter().map(|e| e.id.as_str()).collect();
+        let rows = sqlx::query(
+            "SELECT u.uid, j.next_fire_at, \
+               (SELECT array_agg(e.id || '|' || e.state) FROM execution_queue q JOIN executions e ON e.id = q.id \
+                WHERE q.job_uid = u.uid AND e.state IN ('running', 'retry_wait')) AS active, \
+               (SELECT max(e.fire_at) FROM execution_queue q JOIN executions e ON e.id = q.id \
+                WHERE q.job_uid = u.uid AND q.due_at <= $2 AND e.attempt = 0) AS latest_due_fire_at, \
+               (SELECT min(e.scheduled_at) FROM execution_queue q JOIN executions e ON e.id = q.id \
+                WHERE q.job_uid = u.uid AND q.due_at IS NOT NULL AND e.attempt = 0 \
+                  AND e.trigger = 'misfire' AND e.id <> ALL($3)) AS earliest_waiting_catchup \
+             FROM UNNEST($1::text[]) AS u(uid) LEFT JOIN jobs j ON j.uid = u.uid",
         )
-        .bind(namespace)
-        .bind(tokens)
+        .bind(&uids)
         .bind(now)
-        .execute(&mut **self.tx.0)
+        .bind(&read)
+        .fetch_all(&mut **self.tx.0)
         .await
         .map_err(db_err)?;
-        Ok(())
+        let mut facts = std::collections::HashMap::with_capacity(rows.len());
+        for r in &rows {
+            let uid: String = r.try_get("uid").map_err(db_err)?;
+            let active: Option<Vec<String>> = r.try_get("active").map_err(db_err)?;
+            facts.insert(
+                uid,
+                JobFacts {
+                    active: active
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter_map(|a| {
+                            a.rsplit_once('|').map(|(id, state)| ActiveExecution {
+                                id: id.to_owned(),
+                                running: state == "running",
+                            })
+                        })
+                        .collect(),
+                    next_fire_at: r.try_get("next_fire_at").map_err(db_err)?,
+                    latest_due_fire_at: r.try_get("latest_due_fire_at").map_err(db_err)?,
+                    earliest_waiting_catchup: r
+                        .try_get("earliest_waiting_catchup")
+                        .map_err(db_err)?,
+                },
+            );
+        }
+        Ok(facts)
     }
 }

@@ -65,27 +65,14 @@ pub(crate) async fn attempt_judge_late(
     store: &PgStore,
     attempts: &[AttemptRef],
 ) -> Result<Vec<LateVerdict>> {
-    if attempts.is_empty() {
-        return Ok(Vec::new());
-    }
     let mut tx = store.begin().await?;
-    let verdicts = late::judge_late(
-        &mut LateTx {
-            tx: SqlTx(&mut tx),
-            store,
-        },
-        attempts,
-    )
-    .await?;
+    let verdicts = late::judge_late(&mut LateTx(SqlTx(&mut tx), store), attempts).await?;
     commit(tx).await?;
     Ok(verdicts)
 }
 
 /// The statements of the late judgement on a PostgreSQL transaction.
-struct LateTx<'t, 'c> {
-    tx: SqlTx<'t, 'c>,
-    store: &'t PgStore,
-}
+struct LateTx<'t, 'c>(SqlTx<'t, 'c>, &'t PgStore);
 
 impl<'t, 'c> late::LateStatements for LateTx<'t, 'c> {
     type Tx = SqlTx<'t, 'c>;
@@ -96,11 +83,11 @@ impl<'t, 'c> late::LateStatements for LateTx<'t, 'c> {
         DELETE FROM execution_queue q WHERE q.id = ANY(ARRAY(SELECT id FROM e))";
 
     fn tx(&mut self) -> &mut SqlTx<'t, 'c> {
-        &mut self.tx
+        &mut self.0
     }
 
     async fn now(&mut self) -> Result<i64> {
-        self.store.now_ms(&mut **self.tx.0).await
+        self.1.now_ms(&mut **self.0.0).await
     }
 
     /// The execution rows are locked (`FOR UPDATE`) before any queue row is touched, the lock
@@ -120,7 +107,7 @@ impl<'t, 'c> late::LateStatements for LateTx<'t, 'c> {
         .bind(&ids)
         .bind(&numbers)
         .bind(now)
-        .fetch_all(&mut **self.tx.0)
+        .fetch_all(&mut **self.0.0)
         .await
         .map_err(db_err)?;
         rows.iter().map(rows::held_attempt).collect()

@@ -20,6 +20,7 @@ fn query<'q>(statement: &'q Statement<'q>) -> sqlx::query::Query<'q, Postgres, P
             Value::Bool(v) => q.bind(v),
             Value::Texts(v) => q.bind(v),
             Value::Ints(v) => q.bind(v),
+            Value::Float(v) => q.bind(v),
         })
 }
 

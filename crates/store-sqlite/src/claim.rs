@@ -7,91 +7,13 @@ use sundial_store::steps::claim::{self as steps, ClaimStatements};
 use super::*;
 use crate::reads::SqlTx;
 
-/// Reads the [`JobFacts`] of the jobs of `due` that need them ([`DueExecution::needs_facts`]),
-/// in three statements whatever their number. The embedded store's single writer is the
-/// per-job lock: no other claim runs between these reads and the plan's writes.
-pub(crate) async fn job_facts(
-    tx: &mut Tx<'_>,
-    due: &[DueExecution],
-    now: i64,
-) -> Result<std::collections::HashMap<String, JobFacts>> {
-    let uids = steps::fact_uids(due, now);
-    let mut facts: std::collections::HashMap<String, JobFacts> = uids
-        .iter()
-        .map(|u| ((*u).to_owned(), JobFacts::default()))
-        .collect();
-    if uids.is_empty() {
-        return Ok(facts);
-    }
-    let uids = list(&uids)?;
-    let read: Vec<&str> = due.iter().map(|e| e.id.as_str()).collect();
-    let read = list(&read)?;
-    let active: Vec<(String, String, String)> = sqlx::query_as(
-        "SELECT job_uid, id, state FROM executions WHERE state = 'running' \
-           AND job_uid IN (SELECT value FROM json_each(?1)) \
-         UNION ALL \
-         SELECT job_uid, id, state FROM executions WHERE due_at IS NOT NULL AND state = 'retry_wait' \
-           AND job_uid IN (SELECT value FROM json_each(?1))",
-    )
-    .bind(&uids)
-    .fetch_all(&mut **tx)
-    .await
-    .map_err(db_err)?;
-    for (uid, id, state) in active {
-        if let Some(f) = facts.get_mut(&uid) {
-            f.active.push(ActiveExecution {
-                id,
-                running: state == "running",
-            });
-        }
-    }
-    let waiting: Vec<(String, Option<i64>, Option<i64>)> = sqlx::query_as(
-        "SELECT job_uid, max(CASE WHEN due_at <= ?2 AND attempt = 0 THEN fire_at END), \
-           min(CASE WHEN attempt = 0 AND trigger = 'misfire' \
-             AND id NOT IN (SELECT value FROM json_each(?3)) THEN scheduled_at END) \
-         FROM executions WHERE due_at IS NOT NULL AND job_uid IN (SELECT value FROM json_each(?1)) \
-         GROUP BY job_uid",
-    )
-    .bind(&uids)
-    .bind(now)
-    .bind(&read)
-    .fetch_all(&mut **tx)
-    .await
-    .map_err(db_err)?;
-    for (uid, latest, catchup) in waiting {
-        if let Some(f) = facts.get_mut(&uid) {
-            f.latest_due_fire_at = latest;
-            f.earliest_waiting_catchup = catchup;
-        }
-    }
-    let jobs: Vec<(String, Option<i64>)> = sqlx::query_as(
-        "SELECT uid, next_fire_at FROM jobs WHERE uid IN (SELECT value FROM json_each(?1))",
-    )
-    .bind(&uids)
-    .fetch_all(&mut **tx)
-    .await
-    .map_err(db_err)?;
-    for (uid, next) in jobs {
-        if let Some(f) = facts.get_mut(&uid) {
-            f.next_fire_at = next;
-        }
-    }
-    Ok(facts)
-}
-
 pub(crate) async fn execution_claim(
     store: &SqliteStore,
     claim: &ExecutionClaim,
 ) -> Result<Vec<ClaimedExecution>> {
     let mut tx = store.begin().await?;
-    let applied = steps::claim(
-        &mut ClaimTx {
-            tx: SqlTx(&mut tx),
-            store,
-        },
-        claim,
-    )
-    .await?;
+    let mut statements = ClaimTx::new(&mut tx, store);
+    let applied = steps::claim(&mut statements, claim).await?;
     // The clock as late in the claim as it can be read: a worker holds what it claimed ahead
     // for its start less this reading, from when the claim returns.
     let claimed_at = store.clock.now();
@@ -115,6 +37,15 @@ struct ClaimTx<'t, 'c, 's> {
 /// A JSON array of `ids`, for `json_each`.
 pub(crate) fn list<T: serde::Serialize>(ids: &[T]) -> Result<String> {
     serde_json::to_string(ids).map_err(|e| Error::Corrupt(e.to_string()))
+}
+
+impl<'t, 'c, 's> ClaimTx<'t, 'c, 's> {
+    fn new(tx: &'t mut Tx<'c>, store: &'s SqliteStore) -> Self {
+        ClaimTx {
+            tx: SqlTx(tx),
+            store,
+        }
+    }
 }
 
 impl<'t, 'c> ClaimStatements for ClaimTx<'t, 'c, '_> {
@@ -150,6 +81,13 @@ impl<'t, 'c> ClaimStatements for ClaimTx<'t, 'c, '_> {
         RETURNING id, namespace, job, trigger, attempt, max_attempts, scheduled_at, fire_at, \
         started_at, lease_expires_at, worker_epoch";
 
+    /// A bucket not written yet reads as missing, full (`concurrency::bucket_depth`).
+    const CREATE_BUCKET: Option<&'static str> = None;
+
+    const WRITE_BUCKET: &'static str = "INSERT INTO namespace_rates (namespace, tokens, updated_at) \
+        VALUES ($1, $2, $3) ON CONFLICT (namespace) DO UPDATE SET tokens = excluded.tokens, \
+        updated_at = max(namespace_rates.updated_at, excluded.updated_at)";
+
     fn tx(&mut self) -> &mut SqlTx<'t, 'c> {
         &mut self.tx
     }
@@ -162,46 +100,75 @@ impl<'t, 'c> ClaimStatements for ClaimTx<'t, 'c, '_> {
         Ok(ms(self.store.clock.now()))
     }
 
-    async fn bucket(
-        &mut self,
-        namespace: &str,
-        _rate: f64,
-        _now: i64,
-    ) -> Result<Option<(f64, i64)>> {
-        sqlx::query_as("SELECT tokens, updated_at FROM namespace_rates WHERE namespace = ?1")
-            .bind(namespace)
-            .fetch_optional(&mut **self.tx.0)
-            .await
-            .map_err(db_err)
-    }
-
+    /// Reads the [`JobFacts`] of the jobs of `due` that need them ([`DueExecution::needs_facts`]),
+    /// in three statements whatever their number. The embedded store's single writer is the
+    /// per-job lock: no other claim runs between these reads and the plan's writes.
     async fn job_facts(
         &mut self,
         due: &[DueExecution],
         now: i64,
     ) -> Result<std::collections::HashMap<String, JobFacts>> {
-        job_facts(self.tx.0, due, now).await
-    }
-
-    async fn cancel(&mut self, cancelled: &[ActiveExecution], now: i64) -> Result<()> {
-        let ids: Vec<&str> = cancelled.iter().map(|a| a.id.as_str()).collect();
-        cancel_all_in_tx(self.tx.0, &ids, now).await
-    }
-
-    async fn write_bucket(&mut self, namespace: &str, tokens: f64, now: i64) -> Result<()> {
-        // The bucket's time never moves back: a clock read earlier than the bucket's last
-        // write (a clock stepped back) must not refill the same milliseconds twice.
-        sqlx::query(
-            "INSERT INTO namespace_rates (namespace, tokens, updated_at) VALUES (?1, ?2, ?3) \
-             ON CONFLICT (namespace) DO UPDATE SET tokens = excluded.tokens, \
-             updated_at = max(namespace_rates.updated_at, excluded.updated_at)",
+        let uids = steps::fact_uids(due, now);
+        let mut facts: std::collections::HashMap<String, JobFacts> = uids
+            .iter()
+            .map(|u| ((*u).to_owned(), JobFacts::default()))
+            .collect();
+        if uids.is_empty() {
+            return Ok(facts);
+        }
+        let uids = list(&uids)?;
+        let read: Vec<&str> = due.iter().map(|e| e.id.as_str()).collect();
+        let read = list(&read)?;
+        let active: Vec<(String, String, String)> = sqlx::query_as(
+            "SELECT job_uid, id, state FROM executions WHERE state = 'running' \
+               AND job_uid IN (SELECT value FROM json_each(?1)) \
+             UNION ALL \
+             SELECT job_uid, id, state FROM executions WHERE due_at IS NOT NULL AND state = 'retry_wait' \
+               AND job_uid IN (SELECT value FROM json_each(?1))",
         )
-        .bind(namespace)
-        .bind(tokens)
-        .bind(now)
-        .execute(&mut **self.tx.0)
+        .bind(&uids)
+        .fetch_all(&mut **self.tx.0)
         .await
         .map_err(db_err)?;
-        Ok(())
+        for (uid, id, state) in active {
+            if let Some(f) = facts.get_mut(&uid) {
+                f.active.push(ActiveExecution {
+                    id,
+                    running: state == "running",
+                });
+            }
+        }
+        let waiting: Vec<(String, Option<i64>, Option<i64>)> = sqlx::query_as(
+            "SELECT job_uid, max(CASE WHEN due_at <= ?2 AND attempt = 0 THEN fire_at END), \
+               min(CASE WHEN attempt = 0 AND trigger = 'misfire' \
+                 AND id NOT IN (SELECT value FROM json_each(?3)) THEN scheduled_at END) \
+             FROM executions WHERE due_at IS NOT NULL AND job_uid IN (SELECT value FROM json_each(?1)) \
+             GROUP BY job_uid",
+        )
+        .bind(&uids)
+        .bind(now)
+        .bind(&read)
+        .fetch_all(&mut **self.tx.0)
+        .await
+        .map_err(db_err)?;
+        for (uid, latest, catchup) in waiting {
+            if let Some(f) = facts.get_mut(&uid) {
+                f.latest_due_fire_at = latest;
+                f.earliest_waiting_catchup = catchup;
+            }
+        }
+        let jobs: Vec<(String, Option<i64>)> = sqlx::query_as(
+            "SELECT uid, next_fire_at FROM jobs WHERE uid IN (SELECT value FROM json_each(?1))",
+        )
+        .bind(&uids)
+        .fetch_all(&mut **self.tx.0)
+        .await
+        .map_err(db_err)?;
+        for (uid, next) in jobs {
+            if let Some(f) = facts.get_mut(&uid) {
+                f.next_fire_at = next;
+            }
+        }
+        Ok(facts)
     }
 }

@@ -214,30 +214,17 @@ pub(crate) async fn attempt_judge_late(
     store: &SqliteStore,
     attempts: &[AttemptRef],
 ) -> Result<Vec<LateVerdict>> {
-    if attempts.is_empty() {
-        return Ok(Vec::new());
-    }
     let now = ms(store.clock.now());
     let mut tx = store.begin().await?;
-    let verdicts = late::judge_late(
-        &mut LateTx {
-            tx: SqlTx(&mut tx),
-            now,
-        },
-        attempts,
-    )
-    .await?;
+    let verdicts = late::judge_late(&mut LateTx(SqlTx(&mut tx), now), attempts).await?;
     commit(tx).await?;
     Ok(verdicts)
 }
 
 /// The statements of the late judgement on the embedded store's write transaction, whose
 /// single writer holds the rows it reads until it commits.
-struct LateTx<'t, 'c> {
-    tx: SqlTx<'t, 'c>,
-    /// The process's clock, read before the transaction began.
-    now: i64,
-}
+/// The transaction and the process's clock, read before the transaction began.
+struct LateTx<'t, 'c>(SqlTx<'t, 'c>, i64);
 
 impl<'t, 'c> late::LateStatements for LateTx<'t, 'c> {
     type Tx = SqlTx<'t, 'c>;
@@ -247,11 +234,11 @@ impl<'t, 'c> late::LateStatements for LateTx<'t, 'c> {
         finished_at = $2 WHERE id IN (SELECT value FROM json_each($1))";
 
     fn tx(&mut self) -> &mut SqlTx<'t, 'c> {
-        &mut self.tx
+        &mut self.0
     }
 
     async fn now(&mut self) -> Result<i64> {
-        Ok(self.now)
+        Ok(self.1)
     }
 
     async fn held(&mut self, attempts: &[AttemptRef], now: i64) -> Result<Vec<late::HeldAttempt>> {
@@ -266,7 +253,7 @@ impl<'t, 'c> late::LateStatements for LateTx<'t, 'c> {
                 .bind(&a.id)
                 .bind(i64::from(a.attempt))
                 .bind(now)
-                .fetch_optional(&mut **self.tx.0)
+                .fetch_optional(&mut **self.0.0)
                 .await
                 .map_err(db_err)?;
             if let Some(row) = row {

@@ -28,6 +28,7 @@ fn query<'q>(
             Value::Ints(v) => {
                 q.bind(serde_json::to_string(v).map_err(|e| Error::Corrupt(e.to_string()))?)
             }
+            Value::Float(v) => q.bind(v),
         };
     }
     Ok(q)

@@ -297,6 +297,9 @@ macro_rules! forward_store_traits {
                     &self,
                     attempts: &[AttemptRef],
                 ) -> Result<Vec<$crate::LateVerdict>> {
+                    if attempts.is_empty() {
+                        return Ok(Vec::new());
+                    }
                     complete::attempt_judge_late(self, attempts).await
                 }
 

@@ -19,7 +19,7 @@ use crate::{
 };
 
 /// A value bound to a statement's parameter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Value<'a> {
     /// Text.
     Text(&'a str),
@@ -37,6 +37,14 @@ pub enum Value<'a> {
     /// A list of 64-bit integers, for a fragment of [`Reader::one_of`] (a `bigint[]` on
     /// PostgreSQL, a JSON array on SQLite).
     Ints(&'a [i64]),
+    /// A 64-bit float (`DOUBLE PRECISION` on PostgreSQL, `REAL` on SQLite).
+    Float(f64),
+}
+
+impl From<f64> for Value<'_> {
+    fn from(v: f64) -> Self {
+        Value::Float(v)
+    }
 }
 
 impl<'a> From<&'a str> for Value<'a> {
@@ -88,7 +96,7 @@ impl<'a> From<&'a [i64]> for Value<'a> {
 }
 
 /// An SQL statement with its values, the `n`th value bound to `$n`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Statement<'a> {
     sql: String,
     values: Vec<Value<'a>>,
@@ -206,6 +214,9 @@ pub trait Reader: Sync {
 
     /// The 64-bit integer or NULL in column `column` (from 0) of a row.
     fn opt_int(row: &Self::Row, column: usize) -> Result<Option<i64>>;
+
+    /// The 64-bit float in column `column` (from 0) of a row.
+    fn float(row: &Self::Row, column: usize) -> Result<f64>;
 
     /// A due execution as a claim reads it, from a row of its columns (`id`, `namespace`,
     /// `job_uid`, `trigger`, `run`, `scheduled_at`, `fire_at`, `attempt`, `due_at`).

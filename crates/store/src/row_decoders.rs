@@ -475,6 +475,11 @@ macro_rules! row_decoders {
         pub(crate) fn opt_int(row: &$row, column: usize) -> Result<Option<i64>> {
             row.try_get(column).map_err(db_err)
         }
+
+        /// The 64-bit float in column `column` (from 0) of a row.
+        pub(crate) fn float(row: &$row, column: usize) -> Result<f64> {
+            row.try_get(column).map_err(db_err)
+        }
     };
 }
 
@@ -522,6 +527,10 @@ macro_rules! reader_decoders {
 
         fn opt_int(row: &Self::Row, column: usize) -> $crate::Result<Option<i64>> {
             rows::opt_int(row, column)
+        }
+
+        fn float(row: &Self::Row, column: usize) -> $crate::Result<f64> {
+            rows::float(row, column)
         }
 
         fn due_execution(row: &Self::Row) -> $crate::Result<$crate::claim::DueExecution> {

@@ -23,15 +23,17 @@ use sundial_core::execution::ExecutionState;
 use crate::claim::{ActiveExecution, ClaimPlan, DueExecution, JobFacts, allowance, oldest_due};
 use crate::claim_order::{ClaimReads, Read};
 use crate::concurrency::refill;
-use crate::reads::Transaction;
+use crate::reads::{Statement, Transaction};
+use crate::steps::run_create::RunCreationStatements;
 use crate::{ClaimedExecution, ExecutionClaim, Result, RunSpec};
 
 /// The statements of a claim, in the dialect of one store, on the transaction the caller
 /// opened. Instants are Unix milliseconds, UTC. Every method may fail with the store's
 /// classified error.
 pub trait ClaimStatements: Send {
-    /// The store's open transaction the claim's shared statements run on.
-    type Tx: Transaction;
+    /// The store's open transaction the claim's shared statements run on, with the dialect's
+    /// cancellation of executions and signals to their workers.
+    type Tx: RunCreationStatements;
 
     /// The due executions of the namespaces not in the list `$3` with `$4 < due_at <= $1`,
     /// oldest due first, at most `$2`, locked against other claims where the store can
@@ -55,6 +57,15 @@ pub trait ClaimStatements: Send {
     /// [`CLAIM_RETURNING`].
     const HAND_OUT: &'static str;
 
+    /// Where the store creates a namespace's bucket before it reads it (so that it can lock
+    /// it): the statement that creates bucket `$1` full (`$2` tokens, its time `$3`), leaving
+    /// one that exists alone; `None` where a bucket not written yet reads as missing.
+    const CREATE_BUCKET: Option<&'static str>;
+
+    /// Writes bucket `$1` back with `$2` tokens at `$3`, its time never moving back (a clock
+    /// read earlier than the bucket's last write must not refill the same milliseconds twice).
+    const WRITE_BUCKET: &'static str;
+
     /// The transaction, for the statements above.
     fn tx(&mut self) -> &mut Self::Tx;
 
@@ -65,17 +76,6 @@ pub trait ClaimStatements: Send {
     /// The store's clock, read inside the transaction where the store keeps one.
     fn now(&mut self) -> impl Future<Output = Result<i64>> + Send;
 
-    /// The bucket of `namespace` as stored (`tokens`, `updated_at`), `None` when it has none
-    /// yet; where the store can, locked until the transaction ends, so one claimer at a time
-    /// spends a namespace's tokens (`rate` per second, the bucket's start where it is
-    /// created).
-    fn bucket(
-        &mut self,
-        namespace: &str,
-        rate: f64,
-        now: i64,
-    ) -> impl Future<Output = Result<Option<(f64, i64)>>> + Send;
-
     /// The facts of the jobs of `due` that need them ([`DueExecution::needs_facts`]) at
     /// `now`, read under the store's per-job lock (taken first, in one order).
     fn job_facts(
@@ -83,22 +83,6 @@ pub trait ClaimStatements: Send {
         due: &[DueExecution],
         now: i64,
     ) -> impl Future<Output = Result<HashMap<String, JobFacts>>> + Send;
-
-    /// Cancels `cancelled` at `now`; where the store signals inside the transaction
-    /// (PostgreSQL's `NOTIFY`), the workers of the running ones are signalled too.
-    fn cancel(
-        &mut self,
-        cancelled: &[ActiveExecution],
-        now: i64,
-    ) -> impl Future<Output = Result<()>> + Send;
-
-    /// Writes `namespace`'s bucket back with `tokens` at `now`, its time never moving back.
-    fn write_bucket(
-        &mut self,
-        namespace: &str,
-        tokens: f64,
-        now: i64,
-    ) -> impl Future<Output = Result<()>> + Send;
 }
 
 /// What a claim applied, before the caller commits.
@@ -149,7 +133,7 @@ pub async fn claim<S: ClaimStatements>(
     // Token buckets of the rate-limited namespaces, refilled to now.
     let mut buckets = Vec::with_capacity(request.rate_limits.len());
     for (ns, rate) in &request.rate_limits {
-        let stored = s.bucket(ns, *rate, now).await?;
+        let stored = shared::bucket(s, ns, *rate, now).await?;
         buckets.push((ns.clone(), refill(stored, *rate, now)));
     }
     let limited: Vec<String> = request.rate_limits.keys().cloned().collect();
@@ -181,7 +165,11 @@ pub async fn claim<S: ClaimStatements>(
     let claimed =
         shared::hand_out(s.tx(), S::HAND_OUT, worker, now, &plan.run, epoch, runs).await?;
     for (ns, tokens) in &plan.buckets {
-        s.write_bucket(ns, *tokens, now).await?;
+        let st = Statement::new(S::WRITE_BUCKET)
+            .bind(ns.as_str())
+            .bind(*tokens)
+            .bind(now);
+        s.tx().execute(&st).await?;
     }
     Ok(ClaimApplied {
         claimed,
@@ -208,7 +196,13 @@ async fn apply<S: ClaimStatements>(s: &mut S, plan: &ClaimPlan, now: i64) -> Res
         shared::defer(s.tx(), S::DEFER, &plan.deferred, until).await?;
     }
     if !plan.cancelled.is_empty() {
-        s.cancel(&plan.cancelled, now).await?;
+        // Where the store signals inside the transaction, the workers of the running ones are
+        // told by `stop`; elsewhere the caller tells them after the commit
+        // ([`ClaimApplied::cancelled_running`]).
+        let ids: Vec<&str> = plan.cancelled.iter().map(|a| a.id.as_str()).collect();
+        s.tx().cancel_executions(&ids, now).await?;
+        let running = plan.cancelled.iter().filter(|a| a.running);
+        s.tx().stop(running.map(|a| a.id.clone()).collect()).await?;
     }
     Ok(())
 }
@@ -284,6 +278,35 @@ pub mod shared {
         rows.iter()
             .map(<T::Store as Reader>::due_execution)
             .collect()
+    }
+
+    /// The bucket of `namespace` as stored (`tokens`, `updated_at`), `None` when it has none
+    /// yet; where the store can, created full first ([`ClaimStatements::CREATE_BUCKET`],
+    /// `rate` per second) and locked until the transaction ends, so one claimer at a time
+    /// spends a namespace's tokens.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn bucket<S: ClaimStatements>(
+        s: &mut S,
+        namespace: &str,
+        rate: f64,
+        now: i64,
+    ) -> Result<Option<(f64, i64)>> {
+        if let Some(create) = S::CREATE_BUCKET {
+            let depth = crate::concurrency::bucket_depth(rate);
+            let st = Statement::new(create).bind(namespace).bind(depth).bind(now);
+            s.tx().execute(&st).await?;
+        }
+        type R<S> = <<S as ClaimStatements>::Tx as Transaction>::Store;
+        let sql = format!(
+            "SELECT tokens, updated_at FROM namespace_rates WHERE namespace = $1{}",
+            R::<S>::FOR_UPDATE
+        );
+        match s.tx().row(&Statement::new(sql).bind(namespace)).await? {
+            Some(row) => Ok(Some((R::<S>::float(&row, 0)?, R::<S>::int(&row, 1)?))),
+            None => Ok(None),
+        }
     }
 
     /// Marks `ids` as catch-ups of a misfire episode (`trigger: misfire`).
