@@ -9,6 +9,8 @@
 use super::*;
 use crate::reads::SqlTx;
 use sundial_store::steps::backfill::{self as steps, BackfillStatements};
+use sundial_store::steps::run_create;
+use sundial_store::steps::trigger::Insert;
 use sundial_store::{BackfillRecord, BackfillStep, BackfillStepped, NewExecution, NewRun};
 
 /// A backfill step's and cancel's statements ([`BackfillStatements`]) on a transaction; tasks
@@ -43,7 +45,7 @@ impl<'t, 'c> BackfillStatements for Statements<'t, 'c, '_> {
         let executions: Vec<&NewExecution> = step.executions.iter().collect();
         let node = Some(step.node.as_str());
         let (created, _) =
-            trigger::insert_executions(self.tx.0, &executions, now, node, None).await?;
+            trigger::insert_executions(self.tx.0, Insert::waiting(&executions, now, node)).await?;
         if created > 0 {
             notify_due(self.tx.0).await?;
         }
@@ -51,13 +53,8 @@ impl<'t, 'c> BackfillStatements for Statements<'t, 'c, '_> {
     }
 
     async fn create_run(&mut self, run: &NewRun, now: i64) -> Result<Option<String>> {
-        let made = sundial_store::steps::run_create::create_run(
-            &mut self.tx,
-            &self.store.workflow_specs,
-            run,
-            now,
-        )
-        .await?;
+        let specs = &self.store.workflow_specs;
+        let made = run_create::create_run(&mut self.tx, specs, run, now).await?;
         Ok(made.inserted.then_some(made.id))
     }
 }

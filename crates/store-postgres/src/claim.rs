@@ -3,6 +3,7 @@
 //! their jobs read under per-job advisory locks, and the plan's writes, a few statements
 //! whatever the batch.
 
+use sundial_store::claim::FactsByJob;
 use sundial_store::steps::claim::{self as steps, ClaimStatements};
 
 use super::*;
@@ -13,8 +14,7 @@ pub(crate) async fn execution_claim(
     claim: &ExecutionClaim,
 ) -> Result<Vec<ClaimedExecution>> {
     let mut tx = store.begin().await?;
-    let mut statements = ClaimTx::new(&mut tx, store);
-    let applied = steps::claim(&mut statements, claim).await?;
+    let applied = steps::claim(&mut ClaimTx(SqlTx(&mut tx), store), claim).await?;
     commit(tx).await?;
     // The store's clock read once the claim has committed: a worker holds what it claimed
     // ahead for its start less this reading, counted from when the claim returns, so every
@@ -47,19 +47,7 @@ pub(crate) async fn execution_claim(
 /// The claim's statements ([`ClaimStatements`]) on one transaction: due executions locked
 /// `FOR UPDATE SKIP LOCKED` (execution row, then queue row), per-job advisory locks, buckets
 /// locked by row, cancellations signalled by `NOTIFY` inside the transaction.
-struct ClaimTx<'t, 'c, 's> {
-    tx: SqlTx<'t, 'c>,
-    store: &'s PgStore,
-}
-
-impl<'t, 'c, 's> ClaimTx<'t, 'c, 's> {
-    fn new(tx: &'t mut Tx<'c>, store: &'s PgStore) -> Self {
-        ClaimTx {
-            tx: SqlTx(tx),
-            store,
-        }
-    }
-}
+struct ClaimTx<'t, 'c, 's>(SqlTx<'t, 'c>, &'s PgStore);
 
 impl<'t, 'c> ClaimStatements for ClaimTx<'t, 'c, '_> {
     type Tx = SqlTx<'t, 'c>;
@@ -121,15 +109,15 @@ impl<'t, 'c> ClaimStatements for ClaimTx<'t, 'c, '_> {
         updated_at = GREATEST(updated_at, $3) WHERE namespace = $1";
 
     fn tx(&mut self) -> &mut SqlTx<'t, 'c> {
-        &mut self.tx
+        &mut self.0
     }
 
     async fn worker_lease_holds(&mut self, epoch: i64) -> Result<()> {
-        liveness::lock_for_claim(self.tx.0, epoch).await
+        liveness::lock_for_claim(self.0.0, epoch).await
     }
 
     async fn now(&mut self) -> Result<i64> {
-        self.store.now_ms(&mut **self.tx.0).await
+        self.1.now_ms(&mut **self.0.0).await
     }
 
     /// Reads, under a per-job advisory lock, the [`JobFacts`] of the jobs of `due` that need them
@@ -137,11 +125,7 @@ impl<'t, 'c> ClaimStatements for ClaimTx<'t, 'c, '_> {
     /// taken in one order (by key), so two claims cannot deadlock on them, and before the facts
     /// are read, so a claim that chose an execution of a job has committed before another reads
     /// the job as idle.
-    async fn job_facts(
-        &mut self,
-        due: &[DueExecution],
-        now: i64,
-    ) -> Result<std::collections::HashMap<String, JobFacts>> {
+    async fn job_facts(&mut self, due: &[DueExecution], now: i64) -> Result<FactsByJob> {
         let uids = steps::fact_uids(due, now);
         if uids.is_empty() {
             return Ok(Default::default());
@@ -160,7 +144,7 @@ impl<'t, 'c> ClaimStatements for ClaimTx<'t, 'c, '_> {
                 "SELECT pg_advisory_xact_lock(hashtextextended(u, 0)) FROM UNNEST($1::text[]) AS u",
             )
             .bind(&locked)
-            .execute(&mut **self.tx.0)
+            .execute(&mut **self.0.0)
             .await
             .map_err(db_err)?;
         }
@@ -179,7 +163,7 @@ impl<'t, 'c> ClaimStatements for ClaimTx<'t, 'c, '_> {
         .bind(&uids)
         .bind(now)
         .bind(&read)
-        .fetch_all(&mut **self.tx.0)
+        .fetch_all(&mut **self.0.0)
         .await
         .map_err(db_err)?;
         let mut facts = std::collections::HashMap::with_capacity(rows.len());

@@ -9,6 +9,7 @@ use crate::liveness::WORKER_LEASE_STANDS;
 use crate::reads::SqlTx;
 use sundial_store::LateVerdict;
 use sundial_store::completion::CompletionWrite;
+use sundial_store::steps::release::release_runs;
 use sundial_store::steps::{complete as step, late};
 
 /// A row the completion statement returns: id, attempt, run id, `finished_at` (set when the
@@ -199,7 +200,7 @@ impl step::TaskCompletionStatements for TaskTx<'_, '_> {
     }
 
     async fn release(&mut self, runs: &[String], now: i64) -> Result<usize> {
-        release::release_runs_in_tx(self.tx, &self.store.workflow_specs, runs, now).await
+        release_runs(&mut SqlTx(self.tx), &self.store.workflow_specs, runs, now).await
     }
 }
 

@@ -5,6 +5,7 @@
 //! notifies inside the transaction.
 
 use super::*;
+use sundial_store::steps::release::release_runs;
 
 use crate::reads::SqlTx;
 use sundial_store::steps::executions::{self as steps, ExecutionDialect};
@@ -21,13 +22,6 @@ impl ExecutionDialect for PgStore {
          ON CONFLICT (id) DO UPDATE SET due_at = excluded.due_at, lease_expires_at = NULL";
 }
 
-/// Cancels executions `ids` (whatever their state) at `now` (Unix ms, UTC) and closes their
-/// open attempts as `cancelled`, three statements whatever their number.
-pub(crate) async fn cancel_all_in_tx(tx: &mut Tx<'_>, ids: &[&str], now: i64) -> Result<()> {
-    let ids: Vec<String> = ids.iter().map(|&id| id.to_owned()).collect();
-    steps::cancel_all(&mut SqlTx(tx), &ids, now).await
-}
-
 pub(crate) async fn execution_cancel(
     store: &PgStore,
     namespace: &str,
@@ -42,7 +36,7 @@ pub(crate) async fn execution_cancel(
         notify_cancelled(&mut tx, id).await?;
     }
     // A workflow task's cancel is an ending like any other: its downstream is decided now.
-    if release::release_runs_in_tx(&mut tx, &store.workflow_specs, &runs, now).await? > 0 {
+    if release_runs(&mut SqlTx(&mut tx), &store.workflow_specs, &runs, now).await? > 0 {
         notify_due(&mut tx).await?;
     }
     commit(tx).await?;

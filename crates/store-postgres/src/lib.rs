@@ -76,7 +76,6 @@ use sundial_store::{
 };
 use sundial_store::{StoreBase, StoreShared};
 
-use executions::cancel_all_in_tx;
 use notify::{notify_cancelled, notify_due};
 use rows::{commit, db_err, ms, ts};
 

@@ -5,10 +5,8 @@
 //! (`workflows::lock_runs_of`, the lock order of `workflows.rs`), so two endings in one run never
 //! release at once.
 //!
-//! It also holds `release_runs_in_tx` (the step on a transaction).
 
-use sundial_store::steps::release::{ReleaseStatements, release_runs};
-use sundial_store::workflow::SpecCache;
+use sundial_store::steps::release::ReleaseStatements;
 
 use super::*;
 
@@ -87,16 +85,4 @@ async fn set_states(
         .await
         .map_err(db_err)?;
     Ok(())
-}
-
-/// Applies the release of each run in `runs` (ids whose rows `tx` has locked; runs that are
-/// terminal are left alone) inside `tx`: `sundial_store::steps::release` over [`Release`]'s
-/// statements. Returns how many tasks became due (the caller notifies).
-pub(crate) async fn release_runs_in_tx(
-    tx: &mut Tx<'_>,
-    cache: &SpecCache,
-    runs: &[String],
-    now: i64,
-) -> Result<usize> {
-    release_runs(&mut Release(tx), cache, runs, now).await
 }

@@ -3,7 +3,7 @@
 //! (`ON CONFLICT DO NOTHING`), with their queue rows.
 
 use super::*;
-use sundial_store::steps::trigger::{self as steps, TriggerStatements};
+use sundial_store::steps::trigger::{self as steps, Insert, TriggerStatements};
 
 /// Inserts executions in one statement (UNNEST of column arrays), with their queue rows;
 /// returns how many were new. With `claimed` (a worker and the epoch of its lease) they are
@@ -16,11 +16,14 @@ use sundial_store::steps::trigger::{self as steps, TriggerStatements};
 )]
 pub(crate) async fn insert_executions(
     tx: &mut Tx<'_>,
-    es: &[&NewExecution],
-    now: i64,
-    node: Option<&str>,
-    claimed: Option<(&str, i64)>,
+    batch: Insert<'_>,
 ) -> Result<(u32, Vec<String>)> {
+    let Insert {
+        executions: es,
+        now,
+        node,
+        claimed,
+    } = batch;
     if es.is_empty() {
         return Ok((0, Vec::new()));
     }
@@ -227,14 +230,8 @@ impl TriggerStatements for TriggerTx<'_, '_> {
         liveness::lock_if_standing(self.0, epoch).await
     }
 
-    async fn insert_executions(
-        &mut self,
-        executions: &[&NewExecution],
-        now: i64,
-        node: Option<&str>,
-        claimed: Option<(&str, i64)>,
-    ) -> Result<(u32, Vec<String>)> {
-        insert_executions(self.0, executions, now, node, claimed).await
+    async fn insert_executions(&mut self, batch: Insert<'_>) -> Result<(u32, Vec<String>)> {
+        insert_executions(self.0, batch).await
     }
 
     async fn waiting_inserted(&mut self) -> Result<()> {

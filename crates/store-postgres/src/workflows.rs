@@ -51,10 +51,6 @@ impl RunCreationStatements for SqlTx<'_, '_> {
         insert_tasks(self.0, run, tasks, now).await
     }
 
-    async fn cancel_executions(&mut self, ids: &[&str], now: i64) -> Result<()> {
-        cancel_all_in_tx(self.0, ids, now).await
-    }
-
     async fn stop(&mut self, running: Vec<String>) -> Result<Vec<String>> {
         for id in &running {
             notify_cancelled(self.0, id).await?;

@@ -8,6 +8,8 @@
 use super::*;
 use crate::reads::SqlTx;
 use sundial_store::steps::backfill::{self as steps, BackfillStatements};
+use sundial_store::steps::run_create;
+use sundial_store::steps::trigger::Insert;
 use sundial_store::{BackfillRecord, BackfillStep, BackfillStepped, NewExecution, NewRun};
 
 /// A backfill step's and cancel's statements ([`BackfillStatements`]) on the writer's
@@ -55,21 +57,17 @@ impl<'t, 'c> BackfillStatements for Statements<'t, 'c, '_> {
     async fn insert_executions(&mut self, step: &BackfillStep, now: i64) -> Result<u32> {
         let executions: Vec<&NewExecution> = step.executions.iter().collect();
         let node = Some(step.node.as_str());
-        let created = trigger::insert_executions(self.tx.0, &executions, ts(now)?, node, None)
-            .await?
-            .0;
+        let created =
+            trigger::insert_executions(self.tx.0, Insert::waiting(&executions, now, node))
+                .await?
+                .0;
         self.due |= created > 0;
         Ok(created)
     }
 
     async fn create_run(&mut self, run: &NewRun, now: i64) -> Result<Option<String>> {
-        let made = sundial_store::steps::run_create::create_run(
-            &mut self.tx,
-            &self.store.workflow_specs,
-            run,
-            now,
-        )
-        .await?;
+        let specs = &self.store.workflow_specs;
+        let made = run_create::create_run(&mut self.tx, specs, run, now).await?;
         let id = made.inserted.then(|| made.id.clone());
         self.made_runs.push(made);
         Ok(id)

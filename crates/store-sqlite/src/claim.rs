@@ -2,6 +2,7 @@
 //! written once in `sundial_store::steps::claim`: the due executions, the facts of their
 //! jobs, and the plan's writes, a few statements whatever the batch.
 
+use sundial_store::claim::FactsByJob;
 use sundial_store::steps::claim::{self as steps, ClaimStatements};
 
 use super::*;
@@ -12,7 +13,7 @@ pub(crate) async fn execution_claim(
     claim: &ExecutionClaim,
 ) -> Result<Vec<ClaimedExecution>> {
     let mut tx = store.begin().await?;
-    let mut statements = ClaimTx::new(&mut tx, store);
+    let mut statements = ClaimTx(SqlTx(&mut tx), store);
     let applied = steps::claim(&mut statements, claim).await?;
     // The clock as late in the claim as it can be read: a worker holds what it claimed ahead
     // for its start less this reading, from when the claim returns.
@@ -29,23 +30,11 @@ pub(crate) async fn execution_claim(
 /// The claim's statements ([`ClaimStatements`]) on the writer's transaction: the single
 /// writer is the per-job lock and the buckets' lock, so nothing is locked row by row; a
 /// cancellation is signalled by the caller once the claim has committed.
-struct ClaimTx<'t, 'c, 's> {
-    tx: SqlTx<'t, 'c>,
-    store: &'s SqliteStore,
-}
+struct ClaimTx<'t, 'c, 's>(SqlTx<'t, 'c>, &'s SqliteStore);
 
 /// A JSON array of `ids`, for `json_each`.
 pub(crate) fn list<T: serde::Serialize>(ids: &[T]) -> Result<String> {
     serde_json::to_string(ids).map_err(|e| Error::Corrupt(e.to_string()))
-}
-
-impl<'t, 'c, 's> ClaimTx<'t, 'c, 's> {
-    fn new(tx: &'t mut Tx<'c>, store: &'s SqliteStore) -> Self {
-        ClaimTx {
-            tx: SqlTx(tx),
-            store,
-        }
-    }
 }
 
 impl<'t, 'c> ClaimStatements for ClaimTx<'t, 'c, '_> {
@@ -89,27 +78,23 @@ impl<'t, 'c> ClaimStatements for ClaimTx<'t, 'c, '_> {
         updated_at = max(namespace_rates.updated_at, excluded.updated_at)";
 
     fn tx(&mut self) -> &mut SqlTx<'t, 'c> {
-        &mut self.tx
+        &mut self.0
     }
 
     async fn worker_lease_holds(&mut self, epoch: i64) -> Result<()> {
-        liveness::check_for_claim(self.tx.0, epoch).await
+        liveness::check_for_claim(self.0.0, epoch).await
     }
 
     async fn now(&mut self) -> Result<i64> {
-        Ok(ms(self.store.clock.now()))
+        Ok(ms(self.1.clock.now()))
     }
 
     /// Reads the [`JobFacts`] of the jobs of `due` that need them ([`DueExecution::needs_facts`]),
     /// in three statements whatever their number. The embedded store's single writer is the
     /// per-job lock: no other claim runs between these reads and the plan's writes.
-    async fn job_facts(
-        &mut self,
-        due: &[DueExecution],
-        now: i64,
-    ) -> Result<std::collections::HashMap<String, JobFacts>> {
+    async fn job_facts(&mut self, due: &[DueExecution], now: i64) -> Result<FactsByJob> {
         let uids = steps::fact_uids(due, now);
-        let mut facts: std::collections::HashMap<String, JobFacts> = uids
+        let mut facts: FactsByJob = uids
             .iter()
             .map(|u| ((*u).to_owned(), JobFacts::default()))
             .collect();
@@ -127,7 +112,7 @@ impl<'t, 'c> ClaimStatements for ClaimTx<'t, 'c, '_> {
                AND job_uid IN (SELECT value FROM json_each(?1))",
         )
         .bind(&uids)
-        .fetch_all(&mut **self.tx.0)
+        .fetch_all(&mut **self.0.0)
         .await
         .map_err(db_err)?;
         for (uid, id, state) in active {
@@ -148,7 +133,7 @@ impl<'t, 'c> ClaimStatements for ClaimTx<'t, 'c, '_> {
         .bind(&uids)
         .bind(now)
         .bind(&read)
-        .fetch_all(&mut **self.tx.0)
+        .fetch_all(&mut **self.0.0)
         .await
         .map_err(db_err)?;
         for (uid, latest, catchup) in waiting {
@@ -161,7 +146,7 @@ impl<'t, 'c> ClaimStatements for ClaimTx<'t, 'c, '_> {
             "SELECT uid, next_fire_at FROM jobs WHERE uid IN (SELECT value FROM json_each(?1))",
         )
         .bind(&uids)
-        .fetch_all(&mut **self.tx.0)
+        .fetch_all(&mut **self.0.0)
         .await
         .map_err(db_err)?;
         for (uid, next) in jobs {

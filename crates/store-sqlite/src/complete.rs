@@ -8,6 +8,7 @@ use crate::liveness::WORKER_LEASE_STANDS;
 use crate::reads::SqlTx;
 use sundial_store::LateVerdict;
 use sundial_store::completion::CompletionWrite;
+use sundial_store::steps::release::release_runs;
 use sundial_store::steps::{complete as step, late};
 
 /// A row a completion's update returns: id, attempt, worker, attempt start, run id,
@@ -173,7 +174,7 @@ impl step::TaskCompletionStatements for TaskTx<'_, '_> {
     }
 
     async fn release(&mut self, runs: &[String], now: i64) -> Result<usize> {
-        release::release_runs_in_tx(self.tx, self.specs, runs, now).await
+        release_runs(&mut SqlTx(self.tx), self.specs, runs, now).await
     }
 }
 

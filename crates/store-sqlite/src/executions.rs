@@ -4,6 +4,7 @@
 //! keeps no queue apart ([`ExecutionDialect`]) and signals after the commit.
 
 use super::*;
+use sundial_store::steps::release::release_runs;
 
 use crate::reads::SqlTx;
 use sundial_store::steps::executions::{self as steps, ExecutionDialect};
@@ -16,13 +17,6 @@ impl ExecutionDialect for SqliteStore {
          WHERE id = $1 AND namespace = $2 AND state IN ('dead', 'failed') AND run_id IS NULL";
 }
 
-/// Cancels executions `ids` (whatever their state) at `now` (Unix ms, UTC) and closes their
-/// open attempts as `cancelled`, two statements whatever their number.
-pub(crate) async fn cancel_all_in_tx(tx: &mut Tx<'_>, ids: &[&str], now: i64) -> Result<()> {
-    let ids: Vec<String> = ids.iter().map(|&id| id.to_owned()).collect();
-    steps::cancel_all(&mut SqlTx(tx), &ids, now).await
-}
-
 pub(crate) async fn execution_cancel(
     store: &SqliteStore,
     namespace: &str,
@@ -33,9 +27,7 @@ pub(crate) async fn execution_cancel(
     let before = steps::execution_cancel(&mut SqlTx(&mut tx), namespace, id, now).await?;
     // A workflow task's cancel is an ending like any other: its downstream is decided now.
     let queued = match before.run_id {
-        Some(run) => {
-            release::release_runs_in_tx(&mut tx, &store.workflow_specs, &[run], now).await?
-        }
+        Some(run) => release_runs(&mut SqlTx(&mut tx), &store.workflow_specs, &[run], now).await?,
         None => 0,
     };
     commit(tx).await?;

@@ -58,7 +58,6 @@ use sundial_store::{
 };
 use sundial_store::{StoreBase, StoreShared};
 
-use executions::cancel_all_in_tx;
 use rows::{commit, db_err, ms, ts};
 use workflows::SignalCreated as _;
 

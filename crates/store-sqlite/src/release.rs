@@ -3,10 +3,8 @@
 //! `json_each`, so every write is one statement however many rows. SQLite's one writer serialises
 //! every transaction, so two endings in one run never release at once.
 //!
-//! It also holds `release_runs_in_tx` (the step on a transaction).
 
-use sundial_store::steps::release::{ReleaseStatements, release_runs};
-use sundial_store::workflow::SpecCache;
+use sundial_store::steps::release::ReleaseStatements;
 
 use super::*;
 use crate::rows::to_json;
@@ -80,16 +78,4 @@ async fn update_by_pairs<V: serde::Serialize + Sync>(
     .await
     .map_err(db_err)?;
     Ok(())
-}
-
-/// Applies the release of each run in `runs` (ids; repeats and runs that are terminal are
-/// ignored) inside `tx`: `sundial_store::steps::release` over [`Release`]'s statements.
-/// Returns how many tasks became due.
-pub(crate) async fn release_runs_in_tx(
-    tx: &mut Tx<'_>,
-    cache: &SpecCache,
-    runs: &[String],
-    now: i64,
-) -> Result<usize> {
-    release_runs(&mut Release(tx), cache, runs, now).await
 }

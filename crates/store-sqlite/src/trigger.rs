@@ -3,7 +3,7 @@
 //! (`ON CONFLICT DO NOTHING`), in multi-row `VALUES` statements.
 
 use super::*;
-use sundial_store::steps::trigger::{self as steps, TriggerStatements};
+use sundial_store::steps::trigger::{self as steps, Insert, TriggerStatements};
 
 /// Inserts `executions` (`ON CONFLICT DO NOTHING`: a slot written before keeps its
 /// execution) in multi-row `VALUES` statements; returns how many were new. With `claimed`
@@ -13,11 +13,10 @@ use sundial_store::steps::trigger::{self as steps, TriggerStatements};
 /// ones are returned as well; without it they wait for a claim (`due_at` their fire time).
 pub(crate) async fn insert_executions(
     tx: &mut Tx<'_>,
-    executions: &[&NewExecution],
-    now: Timestamp,
-    node: Option<&str>,
-    claimed: Option<(&str, i64)>,
+    batch: Insert<'_>,
 ) -> Result<(u32, Vec<String>)> {
+    let (executions, node, claimed) = (batch.executions, batch.node, batch.claimed);
+    let now = ts(batch.now)?;
     let mut rows = Vec::with_capacity(executions.len());
     for e in executions {
         let run = serde_json::to_string(&e.run).map_err(|err| Error::Corrupt(err.to_string()))?;
@@ -156,14 +155,8 @@ impl TriggerStatements for TriggerTx<'_, '_, '_> {
         liveness::lease_stands(self.tx, epoch).await
     }
 
-    async fn insert_executions(
-        &mut self,
-        executions: &[&NewExecution],
-        now: i64,
-        node: Option<&str>,
-        claimed: Option<(&str, i64)>,
-    ) -> Result<(u32, Vec<String>)> {
-        insert_executions(self.tx, executions, ts(now)?, node, claimed).await
+    async fn insert_executions(&mut self, batch: Insert<'_>) -> Result<(u32, Vec<String>)> {
+        insert_executions(self.tx, batch).await
     }
 
     async fn waiting_inserted(&mut self) -> Result<()> {

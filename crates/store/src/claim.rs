@@ -110,6 +110,9 @@ pub struct ActiveExecution {
     pub running: bool,
 }
 
+/// The facts a claim read of the jobs of its due executions, by job uid.
+pub type FactsByJob = HashMap<String, JobFacts>;
+
 /// What a claim reads of one job beyond its due executions, as of the claim's `now`.
 /// Instants are UTC milliseconds since the epoch.
 #[derive(Debug, Clone, Default)]

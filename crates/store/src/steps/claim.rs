@@ -20,7 +20,7 @@ use std::future::Future;
 
 use sundial_core::execution::ExecutionState;
 
-use crate::claim::{ActiveExecution, ClaimPlan, DueExecution, JobFacts, allowance, oldest_due};
+use crate::claim::{ActiveExecution, ClaimPlan, DueExecution, FactsByJob, allowance, oldest_due};
 use crate::claim_order::{ClaimReads, Read};
 use crate::concurrency::refill;
 use crate::reads::{Statement, Transaction};
@@ -82,7 +82,7 @@ pub trait ClaimStatements: Send {
         &mut self,
         due: &[DueExecution],
         now: i64,
-    ) -> impl Future<Output = Result<HashMap<String, JobFacts>>> + Send;
+    ) -> impl Future<Output = Result<FactsByJob>> + Send;
 }
 
 /// What a claim applied, before the caller commits.
@@ -199,8 +199,8 @@ async fn apply<S: ClaimStatements>(s: &mut S, plan: &ClaimPlan, now: i64) -> Res
         // Where the store signals inside the transaction, the workers of the running ones are
         // told by `stop`; elsewhere the caller tells them after the commit
         // ([`ClaimApplied::cancelled_running`]).
-        let ids: Vec<&str> = plan.cancelled.iter().map(|a| a.id.as_str()).collect();
-        s.tx().cancel_executions(&ids, now).await?;
+        let ids: Vec<String> = plan.cancelled.iter().map(|a| a.id.clone()).collect();
+        crate::steps::executions::cancel_all(s.tx(), &ids, now).await?;
         let running = plan.cancelled.iter().filter(|a| a.running);
         s.tx().stop(running.map(|a| a.id.clone()).collect()).await?;
     }

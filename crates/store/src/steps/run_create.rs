@@ -20,6 +20,7 @@ use sundial_core::job::ConcurrencyPolicy;
 use sundial_core::workflow::RunState;
 
 use crate::reads::{Reader, Statement, Transaction};
+use crate::steps::executions::{ExecutionDialect, cancel_all};
 use crate::workflow::{NewTask, ParsedVersion, RunCreation, SpecCache, run_creation};
 use crate::{Error, NewRun, Result, WorkflowTrigger};
 
@@ -31,9 +32,9 @@ pub const UNFINISHED_EXECUTION: &str =
     "('pending', 'scheduled', 'queued', 'running', 'retry_wait')";
 
 /// The statements of a run's creation and cancellation that each dialect writes its own way,
-/// on the transaction the caller opened. Instants are UTC milliseconds since the epoch. Every
+/// on the transaction the caller opened (whose store's [`ExecutionDialect`] cancels executions). Instants are UTC milliseconds since the epoch. Every
 /// method may fail with the store's classified error.
-pub trait RunCreationStatements: Transaction {
+pub trait RunCreationStatements: Transaction<Store: ExecutionDialect> {
     /// Inserts the task executions `tasks` of the new run `run` at `now`: those `scheduled`
     /// due at the run's fire time (and in the dialect's queue of due executions), the others
     /// not due; a few statements whatever their number.
@@ -41,14 +42,6 @@ pub trait RunCreationStatements: Transaction {
         &mut self,
         run: &NewRun,
         tasks: &[NewTask],
-        now: i64,
-    ) -> impl Future<Output = Result<()>> + Send;
-
-    /// Ends the unfinished executions `ids` `cancelled` at `now` (a running attempt recorded
-    /// `cancelled`), out of the dialect's queue of due executions.
-    fn cancel_executions(
-        &mut self,
-        ids: &[&str],
         now: i64,
     ) -> impl Future<Output = Result<()>> + Send;
 
@@ -170,8 +163,7 @@ pub async fn cancel_runs<S: RunCreationStatements>(
         ids.push(id);
     }
     if !ids.is_empty() {
-        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-        s.cancel_executions(&ids, now).await?;
+        cancel_all(s, &ids, now).await?;
     }
     let stopped = s.stop(running).await?;
     let sql = format!(

@@ -59,10 +59,7 @@ pub trait TriggerStatements: Send {
     /// derived from the slot).
     fn insert_executions(
         &mut self,
-        executions: &[&NewExecution],
-        now: i64,
-        node: Option<&str>,
-        claimed: Option<(&str, i64)>,
+        batch: Insert<'_>,
     ) -> impl Future<Output = Result<(u32, Vec<String>)>> + Send;
 
     /// Executions that wait for a claim went in: wake the workers once the transaction
@@ -143,7 +140,7 @@ pub async fn trigger_commit<'c, S: TriggerStatements>(
     };
     let (waiting, handed) = handoff::split(executions, handoff, now);
     let (inserted, _) = s
-        .insert_executions(&waiting, ms, Some(&c.node), None)
+        .insert_executions(Insert::waiting(&waiting, ms, Some(&c.node)))
         .await?;
     committed.executions_inserted = inserted;
     if inserted > 0 {
@@ -152,7 +149,10 @@ pub async fn trigger_commit<'c, S: TriggerStatements>(
     let (mut handed_ids, mut epoch) = (Vec::new(), None);
     if let Some(h) = handoff {
         let (inserted, ids) = s
-            .insert_executions(&handed, ms, Some(&c.node), Some((&h.worker, h.epoch)))
+            .insert_executions(Insert {
+                claimed: Some((&h.worker, h.epoch)),
+                ..Insert::waiting(&handed, ms, Some(&c.node))
+            })
             .await?;
         committed.executions_inserted += inserted;
         handed_ids = ids;
@@ -178,9 +178,35 @@ pub async fn execution_insert<S: TriggerStatements>(
     e: &NewExecution,
     now: Timestamp,
 ) -> Result<()> {
-    s.insert_executions(&[e], now.as_millisecond(), None, None)
+    s.insert_executions(Insert::waiting(&[e], now.as_millisecond(), None))
         .await?;
     s.waiting_inserted().await
+}
+
+/// A batch of executions to insert ([`TriggerStatements::insert_executions`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Insert<'a> {
+    /// The executions, one per slot.
+    pub executions: &'a [&'a NewExecution],
+    /// The commit's now, Unix ms (UTC).
+    pub now: i64,
+    /// The scheduler that triggered them (`triggered_by`), if one did.
+    pub node: Option<&'a str>,
+    /// The worker and its lease's epoch they are handed to, written as their first attempt
+    /// under that lease; `None` for executions that wait for a claim.
+    pub claimed: Option<(&'a str, i64)>,
+}
+
+impl<'a> Insert<'a> {
+    /// `executions` written at `now` by `node` to wait for a claim.
+    pub fn waiting(executions: &'a [&'a NewExecution], now: i64, node: Option<&'a str>) -> Self {
+        Insert {
+            executions,
+            now,
+            node,
+            claimed: None,
+        }
+    }
 }
 
 /// The condition that limits a read of `jobs` to `shards`, to append to its `WHERE`: empty
