@@ -60,7 +60,7 @@ impl<'t, 'c> ClaimStatements for ClaimTx<'t, 'c, '_> {
         ORDER BY q.due_at LIMIT $2 FOR UPDATE OF e, q SKIP LOCKED";
 
     /// The executions of namespace `$3` due at `$1`, oldest due first, at most `$2`, locked as
-    /// [`DUE`] locks them.
+    /// [`ClaimStatements::DUE`] locks them.
     const DUE_IN: &'static str = "SELECT e.id, e.namespace, e.job_uid, e.trigger, e.run, e.scheduled_at, \
         e.fire_at, e.attempt, q.due_at FROM executions e JOIN execution_queue q ON q.id = e.id \
         WHERE q.due_at <= $1 AND q.namespace = $3 \

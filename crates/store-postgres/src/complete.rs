@@ -310,7 +310,7 @@ async fn complete_statement<'e, E: sqlx::PgExecutor<'e>>(
 }
 
 /// The running executions whose lease lapsed before `$1`, the longest lapsed first, at most
-/// `$2`, found through their queue rows (`claim_steps::shared::lapsed`).
+/// `$2`, found through their queue rows (`sundial_store::steps::claim::shared::lapsed`).
 pub(crate) const LAPSED: &str = "SELECT id, namespace, job, trigger, attempt, max_attempts, \
     scheduled_at, fire_at, started_at, lease_expires_at, worker_epoch, run FROM executions \
     WHERE id = ANY(ARRAY(SELECT id FROM execution_queue WHERE lease_expires_at < $1 \

@@ -4,7 +4,6 @@
 //! statement that queues it. The caller has locked the runs' rows in id order
 //! (`workflows::lock_runs_of`, the lock order of `workflows.rs`), so two endings in one run never
 //! release at once.
-//!
 
 use sundial_store::steps::release::ReleaseStatements;
 

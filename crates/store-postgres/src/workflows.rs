@@ -47,6 +47,9 @@ pub(crate) async fn workflow_delete(
 /// task rows from arrays (`UNNEST`) with the queue rows of those due, and the workers told by
 /// `NOTIFY`, delivered at the commit.
 impl RunCreationStatements for SqlTx<'_, '_> {
+    /// The partitioned table's primary key holds one run per slot (migration 0010).
+    const SLOT_RUN_IDS: bool = true;
+
     async fn insert_tasks(&mut self, run: &NewRun, tasks: &[NewTask], now: i64) -> Result<()> {
         insert_tasks(self.0, run, tasks, now).await
     }

@@ -223,8 +223,8 @@ pub(crate) async fn attempt_judge_late(
 }
 
 /// The statements of the late judgement on the embedded store's write transaction, whose
-/// single writer holds the rows it reads until it commits.
-/// The transaction and the process's clock, read before the transaction began.
+/// single writer holds the rows it reads until it commits, and the process's clock, read
+/// before the transaction began.
 struct LateTx<'t, 'c>(SqlTx<'t, 'c>, i64);
 
 impl<'t, 'c> late::LateStatements for LateTx<'t, 'c> {
@@ -266,7 +266,7 @@ impl<'t, 'c> late::LateStatements for LateTx<'t, 'c> {
 }
 
 /// The running executions whose lease lapsed before `$1`, the longest lapsed first, at most
-/// `$2` (`claim_steps::shared::lapsed`).
+/// `$2` (`sundial_store::steps::claim::shared::lapsed`).
 pub(crate) const LAPSED: &str = "SELECT id, namespace, job, trigger, attempt, max_attempts, \
     scheduled_at, fire_at, started_at, lease_expires_at, worker_epoch, run FROM executions \
     WHERE state = 'running' AND lease_expires_at < $1 ORDER BY lease_expires_at LIMIT $2";

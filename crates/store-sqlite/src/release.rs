@@ -2,7 +2,6 @@
 //! failing are `sundial_store::steps::release`): lists travel as one JSON text read with
 //! `json_each`, so every write is one statement however many rows. SQLite's one writer serialises
 //! every transaction, so two endings in one run never release at once.
-//!
 
 use sundial_store::steps::release::ReleaseStatements;
 

@@ -47,6 +47,9 @@ pub(crate) async fn workflow_delete(
 /// write transaction, whose single writer holds what it reads until it commits: task rows in
 /// multi-row `VALUES` lists, and the workers told after the commit.
 impl RunCreationStatements for SqlTx<'_, '_> {
+    /// The unique index on (workflow incarnation, slot) holds one run per slot.
+    const SLOT_RUN_IDS: bool = false;
+
     async fn insert_tasks(&mut self, run: &NewRun, tasks: &[NewTask], now: i64) -> Result<()> {
         insert_tasks(self.0, run, tasks, now).await
     }

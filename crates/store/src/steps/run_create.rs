@@ -35,6 +35,11 @@ pub const UNFINISHED_EXECUTION: &str =
 /// on the transaction the caller opened (whose store's [`ExecutionDialect`] cancels executions). Instants are UTC milliseconds since the epoch. Every
 /// method may fail with the store's classified error.
 pub trait RunCreationStatements: Transaction<Store: ExecutionDialect> {
+    /// Whether one run per slot rests on the run's id derived from its slot
+    /// (`sundial_core::ids::slot_run_id`), as it does on PostgreSQL, whose partitioned
+    /// table's primary key holds it: a slot's run with another id is then refused.
+    const SLOT_RUN_IDS: bool;
+
     /// Inserts the task executions `tasks` of the new run `run` at `now`: those `scheduled`
     /// due at the run's fire time (and in the dialect's queue of due executions), the others
     /// not due; a few statements whatever their number.
@@ -243,8 +248,8 @@ fn of_slot(trigger: Trigger) -> bool {
 /// unfinished runs, a `skip` records the run `skipped`).
 ///
 /// # Errors
-/// [`Error::Defect`] for a slot's run whose id is not the one derived from its slot
-/// (`sundial_core::ids::slot_run_id`: one run per slot rests on it); [`Error::Corrupt`] for a
+/// [`Error::Defect`] for a slot's run whose id is not the one derived from its slot where one
+/// run per slot rests on it ([`RunCreationStatements::SLOT_RUN_IDS`]); [`Error::Corrupt`] for a
 /// version that is not stored or does not parse; the store's.
 pub async fn create_run<S: RunCreationStatements>(
     s: &mut S,
@@ -267,15 +272,6 @@ pub async fn create_run<S: RunCreationStatements>(
                 stopped: Vec::new(),
             });
         }
-        if run.id != sundial_core::ids::slot_run_id(&run.workflow_uid, run.scheduled_at) {
-            return Err(Error::Defect(
-                format!(
-                    "run {} of slot {} of workflow incarnation {}: a slot's run id must be derived from them (sundial_core::ids::slot_run_id)",
-                    run.id, run.scheduled_at, run.workflow_uid
-                )
-                .into(),
-            ));
-        }
     }
     let parsed = parsed_version(s, specs, &run.workflow_uid, run.workflow_version).await?;
     let (spec, dag) = (&parsed.spec, &parsed.dag);
@@ -289,6 +285,18 @@ pub async fn create_run<S: RunCreationStatements>(
                 _ => stopped = cancel_runs(s, &unfinished, now, RunState::Cancelled).await?,
             }
         }
+    }
+    if S::SLOT_RUN_IDS
+        && of_slot(run.trigger)
+        && run.id != sundial_core::ids::slot_run_id(&run.workflow_uid, run.scheduled_at)
+    {
+        return Err(Error::Defect(
+            format!(
+                "run {} of slot {} of workflow incarnation {}: a slot's run id must be derived from them (sundial_core::ids::slot_run_id)",
+                run.id, run.scheduled_at, run.workflow_uid
+            )
+            .into(),
+        ));
     }
     let RunCreation {
         tasks,

@@ -212,8 +212,12 @@ impl<'a> Insert<'a> {
 /// The condition that limits a read of `jobs` to `shards`, to append to its `WHERE`: empty
 /// when they are every shard (one node holds them all, and a read of every shard needs no
 /// filter), `None` when there are none (nothing to read). The shard numbers are written into
-/// the SQL as integers, which they are.
+/// the SQL as integers, which they are, in order: the text changes only when the shards held
+/// do, so a store that prepares statements prepares it again only after a rebalance.
 pub fn shard_filter(shards: &[u16]) -> Option<String> {
+    let mut shards = shards.to_vec();
+    shards.sort_unstable();
+    shards.dedup();
     if shards.len() >= usize::from(sundial_core::SHARD_COUNT) {
         Some(String::new())
     } else if shards.is_empty() {
