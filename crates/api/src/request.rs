@@ -76,8 +76,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
 
 /// Reads a JSON body: 413 past [`MAX_BODY_BYTES`], 415 for a content type that is not JSON
 /// (`application/json`, `application/merge-patch+json`, or any `+json`), 400 for text that is
-/// not JSON, 422 naming each string or key that holds the NUL character
-/// ([`sundial_core::validate::nul_characters`]).
+/// not JSON, 422 naming a key an object holds twice ([`sundial_core::validate::parse_json`]) and
+/// each string or key that holds the NUL character ([`sundial_core::validate::nul_characters`]).
 pub async fn json_body(headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
     if let Some(ct) = headers.get(header::CONTENT_TYPE) {
         let ct = ct.to_str().unwrap_or("").to_ascii_lowercase();
@@ -98,13 +98,19 @@ pub async fn json_body(headers: &HeaderMap, body: Body) -> Result<Value, ApiErro
             "the body is empty; send a JSON object",
         ));
     }
-    let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "bad request",
-            format!("the body is not valid JSON: {e}"),
-        )
-    })?;
+    let value = match sundial_core::validate::parse_json(&bytes) {
+        Ok(value) => value,
+        Err(sundial_core::validate::JsonError::Syntax(e)) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad request",
+                format!("the body is not valid JSON: {e}"),
+            ));
+        }
+        Err(sundial_core::validate::JsonError::DuplicateKey(field)) => {
+            return Err(ApiError::invalid(vec![field]));
+        }
+    };
     let nul = sundial_core::validate::nul_characters(&value);
     if !nul.is_empty() {
         return Err(ApiError::invalid(nul));

@@ -461,6 +461,12 @@ fn rows() -> Vec<Row> {
         Row::new("body not JSON", "PUT", JOB)
             .raw("application/json", "{\"schedule\": ")
             .expect(400, &[]),
+        Row::new("a key given twice", "PUT", JOB)
+            .raw(
+                "application/json",
+                "{\"name\": \"j\", \"schedule\": {\"cron\": \"* * * * *\", \"cron\": \"0 * * * *\"}}",
+            )
+            .expect(422, &["schedule.cron"]),
         Row::new("body JSON with trailing garbage", "PUT", JOB)
             .raw("application/json", "{} {}")
             .expect(400, &[]),

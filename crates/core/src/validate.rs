@@ -27,8 +27,8 @@ use crate::job::{
 use crate::names::check_name;
 use crate::retry::RetryPolicy;
 use crate::schedule::Schedule;
+pub use crate::walker::{JsonError, merge_patch, nul_characters, parse_json};
 use crate::walker::{Walker, join, type_name};
-pub use crate::walker::{merge_patch, nul_characters};
 
 /// What validation needs to know about the server.
 #[derive(Debug, Clone, Default)]

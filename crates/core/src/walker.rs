@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use crate::duration::Dur;
@@ -320,4 +321,172 @@ pub fn nul_characters(body: &Value) -> Vec<FieldError> {
     let mut out = Vec::new();
     walk(body, "", &mut out);
     out
+}
+
+/// What [`parse_json`] refuses.
+#[derive(Debug)]
+pub enum JsonError {
+    /// Not JSON, or JSON followed by more text: the parser's message, with line and column.
+    Syntax(String),
+    /// An object holds a key twice: which one and where (its dotted path), since only one of
+    /// the two values could be kept and the writer cannot know which (RFC 8259, section 4:
+    /// "The names within an object SHOULD be unique").
+    DuplicateKey(FieldError),
+}
+
+/// Parses a request body as one JSON value, refusing an object that holds a key twice (which
+/// `serde_json` would read as the last of them, silently dropping the first).
+///
+/// # Errors
+/// [`JsonError::Syntax`] for text that is not one JSON value; [`JsonError::DuplicateKey`]
+/// naming the path of the first key found twice.
+pub fn parse_json(bytes: &[u8]) -> Result<Value, JsonError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let mut duplicate = None;
+    let seed = Unique {
+        path: String::new(),
+        duplicate: &mut duplicate,
+    };
+    let value = match seed.deserialize(&mut de) {
+        Ok(v) => v,
+        Err(e) => {
+            return Err(match duplicate {
+                Some(field) => JsonError::DuplicateKey(field),
+                None => JsonError::Syntax(e.to_string()),
+            });
+        }
+    };
+    de.end().map_err(|e| JsonError::Syntax(e.to_string()))?;
+    Ok(value)
+}
+
+/// A JSON value read at `path`, recording the first key found twice in `duplicate`.
+struct Unique<'a> {
+    path: String,
+    duplicate: &'a mut Option<FieldError>,
+}
+
+impl<'de> DeserializeSeed<'de> for Unique<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Unique<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(Unique {
+            path: join(&self.path, &items.len().to_string()),
+            duplicate: &mut *self.duplicate,
+        })? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let path = join(&self.path, &key);
+            if object.contains_key(&key) {
+                *self.duplicate = Some(FieldError::new(
+                    &path,
+                    "is given twice in one object; give each key once",
+                ));
+                return Err(de::Error::custom(format!("duplicate key '{path}'")));
+            }
+            let value = map.next_value_seed(Unique {
+                path,
+                duplicate: &mut *self.duplicate,
+            })?;
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_parses_as_serde_json_reads_it() {
+        let text =
+            r#"{"a": [1, -2, 18446744073709551615, 1.5, "x", null, true, {"b": {}}], "c": "é"}"#;
+        let ours = parse_json(text.as_bytes()).expect("parses");
+        let theirs: Value = serde_json::from_str(text).expect("parses");
+        assert_eq!(ours, theirs);
+    }
+
+    #[test]
+    fn a_key_given_twice_is_named_by_its_path() {
+        let cases = [
+            (r#"{"a": 1, "a": 2}"#, "a"),
+            (r#"{"s": {"cron": "x", "cron": "y"}}"#, "s.cron"),
+            (r#"[{"k": 1}, {"k": 1, "k": 1}]"#, "1.k"),
+            (r#"{"t": {"h": [{"x": {"y": 1, "y": 1}}]}}"#, "t.h.0.x.y"),
+        ];
+        for (text, path) in cases {
+            match parse_json(text.as_bytes()) {
+                Err(JsonError::DuplicateKey(field)) => assert_eq!(field.field, path, "{text}"),
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn text_that_is_not_one_json_value_is_a_syntax_error() {
+        for text in ["", "{", "{} {}", "{\"a\": }", "nul", "[1,]"] {
+            assert!(
+                matches!(parse_json(text.as_bytes()), Err(JsonError::Syntax(_))),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_same_key_in_two_objects_is_no_duplicate() {
+        let value = parse_json(br#"{"a": {"k": 1}, "b": {"k": 2}, "k": 3}"#).expect("parses");
+        assert_eq!(value["b"]["k"], 2);
+    }
 }
