@@ -13,13 +13,12 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
 use crate::reads::{Reader, Statement, Transaction};
-use crate::steps::run_create::{UNFINISHED_RUN, record_failed_attempt};
-use crate::workflow::{ParsedVersion, RunFacts, SpecCache, TaskFact, facts_in_order, release};
+use crate::steps::run_create::{UNFINISHED_RUN, parsed_version, record_failed_attempt};
+use crate::workflow::{RunFacts, SpecCache, TaskFact, facts_in_order, release};
 use crate::{Error, Result};
 
 /// An unfinished run as the release reads it.
@@ -108,26 +107,6 @@ pub trait ReleaseStatements: Transaction + Sized {
                     Ok((Self::Store::text_at(row, 0)?, task, fact))
                 })
                 .collect()
-        }
-    }
-
-    /// The stored spec (JSON text) of version `version` of the workflow incarnation `uid`,
-    /// `None` when there is none.
-    fn version_spec(
-        &mut self,
-        uid: &str,
-        version: i64,
-    ) -> impl Future<Output = Result<Option<String>>> + Send {
-        async move {
-            let st = Statement::new(
-                "SELECT spec FROM workflow_versions WHERE uid = $1 AND version = $2",
-            )
-            .bind(uid)
-            .bind(version);
-            self.row(&st)
-                .await?
-                .map(|row| Self::Store::text(&row))
-                .transpose()
         }
     }
 
@@ -255,25 +234,4 @@ pub async fn release_runs<S: ReleaseStatements>(
         s.end_runs(&ended_runs, now).await?;
     }
     Ok(queued.len())
-}
-
-/// The parsed version `version` of workflow incarnation `uid`: from `cache`, else read
-/// through `s` and cached.
-///
-/// # Errors
-/// A statement's error; [`Error::Corrupt`] when the version is missing or does not parse.
-pub async fn parsed_version<S: ReleaseStatements>(
-    s: &mut S,
-    cache: &SpecCache,
-    uid: &str,
-    version: i64,
-) -> Result<Arc<ParsedVersion>> {
-    if let Some(parsed) = cache.get(uid, version) {
-        return Ok(parsed);
-    }
-    let text = s
-        .version_spec(uid, version)
-        .await?
-        .ok_or_else(|| Error::Corrupt(format!("workflow {uid} has no version {version}")))?;
-    cache.insert(uid, version, &text)
 }

@@ -32,8 +32,8 @@ use crate::workflow::{
 };
 use crate::{Error, Result, RunRecord, RunSpec};
 
-use super::release::{ReleaseStatements, parsed_version, release_runs};
-use super::run_create::{RunCreationStatements, UNFINISHED_RUN, cancel_runs};
+use super::release::{ReleaseStatements, release_runs};
+use super::run_create::{RunCreationStatements, UNFINISHED_RUN, cancel_runs, parsed_version};
 
 /// A run task's columns, as [`Reader::task`] decodes them.
 pub const TASK_COLUMNS: &str = "id, task, state, fire_at, attempt, started_at, finished_at, output";
