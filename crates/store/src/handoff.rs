@@ -37,25 +37,7 @@ use sundial_core::job::ConcurrencyPolicy;
 use crate::JobTrigger;
 use crate::records::{ClaimedExecution, NewExecution};
 
-/// What a trigger commit may hand to the worker beside its scheduler.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TriggerHandoff {
-    /// The worker's node name, written as the executions' `worker`.
-    pub worker: String,
-    /// The epoch of the worker lease the handed executions run under: the fencing token the
-    /// reaper checks (docs/guarantees.md, "Workers").
-    pub epoch: i64,
-    /// The most executions the commit may hand out: the room the worker reserved to hold them.
-    pub limit: u32,
-    /// How far ahead of the commit a handed-out execution's fire time may be: the widest
-    /// window the worker claims ahead in (10 s), so that nothing is held longer, or shown
-    /// `running` earlier, than a claim ahead would; a longer `lookahead` writes the slots
-    /// beyond it to wait for a claim.
-    pub within: sundial_core::Dur,
-    /// Namespaces the worker rate-limits: their executions are claimed through their token
-    /// buckets, never handed out.
-    pub rate_limited: Vec<String>,
-}
+pub use crate::records::TriggerHandoff;
 
 /// The worker a scheduler hands the slots it writes to, when the two run in one process.
 ///
