@@ -82,12 +82,9 @@ pub trait JobStatements: Transaction {
             ))
             .bind(record.spec.namespace.as_str())
             .bind(record.spec.name.as_str())
-            .bind(expected)
-            .bind(spec)
-            .bind(record.spec.paused)
-            .bind(now)
-            .bind(record.next_slot_at.map(|t| t.as_millisecond()))
-            .bind(record.next_fire_at.map(|t| t.as_millisecond()));
+            .bind(expected);
+            let (slot, fire) = (record.next_slot_at, record.next_fire_at);
+            let st = bind_definition(st, spec, record.spec.paused, now, slot, fire);
             Ok(self.execute(&st).await? > 0)
         }
     }
@@ -134,6 +131,24 @@ pub trait JobStatements: Transaction {
             row.as_ref().map(<Self::Store as Reader>::text).transpose()
         }
     }
+}
+
+/// Binds the next five parameters of a job's or a workflow's conditional replacement, in
+/// this order: its spec (JSON text), its paused flag, `updated_at` = `now` (Unix ms, UTC), its
+/// next slot and its next fire time (Unix ms, UTC, NULL when it has none).
+pub(crate) fn bind_definition<'a>(
+    st: Statement<'a>,
+    spec: &'a str,
+    paused: bool,
+    now: i64,
+    next_slot_at: Option<Timestamp>,
+    next_fire_at: Option<Timestamp>,
+) -> Statement<'a> {
+    st.bind(spec)
+        .bind(paused)
+        .bind(now)
+        .bind(next_slot_at.map(|t| t.as_millisecond()))
+        .bind(next_fire_at.map(|t| t.as_millisecond()))
 }
 
 /// What ends an execution a worker holds before its attempt starts, in

@@ -286,12 +286,15 @@ pub mod shared {
         )
         .bind(r.spec.namespace.as_str())
         .bind(r.spec.name.as_str())
-        .bind(expected)
-        .bind(spec)
-        .bind(r.spec.paused)
-        .bind(now)
-        .bind(r.next_slot_at.map(|t| t.as_millisecond()))
-        .bind(r.next_fire_at.map(|t| t.as_millisecond()));
+        .bind(expected);
+        let st = super::super::jobs::bind_definition(
+            st,
+            spec,
+            r.spec.paused,
+            now,
+            r.next_slot_at,
+            r.next_fire_at,
+        );
         uid(tx, &st).await
     }
 
