@@ -2,7 +2,8 @@
 # Starts what Sundial's tests need and is down: PostgreSQL, Redis, NATS (JetStream) and
 # RabbitMQ on their usual loopback ports, and Podman's Docker Engine API with a local busybox
 # image (scripts/podman-setup.sh); and the tools the suite drives: Debian's chromium and
-# chromium-driver, faketime, schemathesis from PyPI. Idempotent: a service that answers on its port is left
+# chromium-driver, faketime, schemathesis from PyPI, the Standard Webhooks libraries from PyPI
+# and npm. Idempotent: a service that answers on its port is left
 # alone; a package that is missing is installed from Debian's archive.
 #
 # Ports: PostgreSQL 5432, Redis 6379, NATS 4222, RabbitMQ 5672, Podman unix:///tmp/podman.sock.
@@ -41,6 +42,19 @@ need faketime faketime
 if ! command -v schemathesis >/dev/null 2>&1; then
   log "installing schemathesis from PyPI"
   python3 -m pip install --quiet 'schemathesis>=4,<5'
+fi
+# Signed deliveries are verified by the Standard Webhooks libraries themselves
+# (crates/bin/tests/signing.rs): `standardwebhooks` and `cryptography` from PyPI, and
+# `standardwebhooks` from npm into crates/bin/tests/signing/node_modules (package-lock.json).
+if ! python3 -c 'import standardwebhooks, cryptography' >/dev/null 2>&1; then
+  log "installing standardwebhooks and cryptography from PyPI"
+  python3 -m pip install --quiet 'standardwebhooks>=1.0,<2' 'cryptography>=41'
+fi
+need node nodejs
+need npm npm
+if [ ! -d crates/bin/tests/signing/node_modules/standardwebhooks ]; then
+  log "installing standardwebhooks from npm"
+  (cd crates/bin/tests/signing && npm ci --silent --no-audit --no-fund)
 fi
 
 if ! port_open 5432; then

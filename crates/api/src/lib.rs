@@ -23,6 +23,7 @@ pub mod openapi;
 mod plan;
 mod request;
 pub mod resource;
+pub mod signing_keys;
 mod ui;
 pub mod workflows;
 
@@ -62,6 +63,9 @@ pub struct AppState {
     pub roles: Vec<String>,
     /// Renders this process's metrics in the Prometheus text format; `None`: no `/metrics`.
     pub metrics: Option<MetricsRenderer>,
+    /// `[[signing_keys]]` from server config, without their secrets; empty: nothing is
+    /// signed.
+    pub signing_keys: Arc<Vec<signing_keys::SigningKeyInfo>>,
 }
 
 /// Renders a process's metrics in the Prometheus text format.
@@ -187,6 +191,7 @@ fn routes(state: AppState) -> Router {
     .routes(routes!(openapi_json))
     .routes(routes!(cluster))
     .routes(routes!(namespaces))
+    .routes(routes!(signing_keys::list))
     .routes(routes!(cron::cron_next))
     .routes(routes!(jobs::list, jobs::create))
     .routes(routes!(jobs::apply_many))

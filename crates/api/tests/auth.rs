@@ -59,6 +59,7 @@ impl App {
             node: "test".to_owned(),
             roles: vec!["api".into()],
             metrics: None,
+            signing_keys: Default::default(),
         };
         App {
             router: router(state),

@@ -12,11 +12,13 @@ use common::App;
 use serde_json::Value;
 
 /// Every `/v1` route of README.md, "The API" (jobs, executions, the cron preview, the cluster), docs/workflows.md
-/// (workflows and runs) and §10 (the document itself), with `GET /v1/namespaces`.
+/// (workflows and runs) and §10 (the document itself), with `GET /v1/namespaces` and
+/// docs/security.md (the signing keys).
 const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/openapi.json"),
     ("get", "/v1/cluster"),
     ("get", "/v1/namespaces"),
+    ("get", "/v1/namespaces/{ns}/signing-keys"),
     ("post", "/v1/cron/next"),
     ("get", "/v1/namespaces/{ns}/jobs"),
     ("post", "/v1/namespaces/{ns}/jobs"),

@@ -46,6 +46,7 @@ async fn rig() -> Rig {
         node: "t".into(),
         roles: vec!["api".into()],
         metrics: None,
+        signing_keys: Default::default(),
     });
     Rig {
         clock,

@@ -74,6 +74,7 @@ impl Ui {
             node: "test".to_owned(),
             roles: vec!["api".into()],
             metrics: None,
+            signing_keys: Default::default(),
         };
         Ui {
             router: router(state),

@@ -60,6 +60,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Prune the store's history by hand (the server's retention does it in the background).
     History(history::HistoryArgs),
+    /// Make a key that signs deliveries, or show an Ed25519 key's public half.
+    SigningKey(sundial_server::signing::SigningKeyArgs),
 }
 
 #[tokio::main]
@@ -84,6 +86,7 @@ async fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args).await,
         Command::Bench(args) => bench::run(args).await,
         Command::History(args) => history::run(args).await,
+        Command::SigningKey(args) => sundial_server::signing::signing_key(args),
     };
     match result {
         Ok(code) => code,

@@ -100,6 +100,8 @@ struct FileConfig {
     alerts: Vec<AlertFile>,
     public_url: Option<String>,
     history_retention: Option<String>,
+    #[serde(default)]
+    signing_keys: Vec<crate::signing::SigningKeyFile>,
 }
 
 /// One `[[alerts]]` entry (docs/configuration.md, "`[[alerts]]`"), checked by
@@ -357,6 +359,9 @@ pub struct ServerConfig {
     /// `history_retention`: how long finished executions and runs are kept (default 30 days,
     /// [`sundial_store::maintenance::HISTORY_RETENTION_DEFAULT`]).
     pub history_retention: sundial_core::Dur,
+    /// `[[signing_keys]]`, each key read from its file; empty: nothing is signed
+    /// (docs/security.md, "Signed deliveries").
+    pub signing: sundial_target::signing::Signer,
 }
 
 /// `history_retention` (docs/configuration.md): a duration of at least one minute; the
@@ -563,7 +568,9 @@ impl ServerConfig {
             ),
         };
         let history_retention = parse_retention(file.history_retention.as_deref())?;
+        let signing = crate::signing::resolve(&file.signing_keys)?;
         Ok(ServerConfig {
+            signing,
             history_retention,
             alerts,
             alerts_every,

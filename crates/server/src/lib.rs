@@ -20,6 +20,7 @@ macro_rules! outln {
 
 pub mod config;
 pub mod listener;
+pub mod signing;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -163,7 +164,8 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
             },
             sundial_target::DEFAULT_CONNECT_TIMEOUT,
         )
-        .await?;
+        .await?
+        .with_signer(config.signing.clone());
         Some(Worker::new(
             store.clone(),
             clock.clone(),
@@ -271,7 +273,8 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
             sundial_target::DEFAULT_CONNECT_TIMEOUT,
         )
         .await
-        .context("alerts")?;
+        .context("alerts")?
+        .with_signer(config.signing.clone());
         let dispatcher = AlertDispatcher::new(
             store.clone(),
             Arc::new(targets),
@@ -309,6 +312,7 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
         node: config.node_id.clone(),
         roles: config.roles.clone(),
         metrics,
+        signing_keys: Arc::new(crate::signing::public_view(&config.signing)),
     };
     let app = if config.has("api") {
         router(state)

@@ -129,6 +129,11 @@ impl Target for AmqpTarget {
                     d.attempt,
                 ))),
             );
+            if let Some(signature) = d.signature {
+                for (name, value) in signature.headers() {
+                    headers.insert(name.into(), AMQPValue::LongString(LongString::from(value)));
+                }
+            }
             let props = BasicProperties::default()
                 .with_message_id(d.execution_id.into())
                 .with_delivery_mode(2)

@@ -344,6 +344,13 @@ impl Target for HttpTarget {
         if let Ok(v) = HeaderValue::from_str(&crate::traceparent(d.execution_id, d.attempt)) {
             headers.insert("traceparent", v);
         }
+        if let Some(signature) = d.signature {
+            for (name, value) in signature.headers() {
+                let value = HeaderValue::from_str(&value)
+                    .map_err(|_| permanent(format!("bad value for header {name}")))?;
+                headers.insert(name, value);
+            }
+        }
         // RFC 9110 §8.6: a request whose method gives content a meaning says how long it is;
         // some servers answer 411 Length Required to a POST without Content-Length.
         match &spec.body {

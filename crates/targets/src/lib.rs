@@ -45,6 +45,7 @@ mod container;
 mod http;
 mod nats;
 mod redis;
+pub mod signing;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -71,8 +72,17 @@ pub use redis::RedisTarget;
 pub struct Delivery<'a> {
     /// Execution id: the idempotency key.
     pub execution_id: &'a str,
+    /// The execution's namespace: which signing keys sign it ([`signing`]).
+    pub namespace: &'a str,
     /// Attempt number, from 1.
     pub attempt: u32,
+    /// The attempt's lease end (UTC), signed beside the attempt number so that a receiver can
+    /// refuse an attempt no longer current (docs/security.md); `None`: no attempt fence is
+    /// sent (an alert).
+    pub lease_until: Option<Timestamp>,
+    /// The signature headers to send, set by [`Targets`] from its [`signing::Signer`]; `None`
+    /// sends none. Callers leave it `None`.
+    pub signature: Option<&'a signing::Signature>,
     /// The slot.
     pub scheduled_at: Timestamp,
     /// The instant the attempt started (for `Retry-After` dates).
@@ -305,6 +315,7 @@ impl Client {
 pub struct Targets {
     http: HttpTarget,
     connections: Arc<BTreeMap<String, Client>>,
+    signer: signing::Signer,
 }
 
 impl Targets {
@@ -317,6 +328,7 @@ impl Targets {
         Ok(Targets {
             http: HttpTarget::new()?,
             connections: Arc::default(),
+            signer: signing::Signer::default(),
         })
     }
 
@@ -377,7 +389,16 @@ impl Targets {
         Ok(Targets {
             http,
             connections: Arc::new(connections),
+            signer: signing::Signer::default(),
         })
+    }
+
+    /// These targets signing every delivery of a namespace that `signer` has keys for
+    /// (docs/security.md, "Signed deliveries"): HTTP, NATS, AMQP and Redis; containers are not
+    /// signed.
+    pub fn with_signer(mut self, signer: signing::Signer) -> Self {
+        self.signer = signer;
+        self
     }
 
     /// The names of the connections this value holds, in order.
@@ -389,6 +410,30 @@ impl Targets {
 #[async_trait]
 impl Target for Targets {
     async fn dispatch(&self, delivery: &Delivery<'_>) -> Result<Outcome, Error> {
+        if !self.signer.is_empty()
+            && delivery.signature.is_none()
+            && let Some(body) = signing::signed_body(delivery.target)
+            && let Some(signature) = self.signer.sign(
+                delivery.namespace,
+                delivery.execution_id,
+                delivery.now,
+                &body,
+                delivery.lease_until.map(|until| (delivery.attempt, until)),
+            )
+        {
+            let signed = Delivery {
+                signature: Some(&signature),
+                ..delivery.clone()
+            };
+            return self.route(&signed).await;
+        }
+        self.route(delivery).await
+    }
+}
+
+impl Targets {
+    /// Hands `delivery` to the target its type and connection name.
+    async fn route(&self, delivery: &Delivery<'_>) -> Result<Outcome, Error> {
         let spec = delivery.target;
         let Some(name) = spec.connection() else {
             return self.http.dispatch(delivery).await;
@@ -455,7 +500,10 @@ mod tests {
     fn delivery(target: &TargetSpec) -> Delivery<'_> {
         Delivery {
             execution_id: "0193a5c4-0000-7000-8000-000000000001",
+            namespace: "default",
             attempt: 1,
+            lease_until: None,
+            signature: None,
             scheduled_at: Timestamp::UNIX_EPOCH,
             now: Timestamp::UNIX_EPOCH,
             target,
@@ -512,6 +560,7 @@ mod tests {
                 "cache".to_owned(),
                 Client::Container(container),
             )])),
+            signer: signing::Signer::default(),
         };
         let spec = TargetSpec::Redis(RedisSpec {
             connection: "cache".into(),

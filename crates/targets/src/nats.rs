@@ -76,6 +76,11 @@ impl Target for NatsTarget {
             "traceparent",
             crate::traceparent(d.execution_id, d.attempt).as_str(),
         );
+        if let Some(signature) = d.signature {
+            for (name, value) in signature.headers() {
+                headers.insert(name, value.as_str());
+            }
+        }
         let classify = |e: jetstream::context::PublishError| {
             let message = format!("jetstream publish to {}: {}", spec.subject, e);
             if publish_error_is_permanent(&e.kind()) {

@@ -60,16 +60,18 @@ impl Target for RedisTarget {
         };
         let mut cmd = redis::cmd("XADD");
         cmd.arg(&spec.stream).arg("*");
-        for (k, v) in spec
-            .fields
-            .iter()
-            .filter(|(k, _)| *k != "execution_id" && *k != "traceparent")
-        {
+        for (k, v) in sent_fields(&spec.fields) {
             cmd.arg(k).arg(v);
         }
         cmd.arg("execution_id").arg(d.execution_id);
         cmd.arg("traceparent")
             .arg(crate::traceparent(d.execution_id, d.attempt));
+        if let Some(signature) = d.signature {
+            cmd.arg("sundial-attempt").arg(d.attempt);
+            for (name, value) in signature.headers() {
+                cmd.arg(name).arg(value);
+            }
+        }
         let mut conn = self.conn.clone();
         match cmd.query_async::<String>(&mut conn).await {
             Ok(id) => Ok(Outcome {
@@ -87,6 +89,28 @@ impl Target for RedisTarget {
             }
         }
     }
+}
+
+/// The fields Sundial writes itself into every entry (a job's own of these names are dropped):
+/// the execution id, the trace, and, when signed, the attempt and the signature fields.
+pub(crate) const RESERVED_FIELDS: [&str; 8] = [
+    "execution_id",
+    "traceparent",
+    "sundial-attempt",
+    "webhook-id",
+    "webhook-timestamp",
+    "webhook-signature",
+    "sundial-lease-until",
+    "sundial-signature",
+];
+
+/// A job's fields as an entry carries them: without [`RESERVED_FIELDS`], sorted by name.
+pub(crate) fn sent_fields(
+    fields: &std::collections::BTreeMap<String, String>,
+) -> impl Iterator<Item = (&String, &String)> {
+    fields
+        .iter()
+        .filter(|(k, _)| !RESERVED_FIELDS.contains(&k.as_str()))
 }
 
 #[cfg(test)]

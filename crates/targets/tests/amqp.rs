@@ -203,3 +203,50 @@ async fn an_unknown_exchange_is_a_transient_failure_and_the_target_goes_on() {
         .unwrap();
     topology.delete().await;
 }
+
+#[tokio::test]
+async fn a_signed_message_carries_what_standard_webhooks_verifies() {
+    let topology = Topology::declare(FieldTable::default()).await;
+    let targets =
+        common::signed_targets("rabbit", sundial_target::ConnectionKind::Amqp, &amqp_url()).await;
+    let spec = spec(&topology.exchange, "run");
+    let id = execution_id();
+    targets
+        .dispatch(&common::signed_delivery(&id, &spec))
+        .await
+        .unwrap();
+    let got = topology
+        .channel
+        .basic_get(topology.queue.as_str().into(), BasicGetOptions::default())
+        .await
+        .unwrap()
+        .expect("the message is in the queue");
+    let headers = got
+        .delivery
+        .properties
+        .headers()
+        .clone()
+        .unwrap_or_default();
+    let text = |k: &str| match headers.inner().get(k) {
+        Some(AMQPValue::LongString(s)) => s.to_string(),
+        Some(AMQPValue::LongLongInt(n)) => n.to_string(),
+        other => panic!("{k}: {other:?}"),
+    };
+    assert_eq!(text("webhook-id"), id);
+    let signed: Vec<(&str, String)> = [
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+        "sundial-lease-until",
+        "sundial-signature",
+        "sundial-attempt",
+    ]
+    .into_iter()
+    .map(|k| (k, text(k)))
+    .collect();
+    let (_, secret) = common::signer();
+    let body = std::str::from_utf8(&got.delivery.data).unwrap();
+    common::verify_with_standardwebhooks(&secret, body, &signed);
+    got.delivery.ack(BasicAckOptions::default()).await.unwrap();
+    topology.delete().await;
+}

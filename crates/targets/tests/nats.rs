@@ -141,3 +141,42 @@ async fn a_message_over_max_payload_fails_for_good() {
     assert!(!e.is_retryable(), "{e:?}");
     stream.delete().await;
 }
+
+#[tokio::test]
+async fn a_signed_message_carries_what_standard_webhooks_verifies() {
+    let client = async_nats::connect(nats_url()).await.expect("NATS is up");
+    let stream = TestStream::create(&client).await;
+    let targets =
+        common::signed_targets("events", sundial_target::ConnectionKind::Nats, &nats_url()).await;
+    let spec = spec(format!("{}.jobs.run", stream.name));
+    let id = execution_id();
+    targets
+        .dispatch(&common::signed_delivery(&id, &spec))
+        .await
+        .unwrap();
+    let js_stream = stream.js.get_stream(&stream.name).await.unwrap();
+    let message = js_stream.get_raw_message(1).await.unwrap();
+    let header = |k: &str| {
+        message
+            .headers
+            .get(k)
+            .map(|v| v.as_str().to_owned())
+            .unwrap_or_else(|| panic!("no {k} header"))
+    };
+    assert_eq!(header("webhook-id"), id);
+    let headers: Vec<(&str, String)> = [
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+        "sundial-lease-until",
+        "sundial-signature",
+    ]
+    .into_iter()
+    .map(|k| (k, header(k)))
+    .chain([("sundial-attempt", header("Sundial-Attempt"))])
+    .collect();
+    let (_, secret) = common::signer();
+    let body = std::str::from_utf8(&message.payload).unwrap();
+    common::verify_with_standardwebhooks(&secret, body, &headers);
+    stream.delete().await;
+}

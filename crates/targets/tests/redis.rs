@@ -90,3 +90,51 @@ async fn a_key_of_another_type_fails_for_good() {
     assert!(!e.is_retryable(), "{e:?}");
     assert!(e.message().contains("WRONGTYPE"), "{e}");
 }
+
+#[tokio::test]
+async fn a_signed_entry_carries_what_standard_webhooks_verifies() {
+    let targets =
+        common::signed_targets("cache", sundial_target::ConnectionKind::Redis, &redis_url()).await;
+    let key = unique("sundial-test-stream");
+    // A job's own field of a reserved name is dropped, and not signed.
+    let spec = spec(
+        &key,
+        &[
+            ("kind", "invoice"),
+            ("amount", "42"),
+            ("webhook-id", "forged"),
+        ],
+    );
+    let id = execution_id();
+    targets
+        .dispatch(&common::signed_delivery(&id, &spec))
+        .await
+        .unwrap();
+    let mut conn = admin().await;
+    let entries: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+        .arg(&key)
+        .arg("-")
+        .arg("+")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: () = conn.del(&key).await.unwrap();
+    let fields: BTreeMap<String, String> = entries[0].1.iter().cloned().collect();
+    assert_eq!(fields["webhook-id"], id);
+    assert_eq!(fields["sundial-attempt"], "2");
+    let headers: Vec<(&str, String)> = [
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+        "sundial-lease-until",
+        "sundial-signature",
+        "sundial-attempt",
+    ]
+    .into_iter()
+    .map(|k| (k, fields[k].clone()))
+    .collect();
+    // The signed body: the job's fields as one JSON object, names sorted, no spaces.
+    let body = r#"{"amount":"42","kind":"invoice"}"#;
+    let (_, secret) = common::signer();
+    common::verify_with_standardwebhooks(&secret, body, &headers);
+}

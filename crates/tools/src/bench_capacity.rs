@@ -144,7 +144,10 @@ pub async fn ceiling(attempts: u32, in_flight: u32) -> anyhow::Result<Value> {
         tasks.spawn(async move {
             let delivery = Delivery {
                 execution_id: &ids[i],
+                namespace: "bench",
                 attempt: 1,
+                lease_until: None,
+                signature: None,
                 scheduled_at: slot,
                 now: Timestamp::now(),
                 target: &specs[i],

@@ -190,7 +190,10 @@ impl AlertDispatcher {
         let key = format!("{}:{}", event.id, event.state);
         let delivery = Delivery {
             execution_id: &key,
+            namespace: &event.namespace,
             attempt: event.round,
+            lease_until: None,
+            signature: None,
             scheduled_at: event.finished_at.unwrap_or(now),
             now,
             target: &target,

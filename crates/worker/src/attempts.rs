@@ -316,7 +316,11 @@ impl Worker {
         };
         let delivery = Delivery {
             execution_id: &e.id,
+            namespace: &e.namespace,
             attempt: e.attempt,
+            // The attempt's lease if it is not renewed (docs/security.md, "Signed deliveries").
+            lease_until: Some(started + e.run.heartbeat_timeout.as_signed()),
+            signature: None,
             scheduled_at: e.scheduled_at,
             now: started,
             target: &e.run.target,

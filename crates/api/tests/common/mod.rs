@@ -73,6 +73,7 @@ impl App {
             node: "test".to_owned(),
             roles: vec!["api".into(), "scheduler".into(), "worker".into()],
             metrics: None,
+            signing_keys: Default::default(),
         };
         App {
             router: router(state),

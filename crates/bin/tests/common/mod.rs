@@ -30,6 +30,8 @@ pub struct Delivery {
     pub body: String,
     /// Its W3C `traceparent` header.
     pub traceparent: String,
+    /// Every header, names lower-case, in the order received.
+    pub headers: Vec<(String, String)>,
 }
 
 /// A loopback HTTP receiver. Paths: `/fail-once` answers 503 to attempt 1 and 200 after;
@@ -99,6 +101,10 @@ async fn receive(
         received_at: Timestamp::now(),
         body,
         traceparent: header("traceparent"),
+        headers: headers
+            .iter()
+            .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+            .collect(),
     };
     assert_eq!(delivery.execution_id, header("sundial-execution-id"));
     r.deliveries.lock().unwrap().push(delivery);

@@ -339,7 +339,10 @@ fn get(url: String) -> TargetSpec {
 fn delivery(spec: &TargetSpec) -> Delivery<'_> {
     Delivery {
         execution_id: "0193a5c4-0000-7000-8000-000000000001",
+        namespace: "default",
         attempt: 1,
+        lease_until: None,
+        signature: None,
         scheduled_at: Timestamp::UNIX_EPOCH,
         now: Timestamp::UNIX_EPOCH,
         target: spec,
