@@ -236,6 +236,15 @@ pub async fn authorize(
     }
     if let Some(rest) = path.strip_prefix("/v1/namespaces/") {
         let ns = rest.split('/').next().unwrap_or_default();
+        // Secrets are neither read nor written with a viewer token (docs/security.md).
+        if token.role == Role::Viewer && rest.split('/').nth(1) == Some("secrets") {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "a viewer token may not read or write secrets",
+            )
+            .into_response();
+        }
         if !token.namespaces.allows(ns) {
             return ApiError::new(
                 StatusCode::FORBIDDEN,

@@ -205,6 +205,11 @@ pub(crate) fn next_record(
     existing: Option<&JobRecord>,
     now: Timestamp,
 ) -> (JobRecord, PendingExecutions) {
+    // A credential written back as shown (`***`) keeps its stored value (docs/security.md,
+    // "Plain-text credentials").
+    if let Some(old) = existing {
+        spec.target = sundial_core::secrets::unmask_target(&spec.target, &old.spec.target);
+    }
     // `every` slots sit on a grid anchored at start_at, which defaults to the creation time
     // (docs/policies.md); keep the anchor across writes that leave the interval alone.
     if let ScheduleKind::Every { every } = spec.schedule.kind
@@ -435,6 +440,7 @@ pub(crate) async fn put(
         }
     };
     refuse_unknown_calendars(&state, &ns, &[Some(&spec.schedule)], "").await?;
+    crate::secrets::refuse_unknown_secrets(&state, &ns, [(String::new(), &spec.target)]).await?;
     retry_races(|| async {
         let existing = state.store.job_get(&ns, &name).await?;
         if existing.is_none() && crate::request::if_match_any(&headers) {
@@ -496,6 +502,15 @@ pub(crate) async fn apply_many(
     };
     let schedules: Vec<_> = specs.iter().map(|s| Some(&s.schedule)).collect();
     refuse_unknown_calendars(&state, &ns, &schedules, "jobs.").await?;
+    crate::secrets::refuse_unknown_secrets(
+        &state,
+        &ns,
+        specs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (format!("jobs.{i}."), &s.target)),
+    )
+    .await?;
     let now = state.store.now().await?;
     let mut writes = Vec::with_capacity(specs.len());
     let mut created = 0;
@@ -633,6 +648,7 @@ pub(crate) async fn create(
         }
     };
     refuse_unknown_calendars(&state, &ns, &[Some(&spec.schedule)], "").await?;
+    crate::secrets::refuse_unknown_secrets(&state, &ns, [(String::new(), &spec.target)]).await?;
     if state.store.job_get(&ns, &spec.name).await?.is_some() {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -758,6 +774,8 @@ pub(crate) async fn patch(
             }
         };
         refuse_unknown_calendars(&state, &ns, &[Some(&spec.schedule)], "").await?;
+        crate::secrets::refuse_unknown_secrets(&state, &ns, [(String::new(), &spec.target)])
+            .await?;
         let Some(job) = write(&state, spec, Some(existing), expected).await? else {
             return Ok(None);
         };

@@ -23,6 +23,7 @@ pub mod openapi;
 mod plan;
 mod request;
 pub mod resource;
+pub mod secrets;
 pub mod signing_keys;
 mod ui;
 pub mod workflows;
@@ -66,6 +67,9 @@ pub struct AppState {
     /// `[[signing_keys]]` from server config, without their secrets; empty: nothing is
     /// signed.
     pub signing_keys: Arc<Vec<signing_keys::SigningKeyInfo>>,
+    /// The key that seals secret values (`secrets_key_file`, docs/security.md, "Secrets");
+    /// `None`: the secret routes answer 409 naming the setting.
+    pub secrets_key: Option<Arc<sundial_core::secrets::SecretsKey>>,
 }
 
 /// Renders a process's metrics in the Prometheus text format.
@@ -192,6 +196,8 @@ fn routes(state: AppState) -> Router {
     .routes(routes!(cluster))
     .routes(routes!(namespaces))
     .routes(routes!(signing_keys::list))
+    .routes(routes!(secrets::list))
+    .routes(routes!(secrets::put, secrets::delete))
     .routes(routes!(cron::cron_next))
     .routes(routes!(jobs::list, jobs::create))
     .routes(routes!(jobs::apply_many))

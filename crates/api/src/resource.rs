@@ -64,8 +64,11 @@ pub fn job_resource(
     };
     let next_fire_times = upcoming.filter(|_| with_upcoming);
     let dst_preview = with_upcoming.then(|| dst_preview(&job.spec.schedule, now, calendars));
+    let mut spec = job.spec.clone();
+    spec.target = sundial_core::secrets::mask_target(&spec.target);
     JobResource {
-        spec: job.spec.clone(),
+        warnings: credential_warnings(&job.spec.target, ""),
+        spec,
         state: job.state(),
         version: job.version,
         created_at: job.created_at,
@@ -198,6 +201,28 @@ pub struct JobResource {
     /// job only; empty when none does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dst_preview: Option<Vec<DstTransitionResource>>,
+    /// The credentials its target holds in plain text (docs/security.md, "Plain-text
+    /// credentials"), each `{field, message}`: they show as `***` above; move them into
+    /// secrets. Absent when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<sundial_core::validate::FieldError>,
+}
+
+/// The warnings of a target that holds plain-text credentials (`prefix` before each field):
+/// one per field, naming the secret syntax.
+pub fn credential_warnings(
+    target: &sundial_core::job::TargetSpec,
+    prefix: &str,
+) -> Vec<sundial_core::validate::FieldError> {
+    sundial_core::secrets::plain_credentials(target)
+        .into_iter()
+        .map(|field| {
+            sundial_core::validate::FieldError::new(
+                format!("{prefix}{field}"),
+                "holds a credential in plain text, shown as ***; store it as a secret (PUT /v1/namespaces/{ns}/secrets/NAME) and write {{ secret.NAME }} here",
+            )
+        })
+        .collect()
 }
 
 /// An execution as the API shows it (README.md, "The API"), with its attempts.

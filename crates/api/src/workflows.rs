@@ -73,8 +73,18 @@ pub fn workflow_resource(
         },
         _ => Vec::new(),
     };
+    let mut spec = w.spec.clone();
+    let mut warnings = Vec::new();
+    for (i, task) in spec.tasks.iter_mut().enumerate() {
+        warnings.extend(crate::resource::credential_warnings(
+            &task.target,
+            &format!("tasks.{i}."),
+        ));
+        task.target = sundial_core::secrets::mask_target(&task.target);
+    }
     WorkflowResource {
-        spec: w.spec.clone(),
+        warnings,
+        spec,
         state: w.state(),
         version: w.version,
         created_at: w.created_at,
@@ -142,6 +152,10 @@ pub struct WorkflowResource {
     pub dst_preview: Vec<crate::resource::DstTransitionResource>,
     /// Its latest run.
     pub last_run: Option<RunSummary>,
+    /// The credentials its tasks' targets hold in plain text (docs/security.md, "Plain-text
+    /// credentials"), each `{field, message}`: they show as `***` above. Absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<sundial_core::validate::FieldError>,
 }
 
 /// A workflow run with its tasks (docs/workflows.md, "Runs").
@@ -182,6 +196,15 @@ fn next_record(
     existing: Option<&WorkflowRecord>,
     now: Timestamp,
 ) -> WorkflowRecord {
+    // A credential written back as shown (`***`) keeps its stored value, task by task name
+    // (docs/security.md, "Plain-text credentials").
+    if let Some(old) = existing {
+        for task in &mut spec.tasks {
+            if let Some(before) = old.spec.tasks.iter().find(|t| t.name == task.name) {
+                task.target = sundial_core::secrets::unmask_target(&task.target, &before.target);
+            }
+        }
+    }
     if let Some(schedule) = spec.schedule.as_mut()
         && let ScheduleKind::Every { every } = schedule.kind
         && schedule.start_at.is_none()
@@ -335,6 +358,7 @@ pub(crate) async fn put(
         }
     };
     crate::jobs::refuse_unknown_calendars(&state, &ns, &[spec.schedule.as_ref()], "").await?;
+    crate::secrets::refuse_unknown_secrets(&state, &ns, task_targets(&spec, "")).await?;
     retry_races(|| async {
         let existing = state.store.workflow_get(&ns, &name).await?;
         let status = if existing.is_some() {
@@ -375,6 +399,7 @@ pub(crate) async fn create(
         }
     };
     crate::jobs::refuse_unknown_calendars(&state, &ns, &[spec.schedule.as_ref()], "").await?;
+    crate::secrets::refuse_unknown_secrets(&state, &ns, task_targets(&spec, "")).await?;
     // A create that finds the name taken, or loses the race for it, is a conflict.
     let taken = || {
         ApiError::new(
@@ -443,6 +468,15 @@ pub(crate) async fn apply_many(
     };
     let schedules: Vec<_> = specs.iter().map(|s| s.schedule.as_ref()).collect();
     crate::jobs::refuse_unknown_calendars(&state, &ns, &schedules, "workflows.").await?;
+    crate::secrets::refuse_unknown_secrets(
+        &state,
+        &ns,
+        specs
+            .iter()
+            .enumerate()
+            .flat_map(|(w, spec)| task_targets(spec, &format!("workflows.{w}."))),
+    )
+    .await?;
     let now = state.store.now().await?;
     let (mut writes, mut unchanged, mut created) = (Vec::new(), Vec::new(), 0);
     for spec in specs {
@@ -577,6 +611,7 @@ pub(crate) async fn patch(
             }
         };
         crate::jobs::refuse_unknown_calendars(&state, &ns, &[spec.schedule.as_ref()], "").await?;
+        crate::secrets::refuse_unknown_secrets(&state, &ns, task_targets(&spec, "")).await?;
         written_response(&state, spec, Some(existing), expected, StatusCode::OK).await
     })
     .await
@@ -878,4 +913,17 @@ fn retry_tasks(body: &Value) -> Result<Vec<String>, ApiError> {
     } else {
         Err(ApiError::invalid(errors))
     }
+}
+
+/// Each task's target with its field prefix (`{prefix}tasks.{i}.`), for
+/// [`crate::secrets::refuse_unknown_secrets`].
+fn task_targets<'a>(
+    spec: &'a sundial_core::workflow::spec::WorkflowSpec,
+    prefix: &str,
+) -> Vec<(String, &'a sundial_core::job::TargetSpec)> {
+    spec.tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (format!("{prefix}tasks.{i}."), &t.target))
+        .collect()
 }

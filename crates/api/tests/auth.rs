@@ -60,6 +60,7 @@ impl App {
             roles: vec!["api".into()],
             metrics: None,
             signing_keys: Default::default(),
+            secrets_key: None,
         };
         App {
             router: router(state),
@@ -188,6 +189,19 @@ async fn roles_and_namespaces_bound_what_a_token_does() {
         .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert_eq!(app.jobs("a").await, 1);
+    // Secrets: a viewer neither reads nor writes them; an editor lists them.
+    assert_eq!(
+        get("/v1/namespaces/a/secrets", "view-a").await,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        get("/v1/namespaces/a/secrets", "edit-a").await,
+        StatusCode::OK
+    );
+    let (status, _) = app
+        .send("DELETE", "/v1/namespaces/a/secrets/s", Some("view-a"))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
 }
 
 #[tokio::test]

@@ -57,6 +57,7 @@ async fn rig() -> Rig {
         roles: vec!["api".into()],
         metrics: None,
         signing_keys: Default::default(),
+        secrets_key: None,
     });
     Rig {
         clock,

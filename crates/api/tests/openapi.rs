@@ -13,12 +13,15 @@ use serde_json::Value;
 
 /// Every `/v1` route of README.md, "The API" (jobs, executions, the cron preview, the cluster), docs/workflows.md
 /// (workflows and runs) and §10 (the document itself), with `GET /v1/namespaces` and
-/// docs/security.md (the signing keys).
+/// docs/security.md (the signing keys and secrets).
 const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/openapi.json"),
     ("get", "/v1/cluster"),
     ("get", "/v1/namespaces"),
     ("get", "/v1/namespaces/{ns}/signing-keys"),
+    ("get", "/v1/namespaces/{ns}/secrets"),
+    ("put", "/v1/namespaces/{ns}/secrets/{name}"),
+    ("delete", "/v1/namespaces/{ns}/secrets/{name}"),
     ("post", "/v1/cron/next"),
     ("get", "/v1/namespaces/{ns}/jobs"),
     ("post", "/v1/namespaces/{ns}/jobs"),

@@ -75,6 +75,7 @@ impl Ui {
             roles: vec!["api".into()],
             metrics: None,
             signing_keys: Default::default(),
+            secrets_key: None,
         };
         Ui {
             router: router(state),

@@ -689,6 +689,30 @@ fn rows() -> Vec<Row> {
                     "paused",
                 ],
             ),
+        // Secrets (docs/security.md, "Secrets").
+        Row::new("a job referencing a secret the namespace does not hold", "PUT", JOB)
+            .json(set("/target/headers", json!({"authorization": "Bearer {{ secret.nope }}"})))
+            .expect(422, &["target.headers.authorization"]),
+        Row::new("a job's target with a template other than a secret", "PUT", JOB)
+            .json(set("/target/body", json!("{{ run.id }}")))
+            .expect(422, &["target.body"]),
+        Row::new("a secret reference with a bad name", "PUT", JOB)
+            .json(set("/target/body", json!("{{ secret.Bad_Name }}")))
+            .expect(422, &["target.body"]),
+        Row::new("a secret name outside the name pattern", "PUT", format!("/v1/namespaces/{NS}/secrets/Bad_Name"))
+            .json(json!({"value": "v"}))
+            .expect(400, &["name"]),
+        Row::new("a secret value over 64 KiB", "PUT", format!("/v1/namespaces/{NS}/secrets/big"))
+            .json(json!({"value": "x".repeat(64 * 1024 + 1)}))
+            .expect(422, &["value"]),
+        Row::new("a secret value that is not a string", "PUT", format!("/v1/namespaces/{NS}/secrets/num"))
+            .json(json!({"value": 42}))
+            .expect(422, &["value"]),
+        Row::new("a secret body without a value and with another field", "PUT", format!("/v1/namespaces/{NS}/secrets/other"))
+            .json(json!({"valu": "v"}))
+            .expect(422, &["valu", "value"]),
+        Row::new("a secret deleted that does not exist", "DELETE", format!("/v1/namespaces/{NS}/secrets/absent"))
+            .expect(404, &[]),
     ]
 }
 

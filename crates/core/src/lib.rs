@@ -30,6 +30,7 @@ pub mod names;
 pub mod plan;
 pub mod retry;
 pub mod schedule;
+pub mod secrets;
 pub mod validate;
 mod walker;
 pub mod workflow;

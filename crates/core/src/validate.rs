@@ -142,6 +142,23 @@ pub fn job_from_json(body: &Value, ctx: &Context) -> Result<JobSpec, Vec<FieldEr
         }
     };
     let target = match obj.get("target") {
+        // A job's target may reference secrets, rendered by the worker at send time
+        // (docs/security.md, "Secrets"); no other template.
+        Some(t) if t.to_string().contains("{{") => {
+            let mut refs = Vec::new();
+            let target = crate::workflow::validate::templated_target(&mut v, t, ctx, &mut refs);
+            for (field, r) in refs {
+                if !matches!(r, crate::workflow::template::Ref::Secret(_)) {
+                    v.err(
+                        field,
+                        format!(
+                            "{{{{ {r} }}}}: a job's target may reference only secrets ({{{{ secret.NAME }}}}); run and task templates are for workflows"
+                        ),
+                    );
+                }
+            }
+            target.filter(|_| v.errors.is_empty())
+        }
         Some(t) => v.target(t, ctx),
         None => {
             v.err("target", "is required");

@@ -102,6 +102,7 @@ struct FileConfig {
     history_retention: Option<String>,
     #[serde(default)]
     signing_keys: Vec<crate::signing::SigningKeyFile>,
+    secrets_key_file: Option<PathBuf>,
 }
 
 /// One `[[alerts]]` entry (docs/configuration.md, "`[[alerts]]`"), checked by
@@ -362,6 +363,10 @@ pub struct ServerConfig {
     /// `[[signing_keys]]`, each key read from its file; empty: nothing is signed
     /// (docs/security.md, "Signed deliveries").
     pub signing: sundial_target::signing::Signer,
+    /// `secrets_key_file`: the key that seals secret values (docs/security.md, "Secrets");
+    /// loaded at start by [`crate::secrets::load_key`] (on SQLite without it, a key beside
+    /// the database).
+    pub secrets_key_file: Option<PathBuf>,
 }
 
 /// `history_retention` (docs/configuration.md): a duration of at least one minute; the
@@ -570,6 +575,7 @@ impl ServerConfig {
         let history_retention = parse_retention(file.history_retention.as_deref())?;
         let signing = crate::signing::resolve(&file.signing_keys)?;
         Ok(ServerConfig {
+            secrets_key_file: file.secrets_key_file,
             signing,
             history_retention,
             alerts,

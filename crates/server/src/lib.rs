@@ -20,6 +20,7 @@ macro_rules! outln {
 
 pub mod config;
 pub mod listener;
+pub mod secrets;
 pub mod signing;
 
 use std::process::ExitCode;
@@ -146,6 +147,8 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
     // scheduler's first `sundial_shards_held`, on acquiring its leases) would be lost.
     let metrics = prometheus();
     let store = open_store(&config.database_url, clock.clone()).await?;
+    let secrets_key =
+        crate::secrets::load_key(config.secrets_key_file.as_deref(), &config.database_url)?;
     let (shutdown, rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
     let worker_wake = Arc::new(Notify::new());
@@ -176,6 +179,7 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
                 claim_ahead: config.claim_ahead,
                 max_claimed_ahead: config.max_claimed_ahead,
                 lease_ttl: config.lease_ttl,
+                secrets_key: secrets_key.clone(),
                 ..WorkerConfig::new(&config.node_id)
             },
             worker_wake.clone(),
@@ -313,6 +317,7 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
         roles: config.roles.clone(),
         metrics,
         signing_keys: Arc::new(crate::signing::public_view(&config.signing)),
+        secrets_key: secrets_key.clone(),
     };
     let app = if config.has("api") {
         router(state)

@@ -51,6 +51,7 @@ mod retention;
 mod rows;
 mod runs;
 pub mod scratch;
+mod secrets;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod trigger;

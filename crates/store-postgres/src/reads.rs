@@ -21,6 +21,7 @@ fn query<'q>(statement: &'q Statement<'q>) -> sqlx::query::Query<'q, Postgres, P
             Value::Texts(v) => q.bind(v),
             Value::Ints(v) => q.bind(v),
             Value::Float(v) => q.bind(v),
+            Value::Bytes(v) => q.bind(v),
         })
 }
 

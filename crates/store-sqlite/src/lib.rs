@@ -33,6 +33,7 @@ mod release;
 mod retention;
 mod rows;
 mod runs;
+mod secrets;
 mod trigger;
 mod values;
 mod workflows;

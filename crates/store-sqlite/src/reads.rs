@@ -29,6 +29,7 @@ fn query<'q>(
                 q.bind(serde_json::to_string(v).map_err(|e| Error::Corrupt(e.to_string()))?)
             }
             Value::Float(v) => q.bind(v),
+            Value::Bytes(v) => q.bind(v),
         };
     }
     Ok(q)

@@ -5,9 +5,9 @@
 //! each store keeps under the same module and function names (`jobs::job_write_batch`,
 //! `claim::execution_claim`, `maintenance::services`, ...), or the steps written once over its
 //! [`Reader`](crate::reads::Reader) and [`Writer`](crate::reads::Writer) (`steps::listings`,
-//! `steps::nodes`, `steps::liveness`, `steps::backfill::backfill_create`). A store writes only
-//! [`StoreBase`](crate::StoreBase) itself (its clock and its signals differ), its reader and
-//! writer, and the steps.
+//! `steps::nodes`, `steps::liveness`, `steps::backfill::backfill_create`, `steps::secrets`). A
+//! store writes only [`StoreBase`](crate::StoreBase) itself (its clock and its signals differ),
+//! its reader and writer, and the steps.
 //!
 //! Invariant: every method of those traits without a default body is forwarded here, to a
 //! function of the same name taking the store first (`maintenance` alone is answered by
@@ -25,10 +25,10 @@ pub mod support {
 
 /// Implements every store trait but [`StoreBase`](crate::StoreBase) for `$store` by forwarding
 /// each method to the function of the same name in the invoking crate's module for it
-/// (`nodes`, `jobs`, `executions`, `workflows`, `runs`, `calendars`, `backfills`, `leases`,
-/// `trigger`, `liveness`, `claim`, `complete`, `release`, `maintenance`, `retention`,
-/// `alerts`), or in `sundial_store::steps` (`listings`, `nodes`, `liveness`, `backfill`) for
-/// the steps both stores answer alike (`$store` then implements
+/// (`nodes`, `jobs`, `executions`, `workflows`, `runs`, `calendars`, `secrets`, `backfills`,
+/// `leases`, `trigger`, `liveness`, `claim`, `complete`, `release`, `maintenance`,
+/// `retention`, `alerts`), or in `sundial_store::steps` (`listings`, `nodes`, `liveness`,
+/// `backfill`, `secrets`) for the steps both stores answer alike (`$store` then implements
 /// [`Reader`](crate::reads::Reader), [`Writer`](crate::reads::Writer) and
 /// `steps::nodes::NodeStatements`). Invoke it once, at the store crate's root.
 #[macro_export]
@@ -235,6 +235,14 @@ macro_rules! forward_store_traits {
 
             #[$crate::__forward::async_trait]
             impl WorkerStore for $store {
+                async fn secret_values(
+                    &self,
+                    namespace: &str,
+                    names: &[String],
+                ) -> Result<Vec<(String, $crate::SealedSecret)>> {
+                    $crate::steps::secrets::secret_values(self, namespace, names).await
+                }
+
                 async fn worker_lease_acquire(
                     &self,
                     worker: &str,
@@ -392,6 +400,27 @@ macro_rules! forward_store_traits {
 
                 async fn calendar_delete(&self, namespace: &str, name: &str) -> Result<()> {
                     calendars::calendar_delete(self, namespace, name).await
+                }
+
+                async fn secret_put(
+                    &self,
+                    namespace: &str,
+                    name: &str,
+                    sealed: &$crate::SealedSecret,
+                ) -> Result<($crate::SecretRecord, bool)> {
+                    $crate::steps::secrets::secret_put(self, namespace, name, sealed).await
+                }
+
+                async fn secret_list(&self, namespace: &str) -> Result<Vec<$crate::SecretRecord>> {
+                    $crate::steps::secrets::secret_list(self, namespace).await
+                }
+
+                async fn secret_users(&self, namespace: &str, name: &str) -> Result<Vec<String>> {
+                    $crate::steps::secrets::secret_users(self, namespace, name).await
+                }
+
+                async fn secret_delete(&self, namespace: &str, name: &str) -> Result<()> {
+                    secrets::secret_delete(self, namespace, name).await
                 }
 
                 async fn backfill_create(

@@ -423,6 +423,15 @@ pub trait SchedulerStore: StoreShared {
 /// (docs/guarantees.md, "Workers").
 #[async_trait]
 pub trait WorkerStore: StoreBase {
+    /// The sealed values of those of `names` that exist in `namespace`, as (name, value), by
+    /// name: what a worker opens to render `{{ secret.NAME }}` at send time
+    /// (docs/security.md, "Secrets"). A name that does not exist is left out.
+    async fn secret_values(
+        &self,
+        namespace: &str,
+        names: &[String],
+    ) -> Result<Vec<(String, SealedSecret)>>;
+
     /// Takes a new worker liveness lease for `worker` (the node id), live until now + `ttl` by
     /// the store's clock (docs/guarantees.md, "Workers").
     ///
@@ -744,6 +753,36 @@ pub trait ApiStore: StoreShared {
     /// [`StoreShared::calendar_users`] gives them) when some job or workflow names it, deleting
     /// nothing. The check and the delete are one transaction.
     async fn calendar_delete(&self, namespace: &str, name: &str) -> Result<()>;
+
+    /// Creates the secret `namespace`/`name` with `sealed` as its value, or replaces its value
+    /// (docs/security.md, "Secrets"); returns it as listed and whether it was created.
+    ///
+    /// # Contract
+    /// One statement or transaction; `version` counts puts from 1 (every put moves it on,
+    /// sealed values cannot be compared); `updated_at` is the store's clock.
+    async fn secret_put(
+        &self,
+        namespace: &str,
+        name: &str,
+        sealed: &SealedSecret,
+    ) -> Result<(SecretRecord, bool)>;
+
+    /// The namespace's secrets, by name, without their values (namespaces hold few: no
+    /// paging).
+    async fn secret_list(&self, namespace: &str) -> Result<Vec<SecretRecord>>;
+
+    /// The jobs and workflows of `namespace` whose target (or a task's) references the secret
+    /// as `{{ secret.NAME }}`, as `job NAME` / `workflow NAME`, by kind and name
+    /// (`sundial_core::secrets::names_in` over each stored spec).
+    async fn secret_users(&self, namespace: &str, name: &str) -> Result<Vec<String>>;
+
+    /// Deletes a secret no job or workflow references.
+    ///
+    /// # Contract
+    /// [`Error::NotFound`] when there is none; [`Error::Conflict`] naming the users (as
+    /// [`ApiStore::secret_users`] gives them) when some job or workflow references it,
+    /// deleting nothing. The check and the delete are one transaction.
+    async fn secret_delete(&self, namespace: &str, name: &str) -> Result<()>;
 
     /// Creates a backfill (docs/time.md, "Backfill"): `running`, its cursor at
     /// `from`, its counts 0. The scheduler holding its shard drives it from then on.

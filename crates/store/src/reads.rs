@@ -39,6 +39,8 @@ pub enum Value<'a> {
     Ints(&'a [i64]),
     /// A 64-bit float (`DOUBLE PRECISION` on PostgreSQL, `REAL` on SQLite).
     Float(f64),
+    /// Bytes (`BYTEA` on PostgreSQL, `BLOB` on SQLite).
+    Bytes(&'a [u8]),
 }
 
 impl From<f64> for Value<'_> {
@@ -92,6 +94,12 @@ impl<'a> From<&'a [String]> for Value<'a> {
 impl<'a> From<&'a [i64]> for Value<'a> {
     fn from(v: &'a [i64]) -> Self {
         Value::Ints(v)
+    }
+}
+
+impl<'a> From<&'a [u8]> for Value<'a> {
+    fn from(v: &'a [u8]) -> Self {
+        Value::Bytes(v)
     }
 }
 
@@ -218,6 +226,9 @@ pub trait Reader: Sync {
     /// The 64-bit float in column `column` (from 0) of a row.
     fn float(row: &Self::Row, column: usize) -> Result<f64>;
 
+    /// The bytes in column `column` (from 0) of a row (`BYTEA` or `BLOB`).
+    fn bytes(row: &Self::Row, column: usize) -> Result<Vec<u8>>;
+
     /// A due execution as a claim reads it, from a row of its columns (`id`, `namespace`,
     /// `job_uid`, `trigger`, `run`, `scheduled_at`, `fire_at`, `attempt`, `due_at`).
     fn due_execution(row: &Self::Row) -> Result<crate::claim::DueExecution>;
@@ -311,13 +322,14 @@ mod tests {
     #[test]
     fn values_bind_in_parameter_order() {
         let names = vec!["a".to_owned()];
-        let s = Statement::new("SELECT $1, $2, $3, $4, $5")
+        let s = Statement::new("SELECT $1, $2, $3, $4, $5, $6")
             .bind("ns")
             .bind(Some("x"))
             .bind(7_i64)
             .bind(None::<i64>)
-            .bind(names.as_slice());
-        assert_eq!(s.sql(), "SELECT $1, $2, $3, $4, $5");
+            .bind(names.as_slice())
+            .bind(b"\x00\xff".as_slice());
+        assert_eq!(s.sql(), "SELECT $1, $2, $3, $4, $5, $6");
         assert_eq!(
             s.values(),
             [
@@ -326,6 +338,7 @@ mod tests {
                 Value::Int(7),
                 Value::OptInt(None),
                 Value::Texts(&names),
+                Value::Bytes(&[0, 255]),
             ]
         );
     }

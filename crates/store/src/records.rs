@@ -328,6 +328,11 @@ pub struct RunSpec {
     /// `output: json`, docs/workflows.md#outputs-and-templates).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub output: bool,
+    /// The secrets the authored target references (`{{ secret.NAME }}`, docs/security.md,
+    /// "Secrets"), by name: the only ones the worker renders into it at send time. Names,
+    /// never values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
 }
 
 fn default_misfire_threshold() -> Dur {
@@ -350,6 +355,9 @@ impl RunSpec {
                 sundial_core::job::ScheduleKind::At { .. }
             ),
             output: false,
+            secrets: sundial_core::secrets::target_references(&spec.target)
+                .into_keys()
+                .collect(),
         }
     }
 }
@@ -775,6 +783,39 @@ pub struct HistoryPruned {
     /// Where the next call goes on; `None` once everything up to `before` was looked at (and
     /// always after a dry run).
     pub next: Option<HistoryKey>,
+}
+
+/// A secret as listed (docs/security.md, "Secrets"): never its value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SecretRecord {
+    /// Namespace.
+    pub namespace: String,
+    /// Name, unique in the namespace (a name as for jobs).
+    pub name: String,
+    /// 1 on creation, incremented by every put.
+    pub version: i64,
+    /// When it was created (the store's clock, UTC).
+    pub created_at: Timestamp,
+    /// When its value last changed (the store's clock, UTC).
+    pub updated_at: Timestamp,
+}
+
+/// A secret's value as stored: sealed with AES-256-GCM by the process that wrote it, opened
+/// only by a worker at send time (`sundial_core::secrets`). The store sees bytes only.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SealedSecret {
+    /// The 12-byte nonce the value was sealed with.
+    pub nonce: Vec<u8>,
+    /// The sealed value with its 16-byte tag.
+    pub ciphertext: Vec<u8>,
+}
+
+impl std::fmt::Debug for SealedSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SealedSecret")
+            .field("bytes", &self.ciphertext.len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// A holiday calendar as stored (docs/time.md, "Calendars").

@@ -480,6 +480,11 @@ macro_rules! row_decoders {
         pub(crate) fn float(row: &$row, column: usize) -> Result<f64> {
             row.try_get(column).map_err(db_err)
         }
+
+        /// The bytes in column `column` (from 0) of a row.
+        pub(crate) fn bytes(row: &$row, column: usize) -> Result<Vec<u8>> {
+            row.try_get(column).map_err(db_err)
+        }
     };
 }
 
@@ -531,6 +536,10 @@ macro_rules! reader_decoders {
 
         fn float(row: &Self::Row, column: usize) -> $crate::Result<f64> {
             rows::float(row, column)
+        }
+
+        fn bytes(row: &Self::Row, column: usize) -> $crate::Result<Vec<u8>> {
+            rows::bytes(row, column)
         }
 
         fn due_execution(row: &Self::Row) -> $crate::Result<$crate::claim::DueExecution> {

@@ -22,6 +22,7 @@ pub mod release;
 pub mod retention;
 pub mod run_create;
 pub mod runs;
+pub mod secrets;
 pub mod trigger;
 pub mod workflow_writes;
 

@@ -278,6 +278,11 @@ pub fn task_run_spec(
         misfire_threshold: spec.misfire_threshold,
         one_off: true,
         output: task.output.is_some(),
+        // The authored target's, not the rendered one's: a reference an upstream's output
+        // inserted is never rendered (`sundial_core::secrets`).
+        secrets: sundial_core::secrets::target_references(&task.target)
+            .into_keys()
+            .collect(),
     }
 }
 

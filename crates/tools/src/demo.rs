@@ -282,6 +282,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         public_url: String::new(),
         history_retention: sundial_store::maintenance::HISTORY_RETENTION_DEFAULT,
         signing: Default::default(),
+        secrets_key_file: None,
     };
     let running = sundial_server::start(&config).await?;
     let api_addr = running.addr;

@@ -314,6 +314,17 @@ impl Worker {
             id: e.id.clone(),
             attempt: e.attempt,
         };
+        // Secrets are rendered now, into this attempt's copy of the target only
+        // (docs/security.md, "Secrets").
+        let rendered = if e.run.secrets.is_empty() {
+            None
+        } else {
+            Some(self.render_secrets(e).await)
+        };
+        let target = match &rendered {
+            Some(Ok(r)) => &r.target,
+            _ => &e.run.target,
+        };
         let delivery = Delivery {
             execution_id: &e.id,
             namespace: &e.namespace,
@@ -323,7 +334,7 @@ impl Worker {
             signature: None,
             scheduled_at: e.scheduled_at,
             now: started,
-            target: &e.run.target,
+            target,
             keep_output: e.run.output,
         };
         // The attempt's span (exported only with OTLP on): the child of the execution's
@@ -346,8 +357,23 @@ impl Worker {
         // delivery is dropped. (Its completion, once the target answered, is refused by the
         // store; no watch is kept per attempt waiting for its write.)
         let lost = self.lost(e.worker_epoch);
+        // Plain-text credentials of the target are kept out of what the attempt records too
+        // (docs/security.md, "Plain-text credentials").
+        let credentials = sundial_core::secrets::credential_values(&e.run.target);
+        let dispatch = async {
+            let result = match &rendered {
+                None => self.target.dispatch(&delivery).await,
+                Some(Err(unrendered)) => Err(unrendered.clone()),
+                Some(Ok(r)) => secrets::scrub(self.target.dispatch(&delivery).await, &r.values),
+            };
+            if credentials.is_empty() {
+                result
+            } else {
+                secrets::scrub(result, &credentials)
+            }
+        };
         let result = tokio::select! {
-            r = self.target.dispatch(&delivery).instrument(span.clone()) => {
+            r = dispatch.instrument(span.clone()) => {
                 Some(r.map_err(Failure::Target))
             }
             _ = self.clock.sleep_until(deadline) => Some(Err(Failure::TimedOut)),

@@ -84,6 +84,7 @@ mod handoff;
 mod liveness;
 mod reaper;
 mod renewals;
+mod secrets;
 
 pub use alerts::{
     ALERT_BATCH, ALERT_DELIVERY_TIMEOUT, ALERT_LEASE, ALERT_MAX_BACKOFF, ALERT_MAX_ROUNDS,
@@ -326,6 +327,10 @@ pub struct WorkerConfig {
     /// it): a worker that dies, or is paused or cut off from the store this long, loses every
     /// execution it holds (docs/guarantees.md, "Workers"). The server's `lease_ttl`. Default [`DEFAULT_LEASE_TTL`].
     pub lease_ttl: Dur,
+    /// The key that opens secret values for `{{ secret.NAME }}` at send time
+    /// (docs/security.md, "Secrets"); `None`: an attempt whose target uses a secret fails for
+    /// good, saying so. Default `None`.
+    pub secrets_key: Option<Arc<sundial_core::secrets::SecretsKey>>,
 }
 
 /// The default `lease_ttl` of a worker's liveness lease (10 s), the shard leases' default too.
@@ -344,6 +349,7 @@ impl WorkerConfig {
             max_claimed_ahead: DEFAULT_MAX_CLAIMED_AHEAD,
             burst_claim_rate: BURST_CLAIM_RATE,
             lease_ttl: DEFAULT_LEASE_TTL,
+            secrets_key: None,
         }
     }
 }

@@ -328,7 +328,9 @@ pub(crate) async fn job(
         Ok(b) => b,
         Err(e) => return problem(e),
     };
-    let definition = serde_json::to_string_pretty(&job.spec).unwrap_or_default();
+    let mut shown = job.spec.clone();
+    shown.target = sundial_core::secrets::mask_target(&shown.target);
+    let definition = serde_json::to_string_pretty(&shown).unwrap_or_default();
     let base = format!("/ui/namespaces/{ns}/jobs/{name}");
     let body = html! {
         p { (badge(job.state())) " " (schedule_words(&job.spec.schedule.kind)) }

@@ -74,6 +74,12 @@ impl App {
             roles: vec!["api".into(), "scheduler".into(), "worker".into()],
             metrics: None,
             signing_keys: Default::default(),
+            secrets_key: Some(std::sync::Arc::new(
+                sundial_core::secrets::SecretsKey::parse(
+                    &sundial_core::secrets::SecretsKey::generate(),
+                )
+                .unwrap(),
+            )),
         };
         App {
             router: router(state),

@@ -32,6 +32,10 @@ pub enum Ref {
     RunScheduledAt,
     /// `run.params.PATH`: a value of the run's params (the whole object for an empty path).
     RunParams(Vec<String>),
+    /// `secret.NAME`: a secret of the namespace (docs/security.md, "Secrets"), rendered only
+    /// by the worker at send time ([`crate::secrets::render_target`]): [`render`] leaves it
+    /// as it is.
+    Secret(String),
     /// `tasks.NAME.output.PATH`: a value of an upstream task's output.
     TaskOutput {
         /// The upstream task's name.
@@ -54,6 +58,7 @@ impl std::fmt::Display for Ref {
             Ref::RunId => f.write_str("run.id"),
             Ref::RunScheduledAt => f.write_str("run.scheduled_at"),
             Ref::RunParams(path) => with_path(f, "run.params", path),
+            Ref::Secret(name) => write!(f, "secret.{name}"),
             Ref::TaskOutput { task, path } => with_path(f, &format!("tasks.{task}.output"), path),
         }
     }
@@ -152,12 +157,15 @@ fn parse_ref(text: &str) -> Result<Ref, String> {
         ["run", "id"] => Ok(Ref::RunId),
         ["run", "scheduled_at"] => Ok(Ref::RunScheduledAt),
         ["run", "params", ..] => Ok(Ref::RunParams(path(2))),
+        ["secret", name] => crate::names::check_name(name)
+            .map(|()| Ref::Secret((*name).to_owned()))
+            .map_err(|m| format!("'{text}': the secret's name {m}")),
         ["tasks", task, "output", ..] => Ok(Ref::TaskOutput {
             task: (*task).to_owned(),
             path: path(3),
         }),
         _ => Err(format!(
-            "unknown reference '{text}'; expected run.id, run.scheduled_at, run.params.PATH or tasks.NAME.output.PATH"
+            "unknown reference '{text}'; expected run.id, run.scheduled_at, run.params.PATH, tasks.NAME.output.PATH or secret.NAME"
         )),
     }
 }
@@ -253,6 +261,13 @@ pub fn render(
     for piece in &template.pieces {
         match piece {
             Piece::Text(t) => out.push_str(t),
+            Piece::Ref {
+                target: Ref::Secret(name),
+                ..
+            } => {
+                // Rendered by the worker at send time, never written rendered.
+                out.push_str(&format!("{{{{ secret.{name} }}}}"));
+            }
             Piece::Ref { target, json } => {
                 let value = lookup(target, ctx).ok_or_else(|| RenderError::Missing {
                     field: field.to_owned(),
@@ -325,6 +340,8 @@ fn lookup(target: &Ref, ctx: &Context<'_>) -> Option<Value> {
         Ref::RunScheduledAt => return Some(Value::String(ctx.scheduled_at.to_string())),
         Ref::RunParams(path) => (Value::Object(ctx.params.clone()), path),
         Ref::TaskOutput { task, path } => (ctx.outputs.get(task)?.clone(), path),
+        // Never looked up here: the worker renders secrets at send time.
+        Ref::Secret(_) => return None,
     };
     let mut at = &root;
     for key in path {

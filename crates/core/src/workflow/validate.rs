@@ -435,7 +435,7 @@ fn task(v: &mut Walker, item: &Value, defaults: &TaskDefaults, ctx: &Context) ->
 /// Checks a task's target whose strings may hold templates: each template is parsed (errors
 /// name `target.<field>`), replaced by a plain placeholder while the target is checked as a
 /// job's would be, and put back in the spec. The references found go to `refs`.
-fn templated_target(
+pub(crate) fn templated_target(
     v: &mut Walker,
     value: &Value,
     ctx: &Context,

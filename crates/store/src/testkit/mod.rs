@@ -21,6 +21,7 @@ mod jobs;
 mod liveness;
 mod nodes;
 mod retention;
+mod secrets;
 mod trigger;
 mod workflows;
 
@@ -35,6 +36,7 @@ pub use jobs::*;
 pub use liveness::*;
 pub use nodes::*;
 pub use retention::*;
+pub use secrets::*;
 pub use trigger::*;
 pub use workflows::*;
 
@@ -103,6 +105,7 @@ pub fn checks() -> Vec<&'static str> {
         include_str!("liveness.rs"),
         include_str!("nodes.rs"),
         include_str!("retention.rs"),
+        include_str!("secrets.rs"),
         include_str!("trigger.rs"),
         include_str!("workflows.rs"),
     ];
@@ -455,6 +458,8 @@ macro_rules! conformance_tests {
             a_failed_run_writes_a_run_alert_event,
             calendars_are_put_listed_and_versioned,
             a_calendar_in_use_cannot_be_deleted,
+            secrets_are_put_versioned_and_listed_without_values,
+            a_secret_in_use_cannot_be_deleted,
             a_backfill_step_is_fenced_idempotent_and_counts_existing_slots,
             a_serial_backfill_waits_its_turn_and_stops_on_cancel,
             a_backfilled_slot_waits_while_its_job_runs,

@@ -1,0 +1,109 @@
+//! `secrets_key_file` (docs/configuration.md, "secrets_key_file"; docs/security.md,
+//! "Secrets"): the AES-256 key that seals secret values in the API and opens them in a worker.
+//!
+//! Invariants: the key is read from a file only, never from the command line or the
+//! environment; errors name the setting and the file, never the key; on the embedded store
+//! without the setting, a key is made once beside the database file (`<file>.secrets-key`,
+//! mode 0600, logged), and the same file is read at every later start.
+
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::bail;
+use sundial_core::secrets::SecretsKey;
+
+/// The most bytes a key file may hold (a key is 45).
+const KEY_FILE_MAX_BYTES: u64 = 4096;
+
+/// The key a server uses: `file` when given; else, for a `sqlite://PATH` store,
+/// `PATH.secrets-key`, made now if it does not exist; else `None` (a PostgreSQL store without
+/// the setting: the secret routes answer 409 and attempts that use secrets fail for good).
+///
+/// # Errors
+/// `secrets_key_file: PATH: ...` for a file that cannot be read, is larger than 4 KiB, or does
+/// not hold the base64 of 32 bytes; a default key file that cannot be made.
+pub fn load_key(
+    file: Option<&Path>,
+    database_url: &str,
+) -> anyhow::Result<Option<Arc<SecretsKey>>> {
+    if let Some(path) = file {
+        return read(path, "secrets_key_file").map(|k| Some(Arc::new(k)));
+    }
+    let Some(db) = database_url
+        .strip_prefix("sqlite://")
+        .or_else(|| database_url.strip_prefix("sqlite:"))
+        .map(|rest| rest.split('?').next().unwrap_or(rest))
+        .filter(|p| !p.is_empty() && *p != ":memory:")
+    else {
+        return Ok(None);
+    };
+    let path = PathBuf::from(format!("{db}.secrets-key"));
+    let setting = "secrets_key_file (its default beside the database)";
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+    {
+        Ok(mut f) => {
+            f.write_all(SecretsKey::generate().as_bytes())
+                .and_then(|()| f.sync_all())
+                .map_err(|e| anyhow::anyhow!("{setting}: cannot write {}: {e}", path.display()))?;
+            tracing::info!(path = %path.display(),
+                "made a secrets key beside the database (mode 0600); keep it with the database: the secrets stored under it cannot be read without it");
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => bail!("{setting}: cannot make {}: {e}", path.display()),
+    }
+    read(&path, setting).map(|k| Some(Arc::new(k)))
+}
+
+fn read(path: &Path, setting: &str) -> anyhow::Result<SecretsKey> {
+    let shown = path.display();
+    let size = std::fs::metadata(path)
+        .map_err(|e| anyhow::anyhow!("{setting}: cannot read {shown}: {e}"))?
+        .len();
+    if size > KEY_FILE_MAX_BYTES {
+        bail!("{setting}: {shown} holds {size} bytes; a key file holds one key");
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("{setting}: cannot read {shown}: {e}"))?;
+    SecretsKey::parse(&text).map_err(|reason| anyhow::anyhow!("{setting}: {shown}: {reason}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_default_is_made_once_and_bad_files_are_named() {
+        let dir = std::env::temp_dir().join(format!("sundial-secrets-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}/db.sqlite", dir.display());
+        let first = load_key(None, &url).unwrap().unwrap();
+        let made = dir.join("db.sqlite.secrets-key");
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&made).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600);
+        let (nonce, sealed) = first.seal("ns", "a", "v");
+        let again = load_key(None, &url).unwrap().unwrap();
+        assert_eq!(again.open("ns", "a", &nonce, &sealed).unwrap(), "v");
+        assert!(load_key(None, "postgres://x/y").unwrap().is_none());
+        let bad = dir.join("bad");
+        std::fs::write(&bad, "c2hvcnQ=").unwrap();
+        let e = load_key(Some(&bad), &url).unwrap_err().to_string();
+        assert!(
+            e.starts_with("secrets_key_file: ") && e.contains("32 bytes"),
+            "{e}"
+        );
+        assert!(!e.contains("c2hvcnQ"), "{e}");
+        let e = load_key(Some(&dir.join("none")), &url)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot read"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
