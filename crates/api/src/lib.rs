@@ -196,6 +196,7 @@ fn routes(state: AppState) -> Router {
     .routes(routes!(cluster))
     .routes(routes!(namespaces))
     .routes(routes!(signing_keys::list))
+    .routes(routes!(signing_keys::get_one))
     .routes(routes!(secrets::list))
     .routes(routes!(secrets::put, secrets::delete))
     .routes(routes!(cron::cron_next))

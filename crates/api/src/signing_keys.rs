@@ -65,3 +65,33 @@ pub(crate) async fn list(
         .collect();
     Ok(Json(SigningKeyList { items }))
 }
+
+#[utoipa::path(
+    get,
+    path = "/v1/namespaces/{ns}/signing-keys/{id}",
+    tag = "namespaces",
+    summary = "One key that signs the namespace's deliveries (its public half only)",
+    params(("ns" = String, Path, description = "Namespace"), ("id" = String, Path, description = "The key's id")),
+    responses((status = 200, description = "The key", body = SigningKeyInfo), crate::openapi::Problems)
+)]
+pub(crate) async fn get_one(
+    State(state): State<AppState>,
+    Path((ns, id)): Path<(String, String)>,
+) -> Result<Json<SigningKeyInfo>, ApiError> {
+    check_path(&ns, None)?;
+    state
+        .signing_keys
+        .iter()
+        .find(|k| k.id == id && k.covers(&ns))
+        .cloned()
+        .map(Json)
+        .ok_or_else(|| {
+            ApiError::new(
+                axum::http::StatusCode::NOT_FOUND,
+                "not found",
+                format!(
+                    "no signing key '{id}' signs namespace '{ns}' (GET /v1/namespaces/{ns}/signing-keys lists those that do)"
+                ),
+            )
+        })
+}

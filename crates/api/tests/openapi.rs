@@ -19,6 +19,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/cluster"),
     ("get", "/v1/namespaces"),
     ("get", "/v1/namespaces/{ns}/signing-keys"),
+    ("get", "/v1/namespaces/{ns}/signing-keys/{id}"),
     ("get", "/v1/namespaces/{ns}/secrets"),
     ("put", "/v1/namespaces/{ns}/secrets/{name}"),
     ("delete", "/v1/namespaces/{ns}/secrets/{name}"),

@@ -713,6 +713,8 @@ fn rows() -> Vec<Row> {
             .expect(422, &["valu", "value"]),
         Row::new("a secret deleted that does not exist", "DELETE", format!("/v1/namespaces/{NS}/secrets/absent"))
             .expect(404, &[]),
+        Row::new("an unknown signing key id", "GET", format!("/v1/namespaces/{NS}/signing-keys/2099-01"))
+            .expect(404, &[]),
     ]
 }
 
