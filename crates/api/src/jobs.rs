@@ -345,6 +345,10 @@ async fn write(
     if let Some(e) = never_fires(&record, existing.as_ref(), now) {
         return Err(ApiError::invalid(vec![e]));
     }
+    let masked = sundial_core::secrets::masked_errors(&record.spec.target, "");
+    if !masked.is_empty() {
+        return Err(ApiError::invalid(masked));
+    }
     // Writing back what is stored changes nothing: no new version, no rescheduling.
     if let Some(old) = existing.as_ref().filter(|old| old.spec == record.spec) {
         return Ok(Some(old.clone()));
@@ -530,6 +534,12 @@ pub(crate) async fn apply_many(
         let (record, pending) = next_record(spec, existing.as_ref(), now);
         if let Some(e) = never_fires(&record, existing.as_ref(), now) {
             never.push(FieldError::new(format!("jobs.{i}.{}", e.field), e.message));
+            continue;
+        }
+        let masked =
+            sundial_core::secrets::masked_errors(&record.spec.target, &format!("jobs.{i}."));
+        if !masked.is_empty() {
+            never.extend(masked);
             continue;
         }
         if let Some(old) = existing.as_ref().filter(|old| old.spec == record.spec) {

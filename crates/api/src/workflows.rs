@@ -295,6 +295,10 @@ async fn write(
     }
     let now = state.store.now().await?;
     let record = next_record(spec, existing.as_ref(), now);
+    let masked = masked_task_errors(&record.spec, "");
+    if !masked.is_empty() {
+        return Err(ApiError::invalid(masked));
+    }
     if let Some(old) = existing.as_ref().filter(|old| old.spec == record.spec) {
         return Ok(Some(old.clone()));
     }
@@ -479,10 +483,12 @@ pub(crate) async fn apply_many(
     .await?;
     let now = state.store.now().await?;
     let (mut writes, mut unchanged, mut created) = (Vec::new(), Vec::new(), 0);
-    for spec in specs {
+    let mut masked = Vec::new();
+    for (w, spec) in specs.into_iter().enumerate() {
         let existing = state.store.workflow_get(&ns, &spec.name).await?;
         created += usize::from(existing.is_none());
         let record = next_record(spec, existing.as_ref(), now);
+        masked.extend(masked_task_errors(&record.spec, &format!("workflows.{w}.")));
         if let Some(old) = existing.as_ref().filter(|old| old.spec == record.spec) {
             unchanged.push(old.clone());
             continue;
@@ -494,6 +500,9 @@ pub(crate) async fn apply_many(
             record,
             expected_version: existing.map(|o| o.version),
         });
+    }
+    if !masked.is_empty() {
+        return Err(ApiError::invalid(masked));
     }
     let written = if writes.is_empty() {
         Vec::new()
@@ -913,6 +922,21 @@ fn retry_tasks(body: &Value) -> Result<Vec<String>, ApiError> {
     } else {
         Err(ApiError::invalid(errors))
     }
+}
+
+/// The tasks' credential fields that read `***` with nothing stored to keep
+/// ([`sundial_core::secrets::masked_errors`]), each field after `{prefix}tasks.{i}.`.
+fn masked_task_errors(
+    spec: &sundial_core::workflow::spec::WorkflowSpec,
+    prefix: &str,
+) -> Vec<FieldError> {
+    spec.tasks
+        .iter()
+        .enumerate()
+        .flat_map(|(i, t)| {
+            sundial_core::secrets::masked_errors(&t.target, &format!("{prefix}tasks.{i}."))
+        })
+        .collect()
 }
 
 /// Each task's target with its field prefix (`{prefix}tasks.{i}.`), for

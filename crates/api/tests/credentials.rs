@@ -115,6 +115,43 @@ async fn answers_mask_plain_credentials_and_a_masked_write_keeps_them() {
     assert_eq!(t.headers["Authorization"], "Bearer plain-token");
     assert_eq!(t.headers["cookie"], "sid=abc");
 
+    // A mask with nothing stored to keep: a new job written from the masked answer.
+    let mut copy = body.clone();
+    for k in [
+        "namespace",
+        "name",
+        "state",
+        "version",
+        "created_at",
+        "updated_at",
+        "next_fire_at",
+        "last_execution",
+        "next_fire_times",
+        "dst_preview",
+        "warnings",
+    ] {
+        copy.as_object_mut().unwrap().remove(k);
+    }
+    let refused = app
+        .call("PUT", "/v1/namespaces/creds/jobs/copy", &[], Some(copy))
+        .await;
+    assert_eq!(refused.status.as_u16(), 422, "{}", refused.body);
+    let fields: Vec<&str> = refused.body["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "target.url",
+            "target.headers.Authorization",
+            "target.headers.cookie"
+        ]
+    );
+    assert_eq!(app.jobs_in("creds").await.len(), 1, "nothing written");
+
     // The UI's job page shows the mask too.
     use tower::ServiceExt as _;
     let page = app

@@ -377,6 +377,38 @@ pub fn mask_target(target: &TargetSpec) -> TargetSpec {
     })
 }
 
+/// The credential fields of `target` that read [`MASK`] (a header's whole value, a URL's
+/// password): after [`unmask_target`] over the stored target, what a write asks to keep but
+/// has nothing to keep (a new job written from a masked answer).
+pub fn masked_fields(target: &TargetSpec) -> Vec<String> {
+    target_strings(target)
+        .into_iter()
+        .filter(|(field, text, _)| {
+            if field == "target.url" {
+                return url_password(text).is_some_and(|r| &text[r] == MASK);
+            }
+            let name = field.rsplit('.').next().unwrap_or_default();
+            *text == MASK
+                && (field.starts_with("target.headers.") || field.starts_with("target.properties."))
+                && CREDENTIAL_HEADERS.contains(&name.to_ascii_lowercase().as_str())
+        })
+        .map(|(field, _, _)| field)
+        .collect()
+}
+
+/// The errors of [`masked_fields`], each field after `prefix`.
+pub fn masked_errors(target: &TargetSpec, prefix: &str) -> Vec<crate::validate::FieldError> {
+    masked_fields(target)
+        .into_iter()
+        .map(|field| {
+            crate::validate::FieldError::new(
+                format!("{prefix}{field}"),
+                "is ***, the mask of a stored credential, and there is none here to keep; give the credential, or better a secret: {{ secret.NAME }}",
+            )
+        })
+        .collect()
+}
+
 /// `new` with each credential field that reads [`MASK`] (a header's whole value, a URL's
 /// password) given back the value `old` holds at that field: what a client that read a
 /// masked answer and wrote it back meant to keep.
@@ -515,6 +547,12 @@ mod tests {
         assert!(plain_credentials(&referenced).is_empty());
         assert_eq!(mask_target(&referenced), referenced);
         assert_eq!(unmask_target(&referenced, &target), referenced);
+        // A mask with nothing stored to keep is named.
+        assert_eq!(
+            masked_fields(&TargetSpec::Http(masked.clone())),
+            ["target.url", "target.headers.authorization"]
+        );
+        assert!(masked_fields(&kept).is_empty());
         // A URL without a password, or a `user@` alone, holds none.
         assert!(url_password("https://user@h/x").is_none());
         assert!(url_password("https://h/x?a=b:c@d").is_none());
