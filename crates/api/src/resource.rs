@@ -219,7 +219,7 @@ pub fn credential_warnings(
         .map(|field| {
             sundial_core::validate::FieldError::new(
                 format!("{prefix}{field}"),
-                "holds a credential in plain text, shown as ***; store it as a secret (PUT /v1/namespaces/{ns}/secrets/NAME) and write {{ secret.NAME }} here",
+                "holds a credential in plain text, shown as ***; store it as a secret of this namespace (PUT .../secrets/NAME) and write {{ secret.NAME }} here",
             )
         })
         .collect()

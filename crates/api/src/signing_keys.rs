@@ -25,7 +25,7 @@ pub struct SigningKeyInfo {
     pub algorithm: String,
     /// An Ed25519 key's public half, `whpk_<base64>`; `null` for an HMAC key.
     pub public_key: Option<String>,
-    /// The namespaces it signs, `*` for every one.
+    /// Of the namespaces it signs, `*` (every one) and the namespace asked about.
     pub namespaces: Vec<String>,
 }
 
@@ -33,6 +33,20 @@ impl SigningKeyInfo {
     /// Whether this key signs `namespace`'s deliveries.
     pub fn covers(&self, namespace: &str) -> bool {
         self.namespaces.iter().any(|n| n == "*" || n == namespace)
+    }
+
+    /// The key as an answer about `namespace` shows it: of its namespaces only `*` and
+    /// `namespace` (a token of one namespace learns no other's name).
+    pub fn seen_from(&self, namespace: &str) -> SigningKeyInfo {
+        SigningKeyInfo {
+            namespaces: self
+                .namespaces
+                .iter()
+                .filter(|n| *n == "*" || *n == namespace)
+                .cloned()
+                .collect(),
+            ..self.clone()
+        }
     }
 }
 
@@ -61,7 +75,7 @@ pub(crate) async fn list(
         .signing_keys
         .iter()
         .filter(|k| k.covers(&ns))
-        .cloned()
+        .map(|k| k.seen_from(&ns))
         .collect();
     Ok(Json(SigningKeyList { items }))
 }
@@ -83,7 +97,7 @@ pub(crate) async fn get_one(
         .signing_keys
         .iter()
         .find(|k| k.id == id && k.covers(&ns))
-        .cloned()
+        .map(|k| k.seen_from(&ns))
         .map(Json)
         .ok_or_else(|| {
             ApiError::new(

@@ -696,6 +696,9 @@ fn rows() -> Vec<Row> {
         Row::new("a job's target with a template other than a secret", "PUT", JOB)
             .json(set("/target/body", json!("{{ run.id }}")))
             .expect(422, &["target.body"]),
+        Row::new("a secret reference with the json filter", "PUT", JOB)
+            .json(set("/target/body", json!("{{ secret.token | json }}")))
+            .expect(422, &["target.body"]),
         Row::new("a secret reference with a bad name", "PUT", JOB)
             .json(set("/target/body", json!("{{ secret.Bad_Name }}")))
             .expect(422, &["target.body"]),

@@ -3,29 +3,11 @@
 //! `connections.NAME`; a bad `[http_targets] allow` pattern stops it naming its index, and a
 //! `max_connections_per_host` out of range naming the setting.
 
+mod common;
+
 use std::process::Command;
 
-fn server_with(config: &str, roles: &str) -> (bool, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("sundial.toml");
-    std::fs::write(&path, config).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_sundial"))
-        .args(["server", "--roles", roles, "--listen", "127.0.0.1:0"])
-        .arg("--database-url")
-        .arg(format!(
-            "sqlite://{}",
-            dir.path().join("db.sqlite").display()
-        ))
-        .arg("--config")
-        .arg(&path)
-        .env_remove("SUNDIAL_CONFIG")
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::server_with;
 
 #[test]
 fn an_unknown_connection_type_is_refused_by_name() {

@@ -149,29 +149,6 @@ async fn the_standard_webhooks_libraries_verify_every_delivery() {
     }
 }
 
-/// `sundial server --config FILE`'s exit and standard error.
-fn start_with_config(config: &str) -> (bool, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("sundial.toml");
-    std::fs::write(&path, config).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_sundial"))
-        .args(["server", "--roles", "worker", "--listen", "127.0.0.1:0"])
-        .arg("--database-url")
-        .arg(format!(
-            "sqlite://{}",
-            dir.path().join("db.sqlite").display()
-        ))
-        .arg("--config")
-        .arg(&path)
-        .env_remove("SUNDIAL_CONFIG")
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[test]
 fn a_bad_signing_key_stops_the_server_naming_the_setting() {
     let dir = tempfile::tempdir().unwrap();
@@ -201,7 +178,7 @@ fn a_bad_signing_key_stops_the_server_naming_the_setting() {
         ),
     ];
     for (config, want) in cases {
-        let (ok, stderr) = start_with_config(&config);
+        let (ok, stderr) = common::server_with(&config, "worker");
         assert!(!ok, "started with {config}");
         assert!(stderr.contains(want), "{want}: {stderr}");
         assert!(

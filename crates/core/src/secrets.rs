@@ -68,9 +68,10 @@ impl SecretsKey {
     /// # Errors
     /// A message that never quotes the text: not base64, or not 32 bytes.
     pub fn parse(text: &str) -> Result<Self, String> {
+        // The decoder's error names a character of the key and its place: not shown.
         let bytes = BASE64
             .decode(text.trim())
-            .map_err(|e| format!("the key is not base64 ({e})"))?;
+            .map_err(|_| "the key is not standard base64".to_owned())?;
         if bytes.len() != KEY_BYTES {
             return Err(format!(
                 "the key must be {KEY_BYTES} bytes, this one is {}",
@@ -418,7 +419,13 @@ pub fn unmask_target(new: &TargetSpec, old: &TargetSpec) -> TargetSpec {
         .map(|(f, t, _)| (f, t.to_owned()))
         .collect();
     map_target_strings(new, |field, text| {
-        let Some(previous) = old_strings.get(field) else {
+        // A header's name is compared without case (`Authorization` is `authorization`).
+        let Some(previous) = old_strings.get(field).or_else(|| {
+            old_strings
+                .iter()
+                .find(|(f, _)| f.eq_ignore_ascii_case(field))
+                .map(|(_, t)| t)
+        }) else {
             return text.to_owned();
         };
         if field == "target.url" {
@@ -547,6 +554,15 @@ mod tests {
         assert!(plain_credentials(&referenced).is_empty());
         assert_eq!(mask_target(&referenced), referenced);
         assert_eq!(unmask_target(&referenced, &target), referenced);
+        // A header written back in another case keeps its value too.
+        let mut shouting = masked.clone();
+        let mask = shouting.headers.remove("authorization").unwrap();
+        shouting.headers.insert("AUTHORIZATION".into(), mask);
+        let TargetSpec::Http(kept_upper) = unmask_target(&TargetSpec::Http(shouting), &target)
+        else {
+            unreachable!()
+        };
+        assert_eq!(kept_upper.headers["AUTHORIZATION"], "Bearer abc");
         // A mask with nothing stored to keep is named.
         assert_eq!(
             masked_fields(&TargetSpec::Http(masked.clone())),

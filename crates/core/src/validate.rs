@@ -91,7 +91,8 @@ pub const MESSAGE_HEADERS: [&str; 8] = [
 
 /// Read-only fields of the job resource: accepted on input (so a fetched job can be written
 /// back as it is) and ignored.
-pub const READ_ONLY_FIELDS: [&str; 8] = [
+pub const READ_ONLY_FIELDS: [&str; 9] = [
+    "warnings",
     "state",
     "version",
     "created_at",

@@ -827,8 +827,44 @@ fn toml_shown(v: &toml::Value) -> String {
 fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("--config: cannot read {}", path.display()))?;
-    toml::from_str(&text)
-        .with_context(|| format!("--config: {} is not a valid configuration", path.display()))
+    // The parser's message quotes the line it stopped at: a key written inline (a typo for
+    // `secret_file`) is shown as its prefix alone.
+    toml::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "--config: {} is not a valid configuration: {}",
+            path.display(),
+            without_keys(&e.to_string())
+        )
+    })
+}
+
+/// `text` with the base64 after each `whsec_` or `whsk_` (a secret key) replaced by `***`.
+fn without_keys(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = ["whsec_", "whsk_"]
+        .iter()
+        .filter_map(|p| rest.find(p).map(|i| (i, p.len())))
+        .min()
+    {
+        let (i, len) = at;
+        out.push_str(&rest[..i + len]);
+        out.push_str("***");
+        rest = rest[i + len..].trim_start_matches(|c: char| {
+            c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=')
+        });
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+#[test]
+fn a_key_written_inline_is_not_quoted_back() {
+    assert_eq!(
+        without_keys("3 | secret = \"whsec_AbC+/=\" and whsk_xyz"),
+        "3 | secret = \"whsec_***\" and whsk_***"
+    );
 }
 
 /// `<host name>-<pid>`.

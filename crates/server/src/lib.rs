@@ -146,9 +146,23 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
     // The recorder is installed before any role starts: a metric set before it (the
     // scheduler's first `sundial_shards_held`, on acquiring its leases) would be lost.
     let metrics = prometheus();
+    // A bad key file stops the server before it touches the database.
+    let configured_key = crate::secrets::configured(config.secrets_key_file.as_deref())?;
     let store = open_store(&config.database_url, clock.clone()).await?;
-    let secrets_key =
-        crate::secrets::load_key(config.secrets_key_file.as_deref(), &config.database_url)?;
+    let secrets_key = match (
+        configured_key,
+        crate::secrets::default_path(&config.database_url),
+    ) {
+        (Some(key), _) => Some(key),
+        (None, Some(path)) => Some(crate::secrets::beside_database(
+            &path,
+            store
+                .secret_any()
+                .await
+                .context("cannot read the store's secrets")?,
+        )?),
+        (None, None) => None,
+    };
     let (shutdown, rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
     let worker_wake = Arc::new(Notify::new());

@@ -17,35 +17,48 @@ use sundial_core::secrets::SecretsKey;
 /// The most bytes a key file may hold (a key is 45).
 const KEY_FILE_MAX_BYTES: u64 = 4096;
 
-/// The key a server uses: `file` when given; else, for a `sqlite://PATH` store,
-/// `PATH.secrets-key`, made now if it does not exist; else `None` (a PostgreSQL store without
-/// the setting: the secret routes answer 409 and attempts that use secrets fail for good).
+/// The key of `secrets_key_file`, read before the store is opened so that a bad file stops
+/// the server before it touches the database; `None` when the setting is not given.
 ///
 /// # Errors
 /// `secrets_key_file: PATH: ...` for a file that cannot be read, is larger than 4 KiB, or does
-/// not hold the base64 of 32 bytes; a default key file that cannot be made.
-pub fn load_key(
-    file: Option<&Path>,
-    database_url: &str,
-) -> anyhow::Result<Option<Arc<SecretsKey>>> {
-    if let Some(path) = file {
-        return read(path, "secrets_key_file").map(|k| Some(Arc::new(k)));
-    }
-    let Some(db) = database_url
+/// not hold the base64 of 32 bytes.
+pub fn configured(file: Option<&Path>) -> anyhow::Result<Option<Arc<SecretsKey>>> {
+    file.map(|path| read(path, "secrets_key_file").map(Arc::new))
+        .transpose()
+}
+
+/// Where the embedded store's default key lives: `PATH.secrets-key` for `sqlite://PATH`;
+/// `None` for any other store.
+pub fn default_path(database_url: &str) -> Option<PathBuf> {
+    database_url
         .strip_prefix("sqlite://")
         .or_else(|| database_url.strip_prefix("sqlite:"))
         .map(|rest| rest.split('?').next().unwrap_or(rest))
         .filter(|p| !p.is_empty() && *p != ":memory:")
-    else {
-        return Ok(None);
-    };
-    let path = PathBuf::from(format!("{db}.secrets-key"));
+        .map(|db| PathBuf::from(format!("{db}.secrets-key")))
+}
+
+/// The embedded store's default key at `path` ([`default_path`]): read when it exists; made
+/// (mode 0600, logged) when it does not and the store, opened, holds no secret
+/// (`holds_secrets`).
+///
+/// # Errors
+/// A key file that cannot be read or made; a missing one while the store holds secrets (they
+/// were sealed under it, and a new key could not open them: restore it or name it).
+pub fn beside_database(path: &Path, holds_secrets: bool) -> anyhow::Result<Arc<SecretsKey>> {
     let setting = "secrets_key_file (its default beside the database)";
+    if !path.exists() && holds_secrets {
+        bail!(
+            "{setting}: {} is missing, and the database holds secrets sealed under it; restore the key file beside the database (a new key could not open them), or give secrets_key_file",
+            path.display()
+        );
+    }
     match std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .open(&path)
+        .open(path)
     {
         Ok(mut f) => {
             f.write_all(SecretsKey::generate().as_bytes())
@@ -57,7 +70,7 @@ pub fn load_key(
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => bail!("{setting}: cannot make {}: {e}", path.display()),
     }
-    read(&path, setting).map(|k| Some(Arc::new(k)))
+    read(path, setting).map(Arc::new)
 }
 
 fn read(path: &Path, setting: &str) -> anyhow::Result<SecretsKey> {
@@ -70,6 +83,11 @@ fn read(path: &Path, setting: &str) -> anyhow::Result<SecretsKey> {
     }
     let text = std::fs::read_to_string(path)
         .map_err(|e| anyhow::anyhow!("{setting}: cannot read {shown}: {e}"))?;
+    if let Ok(meta) = std::fs::metadata(path)
+        && std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o077 != 0
+    {
+        tracing::warn!(path = %shown, "{setting}: the key file may be read by other users than its owner; chmod 600 it");
+    }
     SecretsKey::parse(&text).map_err(|reason| anyhow::anyhow!("{setting}: {shown}: {reason}"))
 }
 
@@ -82,27 +100,31 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("sundial-secrets-key-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let url = format!("sqlite://{}/db.sqlite", dir.display());
-        let first = load_key(None, &url).unwrap().unwrap();
-        let made = dir.join("db.sqlite.secrets-key");
+        let made = default_path(&url).unwrap();
+        assert_eq!(made, dir.join("db.sqlite.secrets-key"));
+        // Missing while the store holds secrets: refused, nothing made.
+        let e = beside_database(&made, true).unwrap_err().to_string();
+        assert!(e.contains("is missing"), "{e}");
+        assert!(!made.exists());
+        let first = beside_database(&made, false).unwrap();
         let mode = std::os::unix::fs::PermissionsExt::mode(
             &std::fs::metadata(&made).unwrap().permissions(),
         );
         assert_eq!(mode & 0o777, 0o600);
         let (nonce, sealed) = first.seal("ns", "a", "v");
-        let again = load_key(None, &url).unwrap().unwrap();
+        let again = beside_database(&made, true).unwrap();
         assert_eq!(again.open("ns", "a", &nonce, &sealed).unwrap(), "v");
-        assert!(load_key(None, "postgres://x/y").unwrap().is_none());
+        assert!(default_path("postgres://x/y").is_none());
+        assert!(configured(None).unwrap().is_none());
         let bad = dir.join("bad");
         std::fs::write(&bad, "c2hvcnQ=").unwrap();
-        let e = load_key(Some(&bad), &url).unwrap_err().to_string();
+        let e = configured(Some(&bad)).unwrap_err().to_string();
         assert!(
             e.starts_with("secrets_key_file: ") && e.contains("32 bytes"),
             "{e}"
         );
         assert!(!e.contains("c2hvcnQ"), "{e}");
-        let e = load_key(Some(&dir.join("none")), &url)
-            .unwrap_err()
-            .to_string();
+        let e = configured(Some(&dir.join("none"))).unwrap_err().to_string();
         assert!(e.contains("cannot read"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -415,6 +415,10 @@ macro_rules! forward_store_traits {
                     $crate::steps::secrets::secret_list(self, namespace).await
                 }
 
+                async fn secret_any(&self) -> Result<bool> {
+                    $crate::steps::secrets::secret_any(self).await
+                }
+
                 async fn secret_users(&self, namespace: &str, name: &str) -> Result<Vec<String>> {
                     $crate::steps::secrets::secret_users(self, namespace, name).await
                 }

@@ -771,6 +771,10 @@ pub trait ApiStore: StoreShared {
     /// paging).
     async fn secret_list(&self, namespace: &str) -> Result<Vec<SecretRecord>>;
 
+    /// Whether any namespace holds a secret (one read): a server about to make a new secrets
+    /// key refuses to while values sealed under another are stored.
+    async fn secret_any(&self) -> Result<bool>;
+
     /// The jobs and workflows of `namespace` whose target (or a task's) references the secret
     /// as `{{ secret.NAME }}`, as `job NAME` / `workflow NAME`, by kind and name
     /// (`sundial_core::secrets::names_in` over each stored spec).

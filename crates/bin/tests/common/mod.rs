@@ -541,3 +541,28 @@ pub fn whole_second_after(ahead: Duration) -> Timestamp {
     let t = Timestamp::now() + jiff::SignedDuration::try_from(ahead).unwrap();
     Timestamp::from_second(t.as_second() + 1).unwrap()
 }
+
+/// Runs `sundial server --roles ROLES --config FILE` with `config` (TOML) on a fresh SQLite
+/// file and waits for it to exit: whether it exited 0, and its standard error. For settings
+/// that must stop the server at start.
+pub fn server_with(config: &str, roles: &str) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sundial.toml");
+    std::fs::write(&path, config).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sundial"))
+        .args(["server", "--roles", roles, "--listen", "127.0.0.1:0"])
+        .arg("--database-url")
+        .arg(format!(
+            "sqlite://{}",
+            dir.path().join("db.sqlite").display()
+        ))
+        .arg("--config")
+        .arg(&path)
+        .env_remove("SUNDIAL_CONFIG")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

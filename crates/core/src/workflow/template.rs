@@ -127,10 +127,13 @@ pub fn parse(text: &str) -> Result<Template, String> {
             },
             None => (inner, false),
         };
-        pieces.push(Piece::Ref {
-            target: parse_ref(reference)?,
-            json,
-        });
+        let target = parse_ref(reference)?;
+        if json && matches!(target, Ref::Secret(_)) {
+            return Err(format!(
+                "'{{{{ {inner} }}}}': the json filter does not apply to secrets; a secret is inserted as its text"
+            ));
+        }
+        pieces.push(Piece::Ref { target, json });
         rest = &after[close + 2..];
     }
     if !rest.is_empty() {

@@ -29,7 +29,8 @@ use crate::workflow::{MAX_OUTPUT_BYTES, MAX_TASKS};
 
 /// Read-only fields of the workflow resource: accepted on input (so a fetched workflow can be
 /// written back as it is) and ignored.
-pub const READ_ONLY_FIELDS: [&str; 9] = [
+pub const READ_ONLY_FIELDS: [&str; 10] = [
+    "warnings",
     "state",
     "version",
     "created_at",

@@ -131,6 +131,16 @@ pub async fn secret_list<R: Reader>(store: &R, namespace: &str) -> Result<Vec<Se
     store.rows(&st).await?.iter().map(record::<R>).collect()
 }
 
+/// Whether the store holds any secret, in any namespace: a server that would make a new
+/// secrets key refuses to when some value is sealed under one it lacks.
+///
+/// # Errors
+/// The store's classified error.
+pub async fn secret_any<R: Reader>(store: &R) -> Result<bool> {
+    let st = Statement::new("SELECT 1 FROM secrets LIMIT 1");
+    Ok(store.row(&st).await?.is_some())
+}
+
 /// The sealed values of those of `names` that exist in `namespace`, as (name, value), in name
 /// order; a name with no secret is left out, and no names read nothing.
 ///
