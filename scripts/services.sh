@@ -48,7 +48,7 @@ fi
 # `standardwebhooks` from npm into crates/bin/tests/signing/node_modules (package-lock.json).
 if ! python3 -c 'import standardwebhooks, cryptography' >/dev/null 2>&1; then
   log "installing standardwebhooks and cryptography from PyPI"
-  python3 -m pip install --quiet 'standardwebhooks>=1.0,<2' 'cryptography>=41'
+  python3 -m pip install --quiet 'standardwebhooks>=1.3,<2' 'cryptography>=41'
 fi
 need node nodejs
 need npm npm
