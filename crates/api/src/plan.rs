@@ -250,6 +250,36 @@ fn plan_one(
         "",
         &mut changes,
     );
+    // A changed plain-text credential is named, its values shown as the answers show them
+    // (docs/security.md, "Plain-text credentials").
+    let credentials: std::collections::BTreeSet<String> =
+        sundial_core::secrets::plain_credentials(&old.spec.target)
+            .into_iter()
+            .chain(sundial_core::secrets::plain_credentials(&new.spec.target))
+            .collect();
+    if !credentials.is_empty() {
+        let shown =
+            |spec: &sundial_core::job::JobSpec| -> std::collections::BTreeMap<String, String> {
+                sundial_core::workflow::template::target_strings(
+                    &sundial_core::secrets::mask_target(&spec.target),
+                )
+                .into_iter()
+                .map(|(field, text, _)| (field, text.to_owned()))
+                .collect()
+            };
+        let (old_shown, new_shown) = (shown(&old.spec), shown(&new.spec));
+        for change in changes
+            .iter_mut()
+            .filter(|c| credentials.contains(&c.field))
+        {
+            let at = |m: &std::collections::BTreeMap<String, String>| {
+                m.get(&change.field)
+                    .map_or(Value::Null, |t| Value::from(t.clone()))
+            };
+            change.before = at(&old_shown);
+            change.after = at(&new_shown);
+        }
+    }
     let (cancels, rewrites) = match pending {
         PendingExecutions::Cancel => (
             not_started

@@ -131,6 +131,38 @@ async fn answers_mask_plain_credentials_and_a_masked_write_keeps_them() {
     );
     assert_eq!(app.jobs_in("creds").await.len(), 1, "nothing written");
 
+    // A plan of a new credential names the change and shows neither value.
+    let mut changed = job();
+    changed["name"] = json!("j");
+    changed["target"]["headers"]["Authorization"] = json!("Bearer rotated-token");
+    let plan = app
+        .call(
+            "POST",
+            "/v1/namespaces/creds/jobs:plan",
+            &[],
+            Some(json!({"jobs": [changed]})),
+        )
+        .await;
+    assert_eq!(plan.status.as_u16(), 200, "{}", plan.body);
+    let text = plan.body.to_string();
+    assert!(
+        !text.contains("plain-token")
+            && !text.contains("rotated-token")
+            && !text.contains("hunter2"),
+        "{text}"
+    );
+    let change = plan.body["items"][0]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["field"] == "target.headers.Authorization")
+        .cloned()
+        .unwrap_or_else(|| panic!("no change named: {text}"));
+    assert_eq!(
+        (&change["before"], &change["after"]),
+        (&json!("***"), &json!("***"))
+    );
+
     // The UI's job page shows the mask too.
     use tower::ServiceExt as _;
     let page = app

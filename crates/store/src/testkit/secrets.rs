@@ -42,11 +42,16 @@ async fn job_with_header(store: &dyn Store, ns: &str, name: &str, header: &str) 
 pub async fn secrets_are_put_versioned_and_listed_without_values(h: Harness) {
     let clock = Arc::new(ManualClock::new(t0()));
     let store = h.open(clock.clone()).await;
+    assert!(
+        !store.secret_any().await.expect("any"),
+        "a new store holds none"
+    );
     let (first, created) = store
         .secret_put("ns", "token", &sealed(1))
         .await
         .expect("put");
     assert!(created);
+    assert!(store.secret_any().await.expect("any"));
     assert_eq!(
         (first.namespace.as_str(), first.name.as_str(), first.version),
         ("ns", "token", 1)
