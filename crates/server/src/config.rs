@@ -364,8 +364,9 @@ pub struct ServerConfig {
     /// (docs/security.md, "Signed deliveries").
     pub signing: sundial_target::signing::Signer,
     /// `secrets_key_file`: the key that seals secret values (docs/security.md, "Secrets");
-    /// loaded at start by [`crate::secrets::load_key`] (on SQLite without it, a key beside
-    /// the database).
+    /// read at start by [`crate::secrets::configured`], before the store opens; on SQLite
+    /// without it, [`crate::secrets::beside_database`] reads or makes a key beside the
+    /// database.
     pub secrets_key_file: Option<PathBuf>,
 }
 
