@@ -35,3 +35,30 @@ pub(crate) fn instant(ms: i64) -> crate::Result<jiff::Timestamp> {
     jiff::Timestamp::from_millisecond(ms)
         .map_err(|e| crate::Error::Corrupt(format!("instant {ms}: {e}")))
 }
+
+/// The end of a delete that a resource's users block (a calendar named in
+/// `exclude_calendars`, a secret referenced as `{{ secret.NAME }}`): given the users the
+/// transaction found and the rows its delete removed, `Ok` when nothing blocked it and a row
+/// went.
+///
+/// # Errors
+/// [`crate::Error::Conflict`] `"{what} is {used_as} {users, comma-separated}"` when there are
+/// users (the caller deletes nothing then: pass `deleted` 0); [`crate::Error::NotFound`]
+/// `"{what}"` when no row went.
+pub(crate) fn unless_used(
+    what: &str,
+    used_as: &str,
+    users: &[String],
+    deleted: u64,
+) -> crate::Result<()> {
+    if !users.is_empty() {
+        return Err(crate::Error::Conflict(format!(
+            "{what} is {used_as} {}",
+            users.join(", ")
+        )));
+    }
+    if deleted == 0 {
+        return Err(crate::Error::NotFound(what.to_owned()));
+    }
+    Ok(())
+}

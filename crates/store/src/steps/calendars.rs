@@ -160,14 +160,15 @@ pub async fn calendar_delete<S: CalendarStatements>(
     name: &str,
 ) -> Result<()> {
     let users = s.users(namespace, name).await?;
-    if !users.is_empty() {
-        return Err(Error::Conflict(format!(
-            "calendar {namespace}/{name} is named in exclude_calendars of {}",
-            users.join(", ")
-        )));
-    }
-    if s.delete(namespace, name).await? == 0 {
-        return Err(Error::NotFound(format!("calendar {namespace}/{name}")));
-    }
-    Ok(())
+    let deleted = if users.is_empty() {
+        s.delete(namespace, name).await?
+    } else {
+        0
+    };
+    super::unless_used(
+        &format!("calendar {namespace}/{name}"),
+        "named in exclude_calendars of",
+        &users,
+        deleted,
+    )
 }

@@ -236,16 +236,17 @@ pub async fn secret_delete<S: SecretStatements>(
     name: &str,
 ) -> Result<()> {
     let users = s.users(namespace, name).await?;
-    if !users.is_empty() {
-        return Err(Error::Conflict(format!(
-            "secret {namespace}/{name} is referenced by {}",
-            users.join(", ")
-        )));
-    }
-    if s.delete(namespace, name).await? == 0 {
-        return Err(Error::NotFound(format!("secret {namespace}/{name}")));
-    }
-    Ok(())
+    let deleted = if users.is_empty() {
+        s.delete(namespace, name).await?
+    } else {
+        0
+    };
+    super::unless_used(
+        &format!("secret {namespace}/{name}"),
+        "referenced by",
+        &users,
+        deleted,
+    )
 }
 
 #[cfg(test)]
