@@ -43,6 +43,15 @@ pub enum Role {
 
 impl Role {
     /// `admin`, `editor` or `viewer`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Editor => "editor",
+            Role::Viewer => "viewer",
+        }
+    }
+
+    /// `admin`, `editor` or `viewer`.
     ///
     /// # Errors
     /// A message naming the three roles for anything else.
@@ -79,6 +88,7 @@ impl Namespaces {
 #[derive(Debug, Clone)]
 pub struct ApiToken {
     sha256: [u8; 32],
+    name: String,
     role: Role,
     namespaces: Namespaces,
 }
@@ -115,11 +125,42 @@ impl ApiToken {
                 Namespaces::Only(names.iter().cloned().collect())
             }
         };
+        let mut name = String::from("token-");
+        for b in &sha256[..4] {
+            name.push_str(&format!("{b:02x}"));
+        }
         Ok(ApiToken {
             sha256,
+            name,
             role,
             namespaces,
         })
+    }
+
+    /// This token with `name`, the actor its changes are recorded under in the audit log
+    /// (docs/security.md, "Audit log"). Without one a token is named `token-` and the first 8
+    /// hexadecimal digits of its SHA-256.
+    ///
+    /// # Errors
+    /// `("name", reason)` for a name outside the pattern of job names
+    /// (`sundial_core::names::check_name`) or `anonymous`, which names a server without
+    /// tokens.
+    pub fn named(mut self, name: &str) -> Result<Self, TokenError> {
+        sundial_core::names::check_name(name)
+            .map_err(|m| ("name", format!("'{name}': the name {m}")))?;
+        if name == "anonymous" {
+            return Err((
+                "name",
+                "'anonymous' names the changes of a server without tokens; choose another".into(),
+            ));
+        }
+        self.name = name.to_owned();
+        Ok(self)
+    }
+
+    /// The token's name ([`ApiToken::named`]).
+    pub fn name(&self) -> &str {
+        &self.name
     }
 }
 
@@ -131,12 +172,17 @@ impl Tokens {
     /// The tokens of `entries`, in configuration order.
     ///
     /// # Errors
-    /// `(i, j)` when entry `i` is the same token (the same digest) as the earlier entry `j`:
-    /// one token with two grants would take one of them silently.
-    pub fn new(entries: Vec<ApiToken>) -> Result<Self, (usize, usize)> {
+    /// `(i, j, field)` when entry `i` is the same token (the same digest, `field`
+    /// `token_sha256`) as the earlier entry `j` — one token with two grants would take one of
+    /// them silently — or has its name (`field` `name`), which would make two actors one in
+    /// the audit log.
+    pub fn new(entries: Vec<ApiToken>) -> Result<Self, (usize, usize, &'static str)> {
         for (i, t) in entries.iter().enumerate() {
             if let Some(j) = entries[..i].iter().position(|u| u.sha256 == t.sha256) {
-                return Err((i, j));
+                return Err((i, j, "token_sha256"));
+            }
+            if let Some(j) = entries[..i].iter().position(|u| u.name == t.name) {
+                return Err((i, j, "name"));
             }
         }
         Ok(Tokens(entries))
@@ -256,6 +302,13 @@ pub async fn authorize(
     }
     // Routes that list across namespaces (`GET /v1/namespaces`) show only the token's.
     request.extensions_mut().insert(token.namespaces.clone());
+    // Who the audit log records (`audit::record_changes`).
+    request
+        .extensions_mut()
+        .insert(sundial_store::audit::Actor::Token {
+            name: token.name.clone(),
+            role: token.role.as_str().to_owned(),
+        });
     next.run(request).await
 }
 
@@ -273,7 +326,16 @@ mod tests {
         let signed = format!("+{}", &SECRET_SHA256[1..]);
         assert!(ApiToken::parse(&signed, "viewer", &["billing".into()]).is_err());
         let tokens = Tokens::new(vec![t.clone()]).unwrap();
-        assert_eq!(Tokens::new(vec![t.clone(), t]).unwrap_err(), (1, 0));
+        assert_eq!(
+            Tokens::new(vec![t.clone(), t.clone()]).unwrap_err(),
+            (1, 0, "token_sha256")
+        );
+        let other = ApiToken::parse(&"ab".repeat(32), "editor", &["*".into()]).unwrap();
+        let same_name = [t.clone().named("ci").unwrap(), other.named("ci").unwrap()];
+        assert_eq!(Tokens::new(same_name.to_vec()).unwrap_err(), (1, 0, "name"));
+        assert_eq!(t.name(), "token-2bb80d53");
+        assert_eq!(t.clone().named("anonymous").unwrap_err().0, "name");
+        assert_eq!(t.clone().named("a b").unwrap_err().0, "name");
         assert!(tokens.find("secret").is_some());
         assert!(tokens.find("secret ").is_none());
         assert!(tokens.find(SECRET_SHA256).is_none());

@@ -12,6 +12,7 @@
 
 #![warn(missing_docs)]
 
+pub mod audit;
 pub mod auth;
 pub mod backfills;
 pub mod calendars;
@@ -98,7 +99,8 @@ pub fn health_router(state: AppState) -> Router {
 /// [`auth::authorize`] when the state has tokens.
 pub fn router(state: AppState) -> Router {
     let tokens = state.tokens.clone();
-    let routes = routes(state.clone());
+    // The token check runs first, then the audit scope of what may change (`audit`).
+    let routes = routes(state.clone()).layer(axum::middleware::from_fn(audit::record_changes));
     let api = match tokens {
         Some(tokens) => routes.layer(axum::middleware::from_fn_with_state(
             tokens,
@@ -113,6 +115,7 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn(move |request, next| {
             browser_guard(loopback_only, request, next)
         }))
+        .layer(axum::middleware::from_fn(audit::identify))
 }
 
 /// Refuses what a hostile web page could make a browser send (403, nothing runs): a write
@@ -197,6 +200,8 @@ fn routes(state: AppState) -> Router {
     .routes(routes!(namespaces))
     .routes(routes!(signing_keys::list))
     .routes(routes!(signing_keys::get_one))
+    .routes(routes!(audit::list))
+    .routes(routes!(audit::verify))
     .routes(routes!(secrets::list))
     .routes(routes!(secrets::put, secrets::delete))
     .routes(routes!(cron::cron_next))

@@ -33,6 +33,7 @@ use crate::error::Problem;
         (name = "executions", description = "Executions, attempts and dead letters"),
         (name = "workflows", description = "Workflows and their runs"),
         (name = "calendars", description = "Holiday calendars schedules exclude days by"),
+        (name = "audit", description = "Who changed what: the namespace's audit log and its hash chain"),
         (name = "cluster", description = "Namespaces, nodes, shards, the cron preview")
     ),
     components(schemas(Problem))

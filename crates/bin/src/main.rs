@@ -10,7 +10,7 @@
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use sundial_cli::{calendar_cmd, client, cron_cmd, history, remote, workflow_cmd};
+use sundial_cli::{audit_cmd, calendar_cmd, client, cron_cmd, history, remote, workflow_cmd};
 use sundial_server::config;
 use sundial_tools::{bench, demo};
 
@@ -50,6 +50,8 @@ enum Command {
     Workflow(workflow_cmd::WorkflowArgs),
     /// Manage holiday calendars schedules exclude days by, through the API.
     Calendar(calendar_cmd::CalendarArgs),
+    /// Read a namespace's audit log, and verify its hash chain, through the API.
+    Audit(audit_cmd::AuditArgs),
     /// Evaluate and explain cron expressions.
     Cron(cron_cmd::CronArgs),
     /// Start a server on an embedded store with a local HTTP receiver, apply
@@ -71,7 +73,8 @@ async fn main() -> ExitCode {
     if let Command::Job(client::JobArgs { opts, .. })
     | Command::Exec(client::ExecArgs { opts, .. })
     | Command::Workflow(workflow_cmd::WorkflowArgs { opts, .. })
-    | Command::Calendar(calendar_cmd::CalendarArgs { opts, .. }) = &mut cli.command
+    | Command::Calendar(calendar_cmd::CalendarArgs { opts, .. })
+    | Command::Audit(audit_cmd::AuditArgs { opts, .. }) = &mut cli.command
     {
         opts.namespace_given = namespace_given(&matches);
     }
@@ -82,6 +85,7 @@ async fn main() -> ExitCode {
         Command::Exec(args) => client::exec(args).await,
         Command::Workflow(args) => workflow_cmd::run(args).await,
         Command::Calendar(args) => calendar_cmd::run(args).await,
+        Command::Audit(args) => audit_cmd::run(args).await,
         Command::Cron(args) => return cron_cmd::run(args),
         Command::Demo(args) => demo::run(args).await,
         Command::Bench(args) => bench::run(args).await,

@@ -10,6 +10,7 @@
 #[macro_use]
 extern crate sundial_server;
 
+pub mod audit_cmd;
 pub mod backfill_cmd;
 pub mod calendar_cmd;
 pub mod client;

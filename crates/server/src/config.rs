@@ -100,6 +100,8 @@ struct FileConfig {
     alerts: Vec<AlertFile>,
     public_url: Option<String>,
     history_retention: Option<String>,
+    /// How long audit log entries are kept (docs/configuration.md, `audit_retention`).
+    audit_retention: Option<String>,
     #[serde(default)]
     signing_keys: Vec<crate::signing::SigningKeyFile>,
     secrets_key_file: Option<PathBuf>,
@@ -227,6 +229,9 @@ impl MaintenanceFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TokenConfig {
+    /// The name the audit log records the token's changes under (a name as for jobs); by
+    /// default `token-` and the first 8 hexadecimal digits of `token_sha256`.
+    name: Option<String>,
     /// The SHA-256 of the token, 64 hexadecimal digits.
     token_sha256: String,
     /// `admin`, `editor` or `viewer`.
@@ -360,6 +365,9 @@ pub struct ServerConfig {
     /// `history_retention`: how long finished executions and runs are kept (default 30 days,
     /// [`sundial_store::maintenance::HISTORY_RETENTION_DEFAULT`]).
     pub history_retention: sundial_core::Dur,
+    /// `audit_retention`: how long audit log entries are kept (default 400 days,
+    /// [`sundial_store::maintenance::AUDIT_RETENTION_DEFAULT`]; at least a day).
+    pub audit_retention: sundial_core::Dur,
     /// `[[signing_keys]]`, each key read from its file; empty: nothing is signed
     /// (docs/security.md, "Signed deliveries").
     pub signing: sundial_target::signing::Signer,
@@ -432,15 +440,23 @@ impl ServerConfig {
         })?;
         let mut tokens = Vec::with_capacity(file.tokens.len());
         for (i, t) in file.tokens.iter().enumerate() {
+            let token = ApiToken::parse(&t.token_sha256, &t.role, &t.namespaces);
+            let token = match &t.name {
+                Some(name) => token.and_then(|token| token.named(name)),
+                None => token,
+            };
             tokens.push(
-                ApiToken::parse(&t.token_sha256, &t.role, &t.namespaces)
+                token
                     .map_err(|(field, reason)| anyhow::anyhow!("tokens[{i}].{field}: {reason}"))?,
             );
         }
-        let tokens = Tokens::new(tokens).map_err(|(i, j)| {
-            anyhow::anyhow!(
+        let tokens = Tokens::new(tokens).map_err(|(i, j, field)| match field {
+            "name" => anyhow::anyhow!(
+                "tokens[{i}].name: the name of tokens[{j}] as well; give each token its own name"
+            ),
+            _ => anyhow::anyhow!(
                 "tokens[{i}].token_sha256: the same token as tokens[{j}]; give each token one entry"
-            )
+            ),
         })?;
         let tls = match (&file.tls_cert, &file.tls_key) {
             (None, None) => None,
@@ -574,11 +590,26 @@ impl ServerConfig {
             ),
         };
         let history_retention = parse_retention(file.history_retention.as_deref())?;
+        let audit_retention = match file.audit_retention.as_deref() {
+            None => sundial_store::maintenance::AUDIT_RETENTION_DEFAULT,
+            Some(text) => {
+                let kept = text
+                    .parse::<sundial_core::Dur>()
+                    .map_err(|e| anyhow::anyhow!("audit_retention: {e}"))?;
+                if kept < sundial_core::Dur::from_secs(86_400) {
+                    bail!(
+                        "audit_retention: {kept} is under a day; an audit log must outlast the incident it is read for"
+                    );
+                }
+                kept
+            }
+        };
         let signing = crate::signing::resolve(&file.signing_keys)?;
         Ok(ServerConfig {
             secrets_key_file: file.secrets_key_file,
             signing,
             history_retention,
+            audit_retention,
             alerts,
             alerts_every,
             public_url,

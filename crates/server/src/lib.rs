@@ -31,7 +31,9 @@ use sundial_api::{AppState, health_router, router};
 use sundial_clock::{Clock, SystemClock};
 use sundial_scheduler::{Scheduler, SchedulerConfig};
 use sundial_store::Store;
-use sundial_store::maintenance::{HistoryRetention, NodeHeartbeat, Runner, Service};
+use sundial_store::maintenance::{
+    AuditRetention, HistoryRetention, NodeHeartbeat, Runner, Service,
+};
 use sundial_store_postgres::PgStore;
 use sundial_store_sqlite::SqliteStore;
 use sundial_target::{Targets, redact};
@@ -255,6 +257,12 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
         maintenance.add([Arc::new(HistoryRetention::new(
             store.clone(),
             config.history_retention,
+            config.maintenance.retention_every,
+        )) as Arc<dyn Service>]);
+        // Audit retention (docs/configuration.md, "audit_retention"), beside it.
+        maintenance.add([Arc::new(AuditRetention::new(
+            store.clone(),
+            config.audit_retention,
             config.maintenance.retention_every,
         )) as Arc<dyn Service>]);
     }

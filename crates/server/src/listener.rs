@@ -92,7 +92,7 @@ pub async fn serve(
             a = listener.accept() => a,
             () = stopped(&mut shutdown) => break,
         };
-        let (stream, _) = match accepted {
+        let (stream, peer) = match accepted {
             Ok(a) => a,
             Err(e) => {
                 // Out of descriptors, or a connection reset before it was accepted: go on
@@ -108,14 +108,14 @@ pub async fn serve(
         let acceptor = acceptor.clone();
         tokio::spawn(async move {
             match acceptor {
-                None => serve_connection(stream, app, limits, shutdown).await,
+                None => serve_connection(stream, peer, app, limits, shutdown).await,
                 // The handshake counts against the header-read timeout: a client that opens
                 // a connection and says nothing is closed all the same.
                 Some(acceptor) => {
                     match tokio::time::timeout(limits.header_read_timeout, acceptor.accept(stream))
                         .await
                     {
-                        Ok(Ok(tls)) => serve_connection(tls, app, limits, shutdown).await,
+                        Ok(Ok(tls)) => serve_connection(tls, peer, app, limits, shutdown).await,
                         Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
                         Err(_) => tracing::debug!("TLS handshake timed out"),
                     }
@@ -149,8 +149,11 @@ impl Activity {
     }
 }
 
+/// Serves the connection `stream` from `peer`, whose address every request carries as
+/// axum's `ConnectInfo` (the audit log's `remote_addr`).
 async fn serve_connection<S>(
     stream: S,
+    peer: std::net::SocketAddr,
     app: Router,
     limits: HttpLimits,
     mut shutdown: watch::Receiver<bool>,
@@ -169,7 +172,10 @@ async fn serve_connection<S>(
     });
     let service = {
         let activity = activity.clone();
-        hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+        hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
+            request
+                .extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
             let app = app.clone();
             let activity = activity.clone();
             activity.in_flight.fetch_add(1, Ordering::SeqCst);

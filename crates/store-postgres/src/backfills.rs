@@ -90,3 +90,14 @@ pub(crate) async fn backfill_cancel(
     commit(tx).await?;
     Ok(record)
 }
+
+pub(crate) async fn backfill_create(
+    store: &PgStore,
+    backfill: &sundial_store::NewBackfill,
+) -> Result<BackfillRecord> {
+    let mut tx = store.begin().await?;
+    let now = store.now_ms(&mut *tx).await?;
+    let created = steps::backfill_create(&mut SqlTx(&mut tx), backfill, now).await?;
+    commit(tx).await?;
+    Ok(created)
+}

@@ -29,6 +29,7 @@ pub(crate) async fn calendar_put(
 
 pub(crate) async fn calendar_delete(store: &PgStore, namespace: &str, name: &str) -> Result<()> {
     let mut tx = store.begin().await?;
-    steps::calendar_delete(&mut SqlTx(&mut tx), namespace, name).await?;
+    let now = store.now_ms(&mut *tx).await?;
+    steps::calendar_delete(&mut SqlTx(&mut tx), namespace, name, now).await?;
     commit(tx).await
 }

@@ -42,6 +42,8 @@ impl Reader for PgStore {
     const AS_JSON: &'static str = "::jsonb";
     const DUE_TABLE: &'static str = "execution_queue";
     const SPEC_TEXT: &'static str = "spec::text AS spec";
+    const AUDIT_LOCK: &'static str =
+        "SELECT pg_advisory_xact_lock(hashtextextended('sundial.audit:' || $1, 0))";
 
     async fn now(&self) -> Result<i64> {
         self.now_ms(&self.pool).await

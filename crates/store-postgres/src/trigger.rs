@@ -3,6 +3,8 @@
 //! (`ON CONFLICT DO NOTHING`), with their queue rows.
 
 use super::*;
+use crate::reads::SqlTx;
+use sundial_store::steps::audit;
 use sundial_store::steps::trigger::{self as steps, Insert, TriggerStatements};
 
 /// Inserts executions in one statement (UNNEST of column arrays), with their queue rows;
@@ -271,6 +273,8 @@ pub(crate) async fn execution_insert(store: &PgStore, e: &NewExecution) -> Resul
     let mut tx = store.begin().await?;
     let now = store.now_ms(&mut *tx).await?;
     steps::execution_insert(&mut TriggerTx(&mut tx), e, ts(now)?).await?;
+    let change = steps::trigger_change(e);
+    audit::record(&mut SqlTx(&mut tx), &[change], now).await?;
     commit(tx).await?;
     store
         .execution_get(&e.namespace, &e.id)

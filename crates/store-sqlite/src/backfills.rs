@@ -113,3 +113,14 @@ pub(crate) async fn backfill_cancel(
     commit(tx).await?;
     Ok(record)
 }
+
+pub(crate) async fn backfill_create(
+    store: &SqliteStore,
+    backfill: &sundial_store::NewBackfill,
+) -> Result<BackfillRecord> {
+    let now = ms(store.clock.now());
+    let mut tx = store.begin().await?;
+    let created = steps::backfill_create(&mut SqlTx(&mut tx), backfill, now).await?;
+    commit(tx).await?;
+    Ok(created)
+}

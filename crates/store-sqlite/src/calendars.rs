@@ -30,7 +30,8 @@ pub(crate) async fn calendar_delete(
     namespace: &str,
     name: &str,
 ) -> Result<()> {
+    let now = ms(store.clock.now());
     let mut tx = store.begin().await?;
-    steps::calendar_delete(&mut SqlTx(&mut tx), namespace, name).await?;
+    steps::calendar_delete(&mut SqlTx(&mut tx), namespace, name, now).await?;
     commit(tx).await
 }

@@ -3,6 +3,8 @@
 //! (`ON CONFLICT DO NOTHING`), in multi-row `VALUES` statements.
 
 use super::*;
+use crate::reads::SqlTx;
+use sundial_store::steps::audit;
 use sundial_store::steps::trigger::{self as steps, Insert, TriggerStatements};
 
 /// Inserts `executions` (`ON CONFLICT DO NOTHING`: a slot written before keeps its
@@ -191,6 +193,8 @@ pub(crate) async fn execution_insert(
     let now = store.clock.now();
     let mut tx = store.begin().await?;
     steps::execution_insert(&mut TriggerTx { tx: &mut tx, store }, e, now).await?;
+    let change = steps::trigger_change(e);
+    audit::record(&mut SqlTx(&mut tx), &[change], ms(now)).await?;
     commit(tx).await?;
     store
         .execution_get(&e.namespace, &e.id)

@@ -28,7 +28,7 @@ pub mod support {
 /// (`nodes`, `jobs`, `executions`, `workflows`, `runs`, `calendars`, `secrets`, `backfills`,
 /// `leases`, `trigger`, `liveness`, `claim`, `complete`, `release`, `maintenance`,
 /// `retention`, `alerts`), or in `sundial_store::steps` (`listings`, `nodes`, `liveness`,
-/// `backfill`, `secrets`) for the steps both stores answer alike (`$store` then implements
+/// `backfill`, `secrets`, `audit`) for the steps both stores answer alike (`$store` then implements
 /// [`Reader`](crate::reads::Reader), [`Writer`](crate::reads::Writer) and
 /// `steps::nodes::NodeStatements`). Invoke it once, at the store crate's root.
 #[macro_export]
@@ -408,7 +408,7 @@ macro_rules! forward_store_traits {
                     name: &str,
                     sealed: &$crate::SealedSecret,
                 ) -> Result<($crate::SecretRecord, bool)> {
-                    $crate::steps::secrets::secret_put(self, namespace, name, sealed).await
+                    secrets::secret_put(self, namespace, name, sealed).await
                 }
 
                 async fn secret_list(&self, namespace: &str) -> Result<Vec<$crate::SecretRecord>> {
@@ -431,7 +431,14 @@ macro_rules! forward_store_traits {
                     &self,
                     backfill: &$crate::NewBackfill,
                 ) -> Result<$crate::BackfillRecord> {
-                    $crate::steps::backfill::backfill_create(self, backfill).await
+                    backfills::backfill_create(self, backfill).await
+                }
+
+                async fn audit_list(
+                    &self,
+                    query: &$crate::audit::AuditQuery,
+                ) -> Result<Vec<$crate::audit::AuditEntry>> {
+                    $crate::steps::audit::audit_list(self, query).await
                 }
             }
 
@@ -479,6 +486,10 @@ macro_rules! forward_store_traits {
                     settle: &$crate::AlertSettle,
                 ) -> Result<bool> {
                     alerts::alert_settle(self, seq, round, settle).await
+                }
+
+                async fn audit_prune(&self, before: $crate::__forward::Timestamp) -> Result<u64> {
+                    $crate::steps::audit::audit_prune(self, before.as_millisecond()).await
                 }
             }
         };

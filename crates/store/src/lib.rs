@@ -19,6 +19,7 @@
 #![warn(missing_docs)]
 
 pub mod alerts;
+pub mod audit;
 pub mod backfill;
 pub mod bench;
 pub mod claim;
@@ -794,6 +795,11 @@ pub trait ApiStore: StoreShared {
     /// # Contract
     /// One insert; [`Error::Conflict`] if the id exists.
     async fn backfill_create(&self, backfill: &NewBackfill) -> Result<BackfillRecord>;
+
+    /// A page of a namespace's audit log (docs/security.md, "Audit log"): the entries
+    /// matching `query`'s filters, newest first below its cursor, or oldest first above it
+    /// (a walk of the chain, [`audit::Verifier`]).
+    async fn audit_list(&self, query: &audit::AuditQuery) -> Result<Vec<audit::AuditEntry>>;
 }
 
 /// The maintenance services' steps: the store's own services, the node heartbeat, history
@@ -863,4 +869,9 @@ pub trait MaintenanceStore: StoreBase {
     /// Returns false, changing nothing, when the event is gone or was claimed again since
     /// (its round moved on).
     async fn alert_settle(&self, seq: i64, round: u32, settle: &AlertSettle) -> Result<bool>;
+
+    /// Audit retention (docs/configuration.md, `audit_retention`): deletes the entries written
+    /// before `before` from the oldest end of each namespace's chain
+    /// ([`steps::audit::audit_prune`]); returns how many went.
+    async fn audit_prune(&self, before: Timestamp) -> Result<u64>;
 }

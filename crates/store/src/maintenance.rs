@@ -276,6 +276,50 @@ pub const RETENTION_CATCH_UP_EVERY: Dur = Dur::from_secs(1);
 /// where this one stopped.
 pub const RETENTION_CALLS_PER_PASS: u32 = 1_000;
 
+/// Default `audit_retention`: 400 days (docs/configuration.md, "audit_retention").
+pub const AUDIT_RETENTION_DEFAULT: Dur = Dur::from_secs(400 * 86_400);
+
+/// Audit retention (docs/configuration.md, "audit_retention"): every `every`, deletes the
+/// audit log's entries written more than `retention` ago by the store's clock, from the
+/// oldest end of each namespace's chain only ([`MaintenanceStore::audit_prune`]), so that
+/// what is left still verifies. One statement a pass: the log grows by the API's writes, a
+/// few a second at most, so a day's worth is small.
+pub struct AuditRetention {
+    store: Arc<dyn MaintenanceStore>,
+    retention: Dur,
+    every: Dur,
+}
+
+impl AuditRetention {
+    /// The service over `store`, keeping `retention`, a pass every `every`.
+    pub fn new(store: Arc<dyn MaintenanceStore>, retention: Dur, every: Dur) -> Self {
+        AuditRetention {
+            store,
+            retention,
+            every,
+        }
+    }
+}
+
+#[async_trait]
+impl Service for AuditRetention {
+    fn name(&self) -> &'static str {
+        "audit_retention"
+    }
+
+    fn every(&self) -> Dur {
+        self.every
+    }
+
+    async fn run_once(&self) -> Result<u64> {
+        let now = self.store.now().await?;
+        let cutoff = now.as_millisecond() - self.retention.as_millis_i64();
+        let before = jiff::Timestamp::from_millisecond(cutoff)
+            .map_err(|e| crate::Error::Corrupt(format!("audit cut-off {cutoff}: {e}")))?;
+        self.store.audit_prune(before).await
+    }
+}
+
 /// History retention (docs/configuration.md, "history_retention"): deletes the
 /// executions and runs that finished more than `retention` ago by the store's clock, keeping
 /// each job's and workflow's newest ([`MaintenanceStore::history_prune`]), every `every`.

@@ -8,6 +8,7 @@
 //! what it decided in the same transaction, one statement a kind of write whatever the number
 //! of rows; a step never commits (the caller does, with the rest of its transaction).
 
+pub mod audit;
 pub mod backfill;
 pub mod calendars;
 pub mod claim;

@@ -281,6 +281,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         alerts_every: sundial_core::Dur::from_millis(250),
         public_url: String::new(),
         history_retention: sundial_store::maintenance::HISTORY_RETENTION_DEFAULT,
+        audit_retention: sundial_store::maintenance::AUDIT_RETENTION_DEFAULT,
         signing: Default::default(),
         secrets_key_file: None,
     };

@@ -20,7 +20,7 @@ use std::future::Future;
 
 use sundial_core::execution::ExecutionState;
 
-use crate::reads::{Reader, Statement, Transaction, Writer};
+use crate::reads::{Reader, Statement, Transaction};
 use crate::steps::listings::BACKFILL_COLUMNS;
 use crate::steps::run_create::{UNFINISHED_RUN, hold_run_version};
 use crate::{
@@ -244,13 +244,17 @@ pub async fn backfill_unfinished<S: Reader>(s: &S, of: BackfillOf, uid: &str) ->
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
-/// Creates backfill `b`, `running` from its first slot, in one statement at the store's now.
+/// Creates backfill `b`, `running` from its first slot, in one statement and its audit entry
+/// in the caller's transaction at `now` (Unix ms, UTC, the store's clock).
 ///
 /// # Errors
 /// [`Error::Conflict`] when a backfill with its id exists (nothing written); the store's
 /// classified error; [`Error::Corrupt`] for a row that does not decode.
-pub async fn backfill_create<W: Writer>(store: &W, b: &NewBackfill) -> Result<BackfillRecord> {
-    let now = store.now().await?;
+pub async fn backfill_create<T: Transaction>(
+    tx: &mut T,
+    b: &NewBackfill,
+    now: i64,
+) -> Result<BackfillRecord> {
     let sql = format!(
         "INSERT INTO backfills (id, namespace, of, name, uid, shard, from_at, to_at, \
            max_per_second, state, slots, cursor_at, created_at, updated_at) \
@@ -269,10 +273,13 @@ pub async fn backfill_create<W: Writer>(store: &W, b: &NewBackfill) -> Result<Ba
         .bind(i64::from(b.max_per_second))
         .bind(i64::try_from(b.slots).unwrap_or(i64::MAX))
         .bind(now);
-    match store.returning(&st).await? {
-        Some(row) => W::backfill(&row),
-        None => Err(Error::Conflict(format!("backfill {} exists", b.id))),
-    }
+    let Some(row) = tx.row(&st).await? else {
+        return Err(Error::Conflict(format!("backfill {} exists", b.id)));
+    };
+    let created = <T::Store as Reader>::backfill(&row)?;
+    let change = change(&b.namespace, &b.id, "create");
+    super::audit::record(tx, &[change], now).await?;
+    Ok(created)
 }
 
 /// Applies `step` (see the module's invariants).
@@ -347,6 +354,18 @@ async fn must_wait<S: BackfillStatements>(
     })
 }
 
+/// The audit log's change `action` of backfill `id` of `namespace` (not versioned).
+fn change(namespace: &str, id: &str, action: &'static str) -> crate::audit::Change {
+    crate::audit::Change {
+        resource: "backfill",
+        namespace: namespace.to_owned(),
+        name: id.to_owned(),
+        action,
+        version_before: None,
+        version_after: None,
+    }
+}
+
 /// Cancels backfill `id` of `namespace` with `reason`.
 ///
 /// # Errors
@@ -361,7 +380,12 @@ pub async fn backfill_cancel<S: BackfillStatements>(
     let now = s.now().await?;
     match backfill_state(s.tx(), namespace, id).await?.as_deref() {
         None => Err(Error::NotFound(format!("backfill {id}"))),
-        Some("running") => cancel(s.tx(), id, reason, now).await,
+        Some("running") => {
+            let cancelled = cancel(s.tx(), id, reason, now).await?;
+            let change = change(namespace, id, "cancel");
+            super::audit::record(s.tx(), &[change], now).await?;
+            Ok(cancelled)
+        }
         Some(other) => Err(Error::Conflict(format!("backfill {id} is {other}"))),
     }
 }

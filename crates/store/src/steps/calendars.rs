@@ -12,6 +12,7 @@ use std::future::Future;
 
 use sundial_core::calendar::CalendarSpec;
 
+use crate::audit::Change;
 use crate::reads::{Reader, Statement, Transaction};
 use crate::steps::listings::CALENDAR_COLUMNS;
 use crate::{CalendarRecord, Error, Result};
@@ -129,7 +130,7 @@ pub fn spec_text(spec: &CalendarSpec) -> Result<String> {
 ///
 /// # Errors
 /// The store's classified error.
-pub async fn calendar_put<S: CalendarStatements>(
+pub async fn calendar_put<S: CalendarStatements + Transaction>(
     s: &mut S,
     namespace: &str,
     name: &str,
@@ -142,24 +143,38 @@ pub async fn calendar_put<S: CalendarStatements>(
         .as_ref()
         .and_then(|(stored, _)| serde_json::from_str::<CalendarSpec>(stored).ok())
         .is_some_and(|stored| stored == *spec);
-    if !unchanged {
-        s.upsert(namespace, name, text, now).await?;
+    if unchanged {
+        return Ok((s.read(namespace, name).await?, created));
     }
-    Ok((s.read(namespace, name).await?, created))
+    s.upsert(namespace, name, text, now).await?;
+    let record = s.read(namespace, name).await?;
+    let change = Change {
+        resource: "calendar",
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        action: if created { "create" } else { "replace" },
+        version_before: old.map(|(_, v)| v),
+        version_after: Some(record.version),
+    };
+    super::audit::record(s, &[change], now).await?;
+    Ok((record, created))
 }
 
-/// Deletes calendar `namespace`/`name` unless a job or workflow names it.
+/// Deletes calendar `namespace`/`name` at `now` (Unix ms, UTC) unless a job or workflow
+/// names it.
 ///
 /// # Errors
 /// [`Error::Conflict`] naming its users when some job or workflow names it in
 /// `exclude_calendars`; [`Error::NotFound`] when there is no such calendar; or the store's
 /// classified error. Nothing is deleted on any error.
-pub async fn calendar_delete<S: CalendarStatements>(
+pub async fn calendar_delete<S: CalendarStatements + Transaction>(
     s: &mut S,
     namespace: &str,
     name: &str,
+    now: i64,
 ) -> Result<()> {
     let users = s.users(namespace, name).await?;
+    let before = s.current(namespace, name).await?.map(|(_, v)| v);
     let deleted = if users.is_empty() {
         s.delete(namespace, name).await?
     } else {
@@ -170,5 +185,14 @@ pub async fn calendar_delete<S: CalendarStatements>(
         "named in exclude_calendars of",
         &users,
         deleted,
-    )
+    )?;
+    let change = Change {
+        resource: "calendar",
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        action: "delete",
+        version_before: before,
+        version_after: None,
+    };
+    super::audit::record(s, &[change], now).await
 }

@@ -99,6 +99,7 @@ where
         )));
     }
     cancel_all(tx, &[id.to_owned()], now).await?;
+    super::audit::record(tx, &[change(namespace, id, "cancel")], now).await?;
     Ok(before)
 }
 
@@ -125,7 +126,7 @@ where
         .bind(now)
         .bind(i64::from(extra_attempts));
     if tx.execute(&redrive).await? > 0 {
-        return Ok(());
+        return super::audit::record(tx, &[change(namespace, id, "retry")], now).await;
     }
     let sql =
         format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE id = $1 AND namespace = $2");
@@ -144,6 +145,18 @@ where
             e.state
         )),
     })
+}
+
+/// The audit log's change `action` of execution `id` of `namespace` (not versioned).
+fn change(namespace: &str, id: &str, action: &'static str) -> crate::audit::Change {
+    crate::audit::Change {
+        resource: "execution",
+        namespace: namespace.to_owned(),
+        name: id.to_owned(),
+        action,
+        version_before: None,
+        version_after: None,
+    }
 }
 
 /// Execution `id` of `namespace` with its attempts, as the caller's step left it (read after

@@ -18,6 +18,7 @@ use std::future::Future;
 
 use jiff::Timestamp;
 
+use crate::audit::Change;
 use crate::reads::{Reader, Statement, Transaction};
 use crate::{Error, FutureSlots, JobRecord, JobWrite, PendingExecutions, Result, RunSpec};
 
@@ -112,23 +113,26 @@ pub trait JobStatements: Transaction {
     fn stop(&mut self, held: Vec<String>) -> impl Future<Output = Result<Vec<String>>> + Send;
 
     /// Deletes job `namespace`/`name` if its version is `expected` (any version for `None`);
-    /// returns the uid of the incarnation deleted, `None` when nothing was.
+    /// returns the uid and version of the incarnation deleted, `None` when nothing was.
     fn delete(
         &mut self,
         namespace: &str,
         name: &str,
         expected: Option<i64>,
-    ) -> impl Future<Output = Result<Option<String>>> + Send {
+    ) -> impl Future<Output = Result<Option<(String, i64)>>> + Send {
         async move {
             let st = Statement::new(
                 "DELETE FROM jobs WHERE namespace = $1 AND name = $2 \
-                 AND (CAST($3 AS BIGINT) IS NULL OR version = $3) RETURNING uid",
+                 AND (CAST($3 AS BIGINT) IS NULL OR version = $3) RETURNING uid, version",
             )
             .bind(namespace)
             .bind(name)
             .bind(expected);
-            let row = self.row(&st).await?;
-            row.as_ref().map(<Self::Store as Reader>::text).transpose()
+            let Some(row) = self.row(&st).await? else {
+                return Ok(None);
+            };
+            let uid = <Self::Store as Reader>::text_at(&row, 0)?;
+            Ok(Some((uid, <Self::Store as Reader>::int(&row, 1)?)))
         }
     }
 }
@@ -276,8 +280,10 @@ pub async fn job_write_batch<S: JobStatements>(
     let at = super::instant(now)?;
     if writes.iter().all(is_plain_insert) {
         let inserted = s.insert(writes, now).await?;
+        let records = inserted_jobs(writes, inserted, at)?;
+        super::audit::record(s, &changes(writes, &records), now).await?;
         return Ok(JobsWritten {
-            records: inserted_jobs(writes, inserted, at)?,
+            records,
             cancelled: Vec::new(),
         });
     }
@@ -286,7 +292,28 @@ pub async fn job_write_batch<S: JobStatements>(
         let record = write_one(s, w, now, at, &mut done.cancelled).await?;
         done.records.push(record);
     }
+    super::audit::record(s, &changes(writes, &done.records), now).await?;
     Ok(done)
+}
+
+/// The audit log's changes of `writes`, written as `records` (one each, in order).
+fn changes(writes: &[JobWrite], records: &[JobRecord]) -> Vec<Change> {
+    writes
+        .iter()
+        .zip(records)
+        .map(|(w, r)| Change {
+            resource: "job",
+            namespace: r.spec.namespace.clone(),
+            name: r.spec.name.clone(),
+            action: if w.expected_version.is_some() {
+                "replace"
+            } else {
+                "create"
+            },
+            version_before: w.expected_version,
+            version_after: Some(r.version),
+        })
+        .collect()
 }
 
 /// One write of [`job_write_batch`], at `now` (UTC ms; `at` the same instant).
@@ -360,11 +387,21 @@ pub async fn job_delete<S: JobStatements>(
     expected: Option<i64>,
     now: i64,
 ) -> Result<JobsWritten> {
-    let Some(uid) = s.delete(namespace, name, expected).await? else {
+    let Some((uid, version)) = s.delete(namespace, name, expected).await? else {
         return Err(version_mismatch(s, "job", namespace, name, expected.unwrap_or(0)).await);
     };
+    let cancelled = end_pending(s, &uid, now, FutureSlots::Cancel).await?;
+    let change = Change {
+        resource: "job",
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        action: "delete",
+        version_before: Some(version),
+        version_after: None,
+    };
+    super::audit::record(s, &[change], now).await?;
     Ok(JobsWritten {
         records: Vec::new(),
-        cancelled: end_pending(s, &uid, now, FutureSlots::Cancel).await?,
+        cancelled,
     })
 }

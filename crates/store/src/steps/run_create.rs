@@ -346,7 +346,8 @@ pub async fn create_run<S: RunCreationStatements>(
 }
 
 /// Creates a run on its own (the API's trigger or retry of a workflow): its workflow's row
-/// held and version checked ([`hold_run_version`]), then the run as [`create_run`] makes it.
+/// held and version checked ([`hold_run_version`]), then the run as [`create_run`] makes it,
+/// recorded in the audit log as the workflow's `trigger`.
 ///
 /// # Errors
 /// [`hold_run_version`]'s and [`create_run`]'s.
@@ -357,7 +358,17 @@ pub async fn create_held_run<S: RunCreationStatements>(
     now: i64,
 ) -> Result<CreatedRun> {
     hold_run_version(s, run).await?;
-    create_run(s, specs, run, now).await
+    let created = create_run(s, specs, run, now).await?;
+    let change = crate::audit::Change {
+        resource: "workflow",
+        namespace: run.namespace.clone(),
+        name: run.workflow.clone(),
+        action: "trigger",
+        version_before: Some(run.workflow_version),
+        version_after: Some(run.workflow_version),
+    };
+    super::audit::record(s, &[change], now).await?;
+    Ok(created)
 }
 
 /// Commits the trigger `t` of one workflow at `now`, its shard's fence checked by the caller:

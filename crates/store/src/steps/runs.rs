@@ -251,7 +251,9 @@ pub fn run_cancel<S: RunStatements>(
     async move {
         let (state, _, _) = locked_run(&mut s.tx(), namespace, id).await?;
         check_cancellable(id, state)?;
-        cancel_runs(&mut s.tx(), &[id.to_owned()], now, RunState::Cancelled).await
+        let stopped = cancel_runs(&mut s.tx(), &[id.to_owned()], now, RunState::Cancelled).await?;
+        super::audit::record(&mut s.tx(), &[change(namespace, id, "cancel")], now).await?;
+        Ok(stopped)
     }
 }
 
@@ -297,7 +299,20 @@ pub fn run_retry<S: RunStatements>(
         if queued > 0 {
             s.tx().notify_due().await?;
         }
+        super::audit::record(&mut s.tx(), &[change(namespace, id, "retry")], now).await?;
         Ok(Retried { stopped, queued })
+    }
+}
+
+/// The audit log's change `action` of run `id` of `namespace` (not versioned).
+fn change(namespace: &str, id: &str, action: &'static str) -> crate::audit::Change {
+    crate::audit::Change {
+        resource: "run",
+        namespace: namespace.to_owned(),
+        name: id.to_owned(),
+        action,
+        version_before: None,
+        version_after: None,
     }
 }
 

@@ -1,5 +1,5 @@
 //! A namespace's secrets (docs/security.md, "Secrets"), written once for both stores: the put
-//! ([`secret_put`], one statement over a store's [`Writer`]), the reads ([`secret_list`],
+//! ([`secret_put`], one statement and its audit entry in a store's [`Transaction`]), the reads ([`secret_list`],
 //! [`secret_values`], [`secret_users`], over its [`Reader`]) and the delete
 //! ([`secret_delete`], over [`SecretStatements`], which every store's open [`Transaction`]
 //! provides; the caller opens the transaction and commits only when the step returns `Ok`).
@@ -20,7 +20,8 @@
 
 use std::future::Future;
 
-use crate::reads::{Reader, Statement, Transaction, Writer};
+use crate::audit::Change;
+use crate::reads::{Reader, Statement, Transaction};
 use crate::{Error, Result, SealedSecret, SecretRecord};
 
 /// A secret's columns as listed (never its value).
@@ -85,21 +86,22 @@ fn users_of<R: Reader>(rows: &[R::Row], name: &str) -> Result<Vec<String>> {
     Ok(users)
 }
 
-/// Creates secret `namespace`/`name` with the value `sealed`, or replaces its value: one
-/// statement at the store's now (Unix ms, UTC), which is `created_at` and `updated_at` of a
-/// new secret and `updated_at` of a replaced one. Returns the secret as listed and whether
-/// this put created it (its version is then 1; a replaced one's moved on by one).
+/// Creates secret `namespace`/`name` with the value `sealed`, or replaces its value, in the
+/// caller's transaction at `now` (Unix ms, UTC, the store's clock), which is `created_at` and
+/// `updated_at` of a new secret and `updated_at` of a replaced one. Returns the secret as
+/// listed and whether this put created it (its version is then 1; a replaced one's moved on
+/// by one).
 ///
 /// # Errors
 /// The store's classified error; [`Error::Corrupt`] when the write returns no row or a row
 /// that does not decode.
-pub async fn secret_put<W: Writer>(
-    store: &W,
+pub async fn secret_put<T: Transaction>(
+    tx: &mut T,
     namespace: &str,
     name: &str,
     sealed: &SealedSecret,
+    now: i64,
 ) -> Result<(SecretRecord, bool)> {
-    let now = store.now().await?;
     let st = Statement::new(format!(
         "INSERT INTO secrets (namespace, name, version, nonce, ciphertext, created_at, updated_at) \
          VALUES ($1, $2, 1, $3, $4, $5, $5) \
@@ -112,12 +114,21 @@ pub async fn secret_put<W: Writer>(
     .bind(sealed.nonce.as_slice())
     .bind(sealed.ciphertext.as_slice())
     .bind(now);
-    let row = store
-        .returning(&st)
+    let row = tx
+        .row(&st)
         .await?
         .ok_or_else(|| Error::Corrupt(format!("secret {namespace}/{name}: put returned no row")))?;
-    let secret = record::<W>(&row)?;
+    let secret = record::<T::Store>(&row)?;
     let created = secret.version == 1;
+    let change = Change {
+        resource: "secret",
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        action: if created { "create" } else { "replace" },
+        version_before: (!created).then_some(secret.version - 1),
+        version_after: Some(secret.version),
+    };
+    super::audit::record(tx, &[change], now).await?;
     Ok((secret, created))
 }
 
@@ -201,8 +212,12 @@ pub trait SecretStatements: Send {
         name: &str,
     ) -> impl Future<Output = Result<Vec<String>>> + Send;
 
-    /// Deletes the secret; returns how many rows went (0 or 1).
-    fn delete(&mut self, namespace: &str, name: &str) -> impl Future<Output = Result<u64>> + Send;
+    /// Deletes the secret; returns the version deleted, `None` when there was none.
+    fn delete(
+        &mut self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<i64>>> + Send;
 }
 
 /// The statements of both stores, on any store's [`Transaction`]: the SQL is shared but for
@@ -216,37 +231,51 @@ impl<T: Transaction> SecretStatements for T {
         users_of::<T::Store>(&rows, name)
     }
 
-    async fn delete(&mut self, namespace: &str, name: &str) -> Result<u64> {
-        let st = Statement::new("DELETE FROM secrets WHERE namespace = $1 AND name = $2")
-            .bind(namespace)
-            .bind(name);
-        self.execute(&st).await
+    async fn delete(&mut self, namespace: &str, name: &str) -> Result<Option<i64>> {
+        let st = Statement::new(
+            "DELETE FROM secrets WHERE namespace = $1 AND name = $2 RETURNING version",
+        )
+        .bind(namespace)
+        .bind(name);
+        let row = self.row(&st).await?;
+        row.map(|r| <T::Store as Reader>::int(&r, 0)).transpose()
     }
 }
 
-/// Deletes secret `namespace`/`name` unless a job or workflow references it.
+/// Deletes secret `namespace`/`name` at `now` (Unix ms, UTC) unless a job or workflow
+/// references it.
 ///
 /// # Errors
 /// [`Error::Conflict`] naming its users (as [`secret_users`] gives them) when some job or
 /// workflow references it; [`Error::NotFound`] when there is no such secret; or the store's
 /// classified error. Nothing is deleted on any error.
-pub async fn secret_delete<S: SecretStatements>(
+pub async fn secret_delete<S: SecretStatements + Transaction>(
     s: &mut S,
     namespace: &str,
     name: &str,
+    now: i64,
 ) -> Result<()> {
     let users = s.users(namespace, name).await?;
     let deleted = if users.is_empty() {
         s.delete(namespace, name).await?
     } else {
-        0
+        None
     };
     super::unless_used(
         &format!("secret {namespace}/{name}"),
         "referenced by",
         &users,
-        deleted,
-    )
+        u64::from(deleted.is_some()),
+    )?;
+    let change = Change {
+        resource: "secret",
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        action: "delete",
+        version_before: deleted,
+        version_after: None,
+    };
+    super::audit::record(s, &[change], now).await
 }
 
 #[cfg(test)]

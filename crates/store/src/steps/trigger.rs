@@ -183,6 +183,20 @@ pub async fn execution_insert<S: TriggerStatements>(
     s.waiting_inserted().await
 }
 
+/// The audit log's change of a manual run ([`execution_insert`]): job `e.job` triggered, at
+/// its version `e.job_version` (which it keeps). The caller records it in the insert's
+/// transaction ([`super::audit::record`]).
+pub fn trigger_change(e: &NewExecution) -> crate::audit::Change {
+    crate::audit::Change {
+        resource: "job",
+        namespace: e.namespace.clone(),
+        name: e.job.clone(),
+        action: "trigger",
+        version_before: Some(e.job_version),
+        version_after: Some(e.job_version),
+    }
+}
+
 /// A batch of executions to insert ([`TriggerStatements::insert_executions`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Insert<'a> {

@@ -18,6 +18,7 @@ use sundial_core::workflow::RunState;
 
 use super::jobs::{VersionStatements, version_mismatch};
 use super::run_create::{RunCreationStatements, cancel_runs, unfinished_runs};
+use crate::audit::Change;
 use crate::reads::{Reader, Statement, Transaction};
 use crate::workflow::{WorkflowRecord, WorkflowWrite};
 use crate::{Error, Result};
@@ -105,7 +106,7 @@ pub struct WorkflowsWritten {
 /// [`Error::StaleVersion`] or [`Error::NotFound`] (a replacement of another version, or of no
 /// workflow), [`Error::Corrupt`] for a spec or clock reading that does not convert, or the
 /// store's.
-pub async fn workflow_write_batch<S: WorkflowStatements>(
+pub async fn workflow_write_batch<S: WorkflowStatements + Transaction>(
     s: &mut S,
     writes: &[WorkflowWrite],
     now: i64,
@@ -150,6 +151,23 @@ pub async fn workflow_write_batch<S: WorkflowStatements>(
             ..r.clone()
         });
     }
+    let changes: Vec<Change> = writes
+        .iter()
+        .zip(&done.records)
+        .map(|(w, r)| Change {
+            resource: "workflow",
+            namespace: r.spec.namespace.clone(),
+            name: r.spec.name.clone(),
+            action: if w.expected_version.is_some() {
+                "replace"
+            } else {
+                "create"
+            },
+            version_before: w.expected_version,
+            version_after: Some(r.version),
+        })
+        .collect();
+    super::audit::record(s, &changes, now).await?;
     Ok(done)
 }
 
@@ -159,13 +177,17 @@ pub async fn workflow_write_batch<S: WorkflowStatements>(
 /// # Errors
 /// [`Error::StaleVersion`] (another version) or [`Error::NotFound`] (no such workflow), or the
 /// store's.
-pub async fn workflow_delete<S: WorkflowStatements>(
+pub async fn workflow_delete<S: WorkflowStatements + Transaction>(
     s: &mut S,
     namespace: &str,
     name: &str,
     expected: Option<i64>,
     now: i64,
 ) -> Result<WorkflowsWritten> {
+    let version_before = match expected {
+        Some(v) => Some(v),
+        None => s.version("workflow", namespace, name).await?,
+    };
     let Some(uid) = s.delete(namespace, name, expected).await? else {
         let expected = expected.unwrap_or(0);
         return Err(version_mismatch(s, "workflow", namespace, name, expected).await);
@@ -176,6 +198,15 @@ pub async fn workflow_delete<S: WorkflowStatements>(
     } else {
         s.cancel_runs(&unfinished, now).await?
     };
+    let change = Change {
+        resource: "workflow",
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        action: "delete",
+        version_before,
+        version_after: None,
+    };
+    super::audit::record(s, &[change], now).await?;
     Ok(WorkflowsWritten {
         records: Vec::new(),
         stopped,
