@@ -20,6 +20,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/namespaces"),
     ("get", "/v1/namespaces/{ns}/signing-keys"),
     ("get", "/v1/namespaces/{ns}/signing-keys/{id}"),
+    ("get", "/v1/namespaces/{ns}/audit"),
+    ("get", "/v1/namespaces/{ns}/audit:verify"),
     ("get", "/v1/namespaces/{ns}/secrets"),
     ("put", "/v1/namespaces/{ns}/secrets/{name}"),
     ("delete", "/v1/namespaces/{ns}/secrets/{name}"),

@@ -11,6 +11,7 @@
 //! any backend's run.
 
 mod alerts;
+mod audit;
 mod backfills;
 mod bench;
 mod calendars;
@@ -26,6 +27,7 @@ mod trigger;
 mod workflows;
 
 pub use alerts::*;
+pub use audit::*;
 pub use backfills::*;
 pub use bench::*;
 pub use calendars::*;
@@ -96,6 +98,7 @@ impl Harness {
 pub fn checks() -> Vec<&'static str> {
     let sources = [
         include_str!("alerts.rs"),
+        include_str!("audit.rs"),
         include_str!("backfills.rs"),
         include_str!("calendars.rs"),
         include_str!("claim.rs"),
@@ -460,6 +463,10 @@ macro_rules! conformance_tests {
             a_calendar_in_use_cannot_be_deleted,
             secrets_are_put_versioned_and_listed_without_values,
             a_secret_in_use_cannot_be_deleted,
+            changes_in_a_scope_are_recorded_with_them,
+            the_audit_log_is_filtered_and_paged,
+            audit_retention_prunes_the_oldest_end_only,
+            concurrent_writers_keep_one_chain,
             a_backfill_step_is_fenced_idempotent_and_counts_existing_slots,
             a_serial_backfill_waits_its_turn_and_stops_on_cancel,
             a_backfilled_slot_waits_while_its_job_runs,
