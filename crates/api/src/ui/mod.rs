@@ -17,6 +17,7 @@
 //! - Instants are shown in UTC (ISO 8601 with milliseconds), with the job's zone alongside
 //!   where it has one.
 
+mod audit_page;
 mod pages;
 mod workflow_pages;
 
@@ -117,6 +118,7 @@ pub(crate) fn router(app: AppState, api: Router) -> Router {
         )
         .route("/ui/namespaces/{ns}/dead-letters", get(pages::dead_letters))
         .route("/ui/namespaces/{ns}/calendars", get(pages::calendars))
+        .route("/ui/namespaces/{ns}/audit", get(audit_page::audit))
         .route(
             "/ui/namespaces/{ns}/dead-letters/redrive",
             post(pages::redrive),
@@ -414,6 +416,7 @@ pub(crate) fn page(title: &str, ns: Option<&str>, body: Markup) -> Html<String> 
                             a href={ "/ui/namespaces/" (ns) "/workflows" } { "Workflows" }
                             a href={ "/ui/namespaces/" (ns) "/dead-letters" } { "Dead letters" }
                             a href={ "/ui/namespaces/" (ns) "/calendars" } { "Calendars" }
+                            a href={ "/ui/namespaces/" (ns) "/audit" } { "Audit" }
                             span.muted { "namespace " (ns) }
                         }
                         a href="/ui/cluster" { "Cluster" }

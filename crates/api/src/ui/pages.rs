@@ -345,6 +345,7 @@ pub(crate) async fn job(
             }
         }
         @if !job.spec.description.is_empty() { p { (job.spec.description) } }
+        p { a href={ "/ui/namespaces/" (ns) "/audit?resource=job&name=" (name) } { "Who changed this" } }
         @if !job.spec.labels.is_empty() {
             p { @for (k, v) in &job.spec.labels { span.state { (k) "=" (v) } " " } }
         }

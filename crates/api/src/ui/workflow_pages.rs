@@ -150,6 +150,7 @@ pub(crate) async fn workflow(
         p { (badge(w.state())) " "
             @if let Some(s) = &w.spec.schedule { (schedule_words(&s.kind)) } @else { "runs when triggered" } }
         @if !w.spec.description.is_empty() { p { (w.spec.description) } }
+        p { a href={ "/ui/namespaces/" (ns) "/audit?resource=workflow&name=" (name) } { "Who changed this" } }
         @if session.writes {
             p { @for action in ["pause", "resume", "trigger"] {
                 form.inline method="post" action={ (base) "/" (action) } { button type="submit" { (action) } } " "

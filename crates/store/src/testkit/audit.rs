@@ -54,16 +54,16 @@ pub async fn changes_in_a_scope_are_recorded_with_them(h: Harness) {
     let clock = Arc::new(ManualClock::new(t0()));
     let store = h.open(clock.clone()).await;
     // The scheduler's and workers' own writes are no requests.
-    store.job_write(&create("ns", "quiet")).await.expect("write");
+    store
+        .job_write(&create("ns", "quiet"))
+        .await
+        .expect("write");
     assert!(chain(&*store, "ns").await.is_empty());
 
     let batch = [create("ns", "a"), create("ns", "b"), create("other", "c")];
-    scope(
-        context("ci", "r1", None),
-        store.job_write_batch(&batch),
-    )
-    .await
-    .expect("batch");
+    scope(context("ci", "r1", None), store.job_write_batch(&batch))
+        .await
+        .expect("batch");
     clock.advance(SignedDuration::from_secs(1));
     let mut a = store.job_get("ns", "a").await.expect("get").expect("a");
     a.spec.paused = true;
@@ -77,7 +77,10 @@ pub async fn changes_in_a_scope_are_recorded_with_them(h: Harness) {
         .expect("pause");
     // A write that fails (version 1 is gone) records nothing.
     let stale = scope(context("ops", "r3", None), store.job_write(&pause)).await;
-    assert!(matches!(stale, Err(Error::StaleVersion { .. })), "{stale:?}");
+    assert!(
+        matches!(stale, Err(Error::StaleVersion { .. })),
+        "{stale:?}"
+    );
     scope(
         context("ops", "r4", None),
         store.job_delete("ns", "b", None),
@@ -230,7 +233,9 @@ pub async fn audit_retention_prunes_the_oldest_end_only(h: Harness) {
     assert_eq!(pruned, 2);
     let left = chain(&*store, "ns").await;
     assert_eq!(left.iter().map(|e| e.id).collect::<Vec<_>>(), [3]);
-    Verifier::default().check(&left).expect("what is left verifies");
+    Verifier::default()
+        .check(&left)
+        .expect("what is left verifies");
     // Nothing before the cut-off: nothing goes.
     assert_eq!(store.audit_prune(t0()).await.expect("prune"), 0);
 }
