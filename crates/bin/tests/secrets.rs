@@ -24,6 +24,8 @@ async fn everything_shown(server: &Server, ns: &str) -> String {
         format!("/v1/namespaces/{ns}/workflows/with-secret"),
         format!("/v1/namespaces/{ns}/workflows/with-secret/runs"),
         format!("/v1/namespaces/{ns}/secrets"),
+        format!("/v1/namespaces/{ns}/audit"),
+        format!("/ui/namespaces/{ns}/audit"),
         "/v1/openapi.json".to_owned(),
         "/ui/".to_owned(),
         format!("/ui/namespaces/{ns}/jobs"),
