@@ -63,6 +63,18 @@ pub(crate) enum Workload {
         #[command(flatten)]
         common: Common,
     },
+    /// The time of `jobs:apply` of a batch of jobs: each round creates the batch in a
+    /// namespace of its own, then replaces every job of it (one audit entry per job each).
+    Apply {
+        /// Jobs per apply (1 to 1,000)
+        #[arg(long, default_value_t = 1000)]
+        jobs: u32,
+        /// Rounds (a creation and a replacement each)
+        #[arg(long, default_value_t = 20)]
+        rounds: u32,
+        #[command(flatten)]
+        common: Common,
+    },
     /// The delivery ceiling: HTTP attempts per second through Sundial's HTTP target into a
     /// loopback sink in a process of its own, with no store, scheduler or worker around them.
     Ceiling {
@@ -120,6 +132,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         Workload::CeilingSink => return crate::bench_capacity::serve_ceiling_sink().await,
+        Workload::Apply {
+            jobs,
+            rounds,
+            common,
+        } => return crate::bench_apply::run(*jobs, *rounds, common).await,
         Workload::Burst { jobs, common } => Load::Burst {
             jobs: *jobs,
             common: common.clone(),

@@ -69,6 +69,10 @@ pub(crate) struct Common {
     /// Every job's `heartbeat_timeout` (e.g. 3s) [default: the job default, 30s]
     #[arg(long)]
     pub(crate) heartbeat_timeout: Option<String>,
+    /// The `sundial` binary to start as the server processes [default: this one], so that
+    /// two builds are compared by one bench in one sitting
+    #[arg(long)]
+    pub(crate) server_exe: Option<std::path::PathBuf>,
 }
 
 #[derive(Default)]
@@ -491,7 +495,7 @@ pub(crate) async fn measure(workload: &Load) -> anyhow::Result<Value> {
     } else {
         None
     };
-    let nodes = start_nodes(&url, common.nodes).await?;
+    let nodes = start_nodes(&url, common.nodes, common.server_exe.as_deref()).await?;
     let jobs: Vec<(String, Value)> = jobs
         .into_iter()
         .map(|(name, mut body)| {

@@ -128,9 +128,17 @@ fn free_addr() -> anyhow::Result<SocketAddr> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
 }
 
-/// Starts `count` server processes on `url` and waits until the first is ready.
-pub(crate) async fn start_nodes(url: &str, count: u32) -> anyhow::Result<Nodes> {
-    let exe = std::env::current_exe().context("locating the sundial binary")?;
+/// Starts `count` server processes of `exe` (default: this binary) on `url` and waits until
+/// the first is ready.
+pub(crate) async fn start_nodes(
+    url: &str,
+    count: u32,
+    exe: Option<&std::path::Path>,
+) -> anyhow::Result<Nodes> {
+    let exe = match exe {
+        Some(exe) => exe.to_owned(),
+        None => std::env::current_exe().context("locating the sundial binary")?,
+    };
     let mut children = Vec::new();
     let mut api = String::new();
     let mut addrs = Vec::new();

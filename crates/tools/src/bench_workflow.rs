@@ -130,7 +130,7 @@ pub async fn run(shape: Shape, runs: u32, tasks: u32, common: &Common) -> anyhow
         .route("/wf/{workflow}/{task}", axum::routing::any(sink))
         .with_state(sink_state.clone());
     tokio::spawn(async move { axum::serve(listener, app).await });
-    let nodes = start_nodes(&url, common.nodes).await?;
+    let nodes = start_nodes(&url, common.nodes, common.server_exe.as_deref()).await?;
 
     let lead = SignedDuration::from_secs(i64::try_from(common.lead_s).unwrap_or(5));
     let at = Timestamp::from_second((Timestamp::now() + lead).as_second() + 1)?;

@@ -7,6 +7,7 @@
 extern crate sundial_server;
 
 pub mod bench;
+mod bench_apply;
 mod bench_capacity;
 mod bench_history;
 mod bench_load;
