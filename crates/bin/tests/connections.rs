@@ -253,6 +253,28 @@ fn a_bad_maintenance_period_is_refused_naming_its_key() {
         stderr.contains("history_retention: 30s is under a minute"),
         "{stderr}"
     );
+    let (ok, stderr) = server_with("audit_retention = \"12h\"\n", "api");
+    assert!(!ok);
+    assert!(
+        stderr.contains("audit_retention: 12h is under a day"),
+        "{stderr}"
+    );
+    let sha = "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b";
+    let named = |name: &str| {
+        format!("[[tokens]]\nname = \"{name}\"\ntoken_sha256 = \"{sha}\"\nrole = \"editor\"\nnamespaces = [\"a\"]\n")
+    };
+    for name in ["anonymous", "two words"] {
+        let (ok, stderr) = server_with(&named(name), "api");
+        assert!(!ok);
+        assert!(stderr.contains("tokens[0].name: "), "{stderr}");
+    }
+    let other = named("ci").replace(sha, &"ab".repeat(32));
+    let (ok, stderr) = server_with(&format!("{}{other}", named("ci")), "api");
+    assert!(!ok);
+    assert!(
+        stderr.contains("tokens[1].name: the name of tokens[0] as well"),
+        "{stderr}"
+    );
     let (ok, stderr) = server_with("[maintenance]\nnode_heartbeat_every = \"30s\"\n", "api");
     assert!(!ok);
     assert!(
