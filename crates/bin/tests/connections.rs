@@ -261,7 +261,9 @@ fn a_bad_maintenance_period_is_refused_naming_its_key() {
     );
     let sha = "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b";
     let named = |name: &str| {
-        format!("[[tokens]]\nname = \"{name}\"\ntoken_sha256 = \"{sha}\"\nrole = \"editor\"\nnamespaces = [\"a\"]\n")
+        format!(
+            "[[tokens]]\nname = \"{name}\"\ntoken_sha256 = \"{sha}\"\nrole = \"editor\"\nnamespaces = [\"a\"]\n"
+        )
     };
     for name in ["anonymous", "two words"] {
         let (ok, stderr) = server_with(&named(name), "api");

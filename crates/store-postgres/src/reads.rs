@@ -42,6 +42,13 @@ impl Reader for PgStore {
     const AS_JSON: &'static str = "::jsonb";
     const DUE_TABLE: &'static str = "execution_queue";
     const SPEC_TEXT: &'static str = "spec::text AS spec";
+    const AUDIT_INSERT: sundial_store::steps::audit::AuditInsert =
+        sundial_store::steps::audit::AuditInsert::Json(
+            "INSERT INTO audit_log (namespace, id, at, actor_name, actor_role, resource, name, action, version_before, version_after, request_id, remote_addr, prev_hash, hash) \
+        SELECT e ->> 0, (e ->> 1)::bigint, (e ->> 2)::bigint, e ->> 3, e ->> 4, e ->> 5, e ->> 6, \
+        e ->> 7, (e ->> 8)::bigint, (e ->> 9)::bigint, e ->> 10, e ->> 11, e ->> 12, e ->> 13 \
+        FROM jsonb_array_elements($1::jsonb) AS e",
+        );
     const AUDIT_LOCK: &'static str =
         "SELECT pg_advisory_xact_lock(hashtextextended('sundial.audit:' || $1, 0))";
 

@@ -49,6 +49,8 @@ impl Reader for SqliteStore {
     const AS_JSON: &'static str = "";
     const DUE_TABLE: &'static str = "executions";
     const SPEC_TEXT: &'static str = "spec";
+    const AUDIT_INSERT: sundial_store::steps::audit::AuditInsert =
+        sundial_store::steps::audit::AuditInsert::AnonymousRows;
     const AUDIT_LOCK: &'static str = "";
 
     async fn now(&self) -> Result<i64> {

@@ -131,8 +131,9 @@ pub struct AuditEntry {
     /// When the change committed (the store's clock, UTC).
     #[schema(value_type = String, format = DateTime)]
     pub at: Timestamp,
-    /// `{"token": NAME, "role": ROLE}` or `"anonymous"`.
-    #[schema(value_type = Object)]
+    /// `{"token": NAME, "role": ROLE}` or `"anonymous"` (either shape, so any JSON value in
+    /// the schema).
+    #[schema(value_type = serde_json::Value)]
     pub actor: Actor,
     /// The namespace.
     pub namespace: String,
@@ -197,9 +198,11 @@ pub fn entry_hash(prev_hash: &str, entry: &AuditEntry) -> String {
     digest.update(prev_hash.as_bytes());
     digest.update(b"\n");
     digest.update(text.as_bytes());
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut hex = String::with_capacity(64);
     for b in digest.finalize() {
-        hex.push_str(&format!("{b:02x}"));
+        hex.push(char::from(DIGITS[usize::from(b >> 4)]));
+        hex.push(char::from(DIGITS[usize::from(b & 15)]));
     }
     hex
 }

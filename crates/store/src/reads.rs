@@ -165,6 +165,9 @@ pub trait Reader: Sync {
     /// A job's spec as a text column named `spec` (`spec::text AS spec` on PostgreSQL, whose
     /// column is a `jsonb` document; `spec` on SQLite).
     const SPEC_TEXT: &'static str;
+    /// How this store inserts a transaction's audit entries
+    /// ([`crate::steps::audit::AuditInsert`]).
+    const AUDIT_INSERT: crate::steps::audit::AuditInsert;
     /// The statement that takes namespace `$1`'s audit chain until the transaction ends
     /// (`pg_advisory_xact_lock` on PostgreSQL), or `""` where the one writer holds every chain
     /// (SQLite) ([`crate::steps::audit`]'s invariants).

@@ -16,11 +16,8 @@ use crate::audit::{self, Actor, AuditEntry, AuditQuery, Change, GENESIS};
 use crate::reads::{Reader, Statement, Transaction, Value, Writer};
 
 /// The columns of an entry, in [`entry`]'s order.
-const COLUMNS: &str = "namespace, id, at, actor_name, actor_role, resource, name, action, \
+pub const COLUMNS: &str = "namespace, id, at, actor_name, actor_role, resource, name, action, \
     version_before, version_after, request_id, remote_addr, prev_hash, hash";
-
-/// Rows per `INSERT` (14 parameters each, under SQLite's 32,766 and PostgreSQL's 65,535).
-const ROWS_PER_INSERT: usize = 500;
 
 /// An entry from a row of [`COLUMNS`]. [`Actor::Anonymous`] is stored as the name
 /// `anonymous` with the role `''`, no remote address as `''`.
@@ -111,31 +108,44 @@ pub async fn record<T: Transaction>(tx: &mut T, changes: &[Change], now: i64) ->
             prev = e.hash.clone();
             entries.push(e);
         }
-        for chunk in entries.chunks(ROWS_PER_INSERT) {
-            tx.execute(&insert(chunk)).await?;
+        match <T::Store as Reader>::AUDIT_INSERT {
+            AuditInsert::Json(sql) => {
+                let rows = rows(&entries);
+                tx.execute(&Statement::new(sql).bind(rows.as_str())).await?;
+            }
+            AuditInsert::AnonymousRows => {
+                for chunk in entries.chunks(ROWS_PER_INSERT) {
+                    tx.execute(&insert(chunk)).await?;
+                }
+            }
         }
     }
     Ok(())
 }
 
-/// One `INSERT` of `entries`.
+/// How a store inserts a transaction's audit entries ([`Reader::AUDIT_INSERT`]). A
+/// statement's parameters cost SQLite time quadratic in their number when they are named
+/// (`$1`, `$2`, …: each is looked up in a list of the names seen), and linear when anonymous
+/// (`?`); PostgreSQL takes either, and one parameter best (BENCHMARKS.md, "The audit log's
+/// cost on `jobs:apply`").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditInsert {
+    /// One statement whose `$1` is a JSON array (text) of rows, each an array of [`COLUMNS`]'
+    /// values in that order.
+    Json(&'static str),
+    /// Multi-row `INSERT … VALUES (?, …), …` statements of [`ROWS_PER_INSERT`] rows at most,
+    /// their parameters anonymous (`?`) and bound in order.
+    AnonymousRows,
+}
+
+/// Rows per statement of [`AuditInsert::AnonymousRows`]: 100 (1,400 parameters).
+pub const ROWS_PER_INSERT: usize = 100;
+
+/// One [`AuditInsert::AnonymousRows`] statement of `entries`.
 fn insert(entries: &[AuditEntry]) -> Statement<'_> {
-    let mut sql = format!("INSERT INTO audit_log ({COLUMNS}) VALUES ");
-    for i in 0..entries.len() {
-        let p = i * 14;
-        if i > 0 {
-            sql.push_str(", ");
-        }
-        sql.push('(');
-        for k in 1..=14 {
-            if k > 1 {
-                sql.push_str(", ");
-            }
-            sql.push_str(&format!("${}", p + k));
-        }
-        sql.push(')');
-    }
-    let mut st = Statement::new(sql);
+    let row = format!("({})", ["?"; 14].join(", "));
+    let rows = vec![row; entries.len()].join(", ");
+    let mut st = Statement::new(format!("INSERT INTO audit_log ({COLUMNS}) VALUES {rows}"));
     for e in entries {
         st = st
             .bind(e.namespace.as_str())
@@ -154,6 +164,50 @@ fn insert(entries: &[AuditEntry]) -> Statement<'_> {
             .bind(e.hash.as_str());
     }
     st
+}
+
+/// The rows of `entries` as the JSON array [`AuditInsert::Json`] takes, written without an
+/// intermediate document.
+fn rows(entries: &[AuditEntry]) -> String {
+    type Row<'a> = (
+        &'a str,
+        i64,
+        i64,
+        &'a str,
+        &'a str,
+        &'a str,
+        &'a str,
+        &'a str,
+        Option<i64>,
+        Option<i64>,
+        &'a str,
+        &'a str,
+        &'a str,
+        &'a str,
+    );
+    let rows: Vec<Row<'_>> = entries
+        .iter()
+        .map(|e| {
+            (
+                e.namespace.as_str(),
+                e.id,
+                e.at.as_millisecond(),
+                e.actor.name(),
+                e.actor.role().unwrap_or(""),
+                e.resource.as_str(),
+                e.name.as_str(),
+                e.action.as_str(),
+                e.version_before,
+                e.version_after,
+                e.request_id.as_str(),
+                e.remote_addr.as_deref().unwrap_or(""),
+                e.prev_hash.as_str(),
+                e.hash.as_str(),
+            )
+        })
+        .collect();
+    // Strings and integers always serialize.
+    serde_json::to_string(&rows).unwrap_or_default()
 }
 
 /// A page of `query.namespace`'s audit log: the entries matching its filters, newest first
@@ -196,19 +250,35 @@ pub async fn audit_list<'a, R: Reader>(
     store.rows(&st).await?.iter().map(entry::<R>).collect()
 }
 
+/// The namespaces that hold entries, each found by one index lookup (a loose scan of the
+/// primary key, as neither store skips through an index on its own).
+const NAMESPACES: &str = "WITH RECURSIVE ns(n) AS ( \
+       SELECT min(namespace) FROM audit_log \
+       UNION ALL SELECT (SELECT min(namespace) FROM audit_log WHERE namespace > ns.n) \
+       FROM ns WHERE ns.n IS NOT NULL \
+     ) SELECT n FROM ns WHERE n IS NOT NULL";
+
 /// Retention (docs/configuration.md, `audit_retention`): deletes, in each namespace, the
-/// entries written before `before` (Unix ms, UTC) that come before the namespace's first
-/// entry written at or after it, so that only the oldest end of a chain goes. Returns how
-/// many went.
+/// entries before the first one written at or after `before` (Unix ms, UTC), so that only the
+/// oldest end of a chain goes; the newest entry stays whatever its age, so that the chain goes
+/// on from it. The first entry to keep is found along the chain from its oldest end, reading
+/// the expired entries and no more. Returns how many went.
 ///
 /// # Errors
-/// The store's classified error.
+/// The store's classified error; [`Error::Corrupt`](crate::Error::Corrupt) for a namespace
+/// that does not decode.
 pub async fn audit_prune<W: Writer>(store: &W, before: i64) -> Result<u64> {
-    let st = Statement::new(
-        "DELETE FROM audit_log WHERE at < $1 AND id < COALESCE((SELECT min(b.id) \
-         FROM audit_log b WHERE b.namespace = audit_log.namespace AND b.at >= $1), \
-         9223372036854775807)",
-    )
-    .bind(before);
-    store.execute(&st).await
+    let mut pruned = 0;
+    for row in store.rows(&Statement::new(NAMESPACES)).await? {
+        let ns = W::text_at(&row, 0)?;
+        let st = Statement::new(
+            "DELETE FROM audit_log WHERE namespace = $1 AND id < COALESCE( \
+               (SELECT id FROM audit_log WHERE namespace = $1 AND at >= $2 ORDER BY id LIMIT 1), \
+               (SELECT max(id) FROM audit_log WHERE namespace = $1))",
+        )
+        .bind(ns.as_str())
+        .bind(before);
+        pruned += store.execute(&st).await?;
+    }
+    Ok(pruned)
 }

@@ -212,8 +212,8 @@ pub async fn the_audit_log_is_filtered_and_paged(h: Harness) {
     assert_eq!(list(ascending).await, ["b", "c"]);
 }
 
-/// Retention removes the entries before the cut-off from the oldest end of each chain only:
-/// an old entry after a young one stays, and what is left verifies.
+/// Retention removes the entries before the cut-off from the oldest end of each chain only,
+/// keeping the newest whatever its age: what is left verifies, and the chain goes on.
 pub async fn audit_retention_prunes_the_oldest_end_only(h: Harness) {
     let clock = Arc::new(ManualClock::new(t0()));
     let store = h.open(clock.clone()).await;
@@ -238,6 +238,18 @@ pub async fn audit_retention_prunes_the_oldest_end_only(h: Harness) {
         .expect("what is left verifies");
     // Nothing before the cut-off: nothing goes.
     assert_eq!(store.audit_prune(t0()).await.expect("prune"), 0);
+    // Everything expired: the newest entry stays, and the chain goes on from it.
+    let later = t0() + SignedDuration::from_hours(24);
+    assert_eq!(store.audit_prune(later).await.expect("prune"), 0);
+    scope(
+        context("ci", "d", None),
+        store.job_write(&create("ns", "d")),
+    )
+    .await
+    .expect("write");
+    let left = chain(&*store, "ns").await;
+    assert_eq!(left.iter().map(|e| e.id).collect::<Vec<_>>(), [3, 4]);
+    Verifier::default().check(&left).expect("the chain goes on");
 }
 
 /// Writes from two processes at once, each in its own scope, leave one chain with every
@@ -268,4 +280,24 @@ pub async fn concurrent_writers_keep_one_chain(h: Harness) {
     Verifier::default()
         .check(&entries)
         .expect("one chain, whole");
+}
+
+/// A batch larger than one insert statement's rows records every change, in the batch's
+/// order, and the chain verifies across the statements.
+pub async fn a_large_batch_records_every_change_in_order(h: Harness) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let store = h.open(clock.clone()).await;
+    let n = 2 * crate::steps::audit::ROWS_PER_INSERT + 17;
+    let batch: Vec<JobWrite> = (0..n).map(|i| create("ns", &format!("j{i:04}"))).collect();
+    scope(context("ci", "big", None), store.job_write_batch(&batch))
+        .await
+        .expect("batch");
+    let entries = chain(&*store, "ns").await;
+    assert_eq!(entries.len(), n);
+    for (i, e) in entries.iter().enumerate() {
+        assert_eq!((e.id, e.name.clone()), (i as i64 + 1, format!("j{i:04}")));
+    }
+    Verifier::default()
+        .check(&entries)
+        .expect("the chain verifies across statements");
 }

@@ -467,6 +467,7 @@ macro_rules! conformance_tests {
             the_audit_log_is_filtered_and_paged,
             audit_retention_prunes_the_oldest_end_only,
             concurrent_writers_keep_one_chain,
+            a_large_batch_records_every_change_in_order,
             a_backfill_step_is_fenced_idempotent_and_counts_existing_slots,
             a_serial_backfill_waits_its_turn_and_stops_on_cancel,
             a_backfilled_slot_waits_while_its_job_runs,
