@@ -14,7 +14,7 @@
 //! - Entries of a namespace are numbered 1, 2, 3, … (`id`) in the order their transactions
 //!   commit, and each entry's `hash` is SHA-256 over the previous entry's hash (64 zeros
 //!   before the first) and this entry's fields ([`entry_hash`]); an entry changed or removed
-//!   from the middle breaks the chain at the next one ([`verify`]).
+//!   from the middle breaks the chain at the next one ([`Verifier`]).
 //! - Retention removes entries from the oldest end of each namespace's chain only, so what
 //!   is left still verifies from its first entry.
 

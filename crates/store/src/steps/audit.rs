@@ -15,7 +15,7 @@ use crate::Result;
 use crate::audit::{self, Actor, AuditEntry, AuditQuery, Change, GENESIS};
 use crate::reads::{Reader, Statement, Transaction, Value, Writer};
 
-/// The columns of an entry, in [`entry`]'s order.
+/// The columns of an entry, in the order a row of the audit log is read and written.
 pub const COLUMNS: &str = "namespace, id, at, actor_name, actor_role, resource, name, action, \
     version_before, version_after, request_id, remote_addr, prev_hash, hash";
 
