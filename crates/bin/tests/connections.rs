@@ -253,6 +253,15 @@ fn a_bad_maintenance_period_is_refused_naming_its_key() {
         stderr.contains("history_retention: 30s is under a minute"),
         "{stderr}"
     );
+    let (ok, stderr) = server_with("shutdown_grace = \"1h\"\n", "api");
+    assert!(!ok);
+    assert!(
+        stderr.contains("--shutdown-grace: 1h is longer than the maximum of 10m"),
+        "{stderr}"
+    );
+    let (ok, stderr) = server_with("shutdown_grace = \"soon\"\n", "api");
+    assert!(!ok);
+    assert!(stderr.contains("--shutdown-grace: "), "{stderr}");
     let (ok, stderr) = server_with("audit_retention = \"12h\"\n", "api");
     assert!(!ok);
     assert!(

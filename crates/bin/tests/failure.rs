@@ -247,6 +247,73 @@ async fn a_sigkilled_node_loses_no_slot_and_fires_none_twice() {
     c.finish().await;
 }
 
+/// docs/operations.md, "Stopping and rolling restarts": each of three processes in turn is
+/// stopped with SIGTERM, exits 0, and is started again ten seconds later, under 60
+/// every-second jobs. Every slot fires once and none more than 2 s late, nothing is delivered
+/// twice, and the shards of a stopping process are owned by the others within a second of
+/// the signal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rolling_restart_with_sigterm_loses_doubles_and_delays_no_slot() {
+    let _serial = SERIAL.lock().await;
+    let mut c = Cluster::start(&["api,scheduler,worker"; 3], None, None).await;
+    let pool = pool(&c.url).await;
+    let start = whole_second_after(Duration::from_secs(3));
+    let jobs = c.every_second_jobs(60, start).await;
+    tokio::time::sleep(start.duration_since(Timestamp::now()).unsigned_abs()).await;
+    let mut handovers = Vec::new();
+    for k in 0..3 {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let node = format!("n{k}");
+        let signalled = std::time::Instant::now();
+        c.nodes[k].signal("TERM");
+        // Its shards go to the others: no shard is left without a live owner for long.
+        let taken = loop {
+            let unowned: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM shard_leases WHERE owner = $1 OR expires_at <= \
+                 (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+            )
+            .bind(&node)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            if unowned == 0 {
+                break signalled.elapsed();
+            }
+            assert!(
+                signalled.elapsed() < Duration::from_secs(15),
+                "{node}'s shards still unowned 15 s after SIGTERM ({unowned} shards)"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let code = c.nodes[k].wait_exit(Duration::from_secs(40)).await;
+        assert_eq!(
+            code,
+            Ok(Some(0)),
+            "{node} exits 0 after SIGTERM; log:\n{}",
+            c.nodes[k].log()
+        );
+        handovers.push((node, taken, signalled.elapsed()));
+        c.nodes[k].restart().await;
+    }
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let end = Timestamp::now() - SignedDuration::from_secs(3);
+    let v = judge(&c, &jobs, start, end, Duration::from_secs(30)).await;
+    summary(
+        "rolling restart (SIGTERM)",
+        &v,
+        &format!(", handovers {handovers:?}"),
+    );
+    v.assert_exactly_once_on_time(SignedDuration::from_secs(2));
+    assert_eq!(v.redeliveries, 0, "nothing delivered twice");
+    for (node, taken, _) in &handovers {
+        assert!(
+            *taken <= Duration::from_secs(1),
+            "{node}'s shards owned by the others {taken:?} after SIGTERM, not within 1 s"
+        );
+    }
+    c.finish().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_sigstopped_scheduler_triggers_nothing_for_the_shards_it_lost() {
     let _serial = SERIAL.lock().await;
@@ -1190,6 +1257,81 @@ async fn a_dead_and_a_paused_worker_lose_their_executions_within_the_lease_30s_h
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_dead_and_a_paused_worker_lose_their_executions_within_the_lease_5m_heartbeat() {
     a_dead_and_a_paused_worker_lose_their_executions_within_the_lease("5m").await;
+}
+
+/// docs/operations.md, "Stopping and rolling restarts", step 4: an attempt still running when
+/// `shutdown_grace` ends is handed back, not lost. One embedded-store process with
+/// `--shutdown-grace 1s` runs a job whose receiver holds its first attempt; SIGTERM makes it
+/// exit 0 about a second later; started again, it retries the execution at once (the worker
+/// lease was given up, so it does not wait for the lease to lapse), and the execution
+/// succeeds on its second attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_attempt_running_past_shutdown_grace_is_handed_back_and_retried() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start().await;
+    receiver.hold("held", 1);
+    let mut server = Server::start_with(
+        dir.path(),
+        ServerOpts {
+            node_id: Some("s0".into()),
+            args: vec![
+                "--lease-ttl".into(),
+                format!("{TTL_S}s"),
+                "--shutdown-grace".into(),
+                "1s".into(),
+            ],
+            ..ServerOpts::default()
+        },
+    )
+    .await;
+    server
+        .put_job(
+            "f",
+            "held",
+            json!({
+                "schedule": {"every": "1h"},
+                "target": {"type": "http", "url": receiver.url("held")},
+                "paused": true,
+                "retry": {"max_attempts": 3, "initial_interval": "100ms"},
+            }),
+        )
+        .await;
+    let (status, execution) = server
+        .request(
+            reqwest::Method::POST,
+            "/v1/namespaces/f/jobs/held/trigger",
+            None,
+        )
+        .await;
+    assert_eq!(status, 201, "{execution}");
+    let id = execution["id"].as_str().unwrap().to_owned();
+    server
+        .wait_for(Duration::from_secs(10), async || {
+            (!receiver.for_path("held").is_empty()).then_some(())
+        })
+        .await;
+    let signalled = std::time::Instant::now();
+    server.signal("TERM");
+    let code = server.wait_exit(Duration::from_secs(20)).await;
+    let stopped_in = signalled.elapsed();
+    assert_eq!(code, Ok(Some(0)), "exits 0; log:\n{}", server.log());
+    assert!(
+        stopped_in >= Duration::from_millis(900) && stopped_in < Duration::from_secs(10),
+        "waited shutdown_grace (1 s) for the attempt, then stopped: {stopped_in:?}"
+    );
+    server.restart().await;
+    let done = server
+        .wait_for(Duration::from_secs(20), async || {
+            let e = server.execution("f", &id).await;
+            (e["state"] == "succeeded").then_some(e)
+        })
+        .await;
+    let attempts = done["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "{done}");
+    assert_eq!(attempts[1]["outcome"], "succeeded", "{done}");
+    receiver.release("held", 1);
+    server.kill9();
 }
 
 /// docs/guarantees.md, "Workers", on the embedded store: one process, 60 every-second jobs with the default

@@ -313,6 +313,9 @@ impl Scheduler {
     /// # Errors
     /// [`Error::InUse`] if another scheduler takes the store.
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) -> Result<(), Error> {
+        // Another process gave its shards up: renew now and take them, not a third of the
+        // lease's TTL later.
+        let released = self.store.signals().shards;
         loop {
             if *shutdown.borrow() {
                 break;
@@ -354,6 +357,7 @@ impl Scheduler {
             tokio::select! {
                 _ = self.clock.sleep_until(deadline) => {}
                 _ = self.waker.notified() => {}
+                _ = released.notified() => self.leases_renewed_at = None,
                 _ = shutdown.changed() => {}
             }
         }

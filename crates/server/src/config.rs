@@ -42,6 +42,10 @@ pub struct ServerArgs {
     /// Shard lease time to live, e.g. 10s [default: 10s]
     #[arg(long, env = "SUNDIAL_LEASE_TTL", allow_hyphen_values = true)]
     pub lease_ttl: Option<String>,
+    /// On SIGTERM, how long running attempts get to finish before what is left is handed
+    /// back to the other workers, 0s-10m [default: 25s]
+    #[arg(long, env = "SUNDIAL_SHUTDOWN_GRACE", allow_hyphen_values = true)]
+    pub shutdown_grace: Option<String>,
     /// Most deliveries one worker runs at once (1-100000) [default: 1024]
     #[arg(long, env = "SUNDIAL_MAX_IN_FLIGHT", allow_hyphen_values = true)]
     pub max_in_flight: Option<String>,
@@ -76,6 +80,7 @@ struct FileConfig {
     node_id: Option<String>,
     roles: Option<Vec<String>>,
     lease_ttl: Option<String>,
+    shutdown_grace: Option<String>,
     max_in_flight: Option<toml::Value>,
     claim_ahead: Option<toml::Value>,
     max_claimed_ahead: Option<toml::Value>,
@@ -327,6 +332,9 @@ pub struct ServerConfig {
     pub connections: BTreeMap<String, ConnectionConfig>,
     /// Shard lease time to live.
     pub lease_ttl: sundial_core::Dur,
+    /// `shutdown_grace`: how long a stopping worker lets its attempts finish before it hands
+    /// what is left back (docs/operations.md, "Stopping and rolling restarts").
+    pub shutdown_grace: sundial_core::Dur,
     /// Per-namespace dispatch limits, executions per second.
     pub rate_limits: BTreeMap<String, f64>,
     /// Most deliveries one worker runs at once.
@@ -525,6 +533,20 @@ impl ServerConfig {
         if lease_ttl.as_millis() < 1000 {
             bail!("--lease-ttl: {lease_ttl} is shorter than the minimum of 1s");
         }
+        let shutdown_grace = match args.shutdown_grace.or(file.shutdown_grace) {
+            None => sundial_worker::DEFAULT_SHUTDOWN_GRACE,
+            Some(text) => {
+                let grace: sundial_core::Dur = text
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("--shutdown-grace: {e}"))?;
+                if grace > sundial_core::Dur::from_secs(600) {
+                    bail!(
+                        "--shutdown-grace: {grace} is longer than the maximum of 10m; a stop that long holds a rollout up"
+                    );
+                }
+                grace
+            }
+        };
         let maintenance = file.maintenance.resolve()?;
         let http = file.http.resolve()?;
         if let Some(every) = maintenance.node_heartbeat_every
@@ -629,6 +651,7 @@ impl ServerConfig {
                 .unwrap_or_else(default_node_id),
             connections: file.connections,
             lease_ttl,
+            shutdown_grace,
             rate_limits,
             http_allow,
             http_max_connections_per_host,

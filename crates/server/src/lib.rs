@@ -196,6 +196,7 @@ pub async fn start(config: &ServerConfig) -> anyhow::Result<Running> {
                 max_claimed_ahead: config.max_claimed_ahead,
                 lease_ttl: config.lease_ttl,
                 secrets_key: secrets_key.clone(),
+                shutdown_grace: config.shutdown_grace,
                 ..WorkerConfig::new(&config.node_id)
             },
             worker_wake.clone(),

@@ -101,5 +101,12 @@ pub(crate) async fn shard_lease_release(store: &PgStore, node: &str) -> Result<(
         .execute(&mut *tx)
         .await
         .map_err(db_err)?;
+    // The other schedulers renew at once on commit, and take the shards given up.
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(SHARDS_CHANNEL)
+        .bind(node)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
     commit(tx).await
 }

@@ -97,6 +97,9 @@ pub const DUE_CHANNEL: &str = "sundial_due";
 
 /// The channel a commit that cancels a running execution notifies, with the execution id.
 pub const CANCEL_CHANNEL: &str = "sundial_cancel";
+/// The channel on which a scheduler that gives its shard leases up tells the others to renew
+/// theirs at once (payload: its node id).
+pub const SHARDS_CHANNEL: &str = "sundial_shards";
 
 const DB_NOW: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 

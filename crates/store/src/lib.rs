@@ -153,6 +153,10 @@ pub struct Signals {
     /// Carries the id of each execution cancelled while it may be running, so the worker
     /// running it stops at once rather than at its next heartbeat.
     pub cancelled: tokio::sync::broadcast::Sender<String>,
+    /// Notified when another process gave its shard leases up (a graceful stop), so that a
+    /// scheduler renews its own at once and takes them (docs/operations.md, "Stopping and
+    /// rolling restarts").
+    pub shards: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl Signals {
@@ -161,6 +165,7 @@ impl Signals {
         Signals {
             due: std::sync::Arc::new(tokio::sync::Notify::new()),
             cancelled: tokio::sync::broadcast::channel(1024).0,
+            shards: std::sync::Arc::new(tokio::sync::Notify::new()),
         }
     }
 }

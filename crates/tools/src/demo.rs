@@ -282,6 +282,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         public_url: String::new(),
         history_retention: sundial_store::maintenance::HISTORY_RETENTION_DEFAULT,
         audit_retention: sundial_store::maintenance::AUDIT_RETENTION_DEFAULT,
+        shutdown_grace: sundial_worker::DEFAULT_SHUTDOWN_GRACE,
         signing: Default::default(),
         secrets_key_file: None,
     };

@@ -27,6 +27,7 @@ impl Handoff for Worker {
             || self.config.claim_ahead.as_millis() == 0
             || self.config.max_claimed_ahead == 0
             || !self.leased.load(Ordering::Relaxed)
+            || self.stopping.load(Ordering::Relaxed)
         {
             return None;
         }

@@ -331,7 +331,16 @@ pub struct WorkerConfig {
     /// (docs/security.md, "Secrets"); `None`: an attempt whose target uses a secret fails for
     /// good, saying so. Default `None`.
     pub secrets_key: Option<Arc<sundial_core::secrets::SecretsKey>>,
+    /// How long a stopping worker lets its running attempts (and those claimed ahead) finish
+    /// before it hands what is left back: its liveness lease is given up, and another
+    /// worker's reaper retries them (docs/operations.md, "Stopping and rolling restarts").
+    /// The server's `shutdown_grace`. Default [`DEFAULT_SHUTDOWN_GRACE`].
+    pub shutdown_grace: Dur,
 }
+
+/// The default `shutdown_grace` (25 s: within Kubernetes' default 30 s between SIGTERM and
+/// SIGKILL, with room for the rest of the stop).
+pub const DEFAULT_SHUTDOWN_GRACE: Dur = Dur::from_secs(25);
 
 /// The default `lease_ttl` of a worker's liveness lease (10 s), the shard leases' default too.
 pub const DEFAULT_LEASE_TTL: Dur = Dur::from_secs(10);
@@ -350,6 +359,7 @@ impl WorkerConfig {
             burst_claim_rate: BURST_CLAIM_RATE,
             lease_ttl: DEFAULT_LEASE_TTL,
             secrets_key: None,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
         }
     }
 }
@@ -395,6 +405,9 @@ pub struct Worker {
     /// Whether claims go under the liveness lease: set by [`Worker::run`]. A worker driven by
     /// hand claims outside any, each attempt with a lease of its own.
     leased: Arc<std::sync::atomic::AtomicBool>,
+    /// Set once [`Worker::run`] is told to stop: no execution is taken any more, not even one
+    /// the local scheduler would hand over ([`Handoff::offer`]).
+    stopping: Arc<std::sync::atomic::AtomicBool>,
     /// The jitter of retry delays ([`Jitter`]).
     jitter: Jitter,
     /// Whether claims read on time first ([`Worker::backlog_watch`]; oldest first until the
@@ -492,6 +505,7 @@ impl Worker {
             none_waiting: Arc::default(),
             liveness,
             leased: Arc::default(),
+            stopping: Arc::default(),
             jitter: random_jitter(),
             on_time_first: Arc::default(),
             backlogged: Arc::new(std::sync::atomic::AtomicBool::new(true)),
@@ -569,17 +583,34 @@ impl Worker {
                 permit = self.unwritten.clone().acquire_owned(), if unwritten_full => drop(permit),
             }
         }
-        // An execution held after a claim ahead starts within `claim_ahead`, and gives its
-        // `ahead` permit back only once it holds an `unwritten` one: once they are all back,
-        // every attempt left holds an `unwritten` permit.
-        let held = u32::try_from(self.config.max_claimed_ahead).unwrap_or(u32::MAX);
-        let _ = self.ahead.acquire_many(held).await;
+        self.stopping.store(true, Ordering::Relaxed);
+        // What this worker holds gets `shutdown_grace` to finish, then is handed back.
+        let grace = self.config.shutdown_grace.as_std();
+        let drained = tokio::time::timeout(grace, async {
+            // An execution held after a claim ahead starts within `claim_ahead`, and gives its
+            // `ahead` permit back only once it holds an `unwritten` one: once they are all
+            // back, every attempt left holds an `unwritten` permit.
+            let held = u32::try_from(self.config.max_claimed_ahead).unwrap_or(u32::MAX);
+            let _ = self.ahead.acquire_many(held).await;
+            // Every attempt holds an `unwritten` permit until it has ended (its delivery slot
+            // only until the target answers), so having them all back means no attempt is
+            // left.
+            let all = u32::try_from(unwritten_capacity(&self.config)).unwrap_or(u32::MAX);
+            let _ = self.unwritten.acquire_many(all).await;
+        })
+        .await
+        .is_ok();
+        if !drained {
+            // Handed back: the lease is given up below, so another worker's reaper retries
+            // what is still running or held (its attempts' completions, should they come,
+            // are refused by the fence).
+            tracing::warn!(
+                grace = %self.config.shutdown_grace,
+                "attempts still running after shutdown_grace; handing them back to the other workers"
+            );
+        }
         canceller.abort();
         backlog.abort();
-        // Every attempt holds an `unwritten` permit until it has ended (its delivery slot only
-        // until the target answers), so having them all back means no attempt is left.
-        let all = u32::try_from(unwritten_capacity(&self.config)).unwrap_or(u32::MAX);
-        let _ = self.unwritten.acquire_many(all).await;
         if let Some(b) = batcher {
             b.abort();
         }

@@ -353,6 +353,26 @@ impl Server {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()
     }
 
+    /// Waits up to `limit` for the process to exit on its own (after a SIGTERM, say): its
+    /// exit code (`None` when a signal ended it), or `Err` when it still runs at the limit.
+    /// After it, [`Server::restart`] starts it again.
+    pub async fn wait_exit(&mut self, limit: Duration) -> Result<Option<i32>, ()> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let Some(child) = self.child.as_mut() else {
+                return Err(());
+            };
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Ok(status.code());
+            }
+            if Instant::now() > deadline {
+                return Err(());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// SIGKILL, and wait for the process to be gone.
     pub fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {
