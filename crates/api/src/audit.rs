@@ -164,14 +164,17 @@ fn query(ns: String, q: &HashMap<String, String>) -> Result<AuditQuery, ApiError
             })
         })
         .transpose()?;
+    // The store keeps instants as milliseconds; jiff's range is wider at its ends.
+    if let Some(t) = since
+        && jiff::Timestamp::from_millisecond(t.as_millisecond()).is_err()
+    {
+        return Err(ApiError::bad_request("since", "is out of range"));
+    }
     let cursor = q
         .get("page_token")
         .map(|t| {
             t.parse::<i64>().ok().filter(|id| *id > 0).ok_or_else(|| {
-                ApiError::bad_request(
-                    "page_token",
-                    format!("'{t}' is not a page token from this API"),
-                )
+                ApiError::bad_request("page_token", "is not a page token from this API")
             })
         })
         .transpose()?;
@@ -206,6 +209,7 @@ pub(crate) async fn list(
         &q,
         &["resource", "name", "actor", "since", "limit", "page_token"],
     )?;
+    crate::jobs::check_path(&ns, None)?;
     let query = query(ns, &q)?;
     let items = state.store.audit_list(&query).await?;
     let next = (items.len() == query.limit as usize)
@@ -238,7 +242,10 @@ pub struct Verified {
 pub(crate) async fn verify(
     State(state): State<AppState>,
     Path(ns): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Verified>, ApiError> {
+    known_params(&q, &[])?;
+    crate::jobs::check_path(&ns, None)?;
     let mut verifier = Verifier::default();
     let mut query = AuditQuery {
         namespace: ns,

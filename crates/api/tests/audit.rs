@@ -268,6 +268,15 @@ async fn bad_filters_are_refused_naming_them() {
         assert_eq!(r.status, StatusCode::BAD_REQUEST, "{query}: {}", r.body);
         assert!(r.body.contains(field), "{query}: {}", r.body);
     }
+    let r = app
+        .api(
+            "GET",
+            "/v1/namespaces/a/audit:verify?x=1",
+            "view-secret",
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
     // Another namespace's log is another namespace's.
     let r = app
         .api("GET", "/v1/namespaces/b/audit", "view-secret", None)
@@ -353,4 +362,33 @@ async fn a_ui_action_is_recorded_as_the_session_s_token_and_the_page_shows_it_es
         .await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
     assert!(!bad.body.contains("<script>"), "{}", bad.body);
+    // Every filter the page takes is applied; any other parameter is refused.
+    let page = |query: &'static str| {
+        let app = &app;
+        async move {
+            app.send(
+                "GET",
+                &format!("/ui/namespaces/a/audit{query}"),
+                &[("cookie", cookie)],
+                None,
+            )
+            .await
+        }
+    };
+    assert!(
+        page("?actor=nobody")
+            .await
+            .body
+            .contains("No changes recorded.")
+    );
+    assert!(page("?actor=deploy-bot").await.body.contains("browser-7"));
+    assert!(
+        page("?since=2999-01-01T00:00:00Z")
+            .await
+            .body
+            .contains("No changes recorded.")
+    );
+    for query in ["?since=garbage", "?limit=5", "?page_token=abc"] {
+        assert_eq!(page(query).await.status, StatusCode::BAD_REQUEST, "{query}");
+    }
 }

@@ -41,9 +41,9 @@ enum AuditCommand {
         /// Only entries at or after this RFC 3339 instant
         #[arg(long)]
         since: Option<String>,
-        /// At most this many entries
-        #[arg(long, default_value_t = 100)]
-        limit: usize,
+        /// At most this many entries (at least 1)
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+        limit: u32,
     },
     /// Recompute the namespace's hash chain: exit 0 when whole, 1 naming the first bad entry.
     Verify,
@@ -76,6 +76,7 @@ pub async fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
             ];
             let mut items: Vec<Value> = Vec::new();
             let mut token: Option<String> = None;
+            let limit = limit as usize;
             while items.len() < limit {
                 let mut query = url::form_urlencoded::Serializer::new(String::new());
                 for (key, value) in &filters {
@@ -148,7 +149,7 @@ pub async fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
             } else {
                 let bad = &v["first_bad"];
                 outln!(
-                    "the audit chain is broken at entry {}: {} ({} entries before it verified)",
+                    "the audit chain is broken at entry {}: {} (entries verified before it: {})",
                     bad["id"],
                     bad["reason"].as_str().unwrap_or("?"),
                     v["entries"]

@@ -1,6 +1,7 @@
 //! The audit log's page (docs/security.md, "Audit log"): who changed what in a namespace,
 //! newest first, optionally of one resource ("who changed this", linked from each job's and
-//! workflow's page), a page of [`PAGE`] entries at a time.
+//! workflow's page), by one actor or since an instant, a page of [`PAGE`] entries at a time.
+//! A parameter it does not take, or one it cannot read, is refused (400) naming it.
 
 use std::collections::HashMap;
 
@@ -14,7 +15,8 @@ use sundial_store::audit::{Actor, AuditQuery};
 use super::pages::{PAGE, gate, problem, query_gate};
 use super::{Refusal, Session, Ui, page, when};
 
-/// `GET /ui/namespaces/{ns}/audit?resource=&name=&before=`: the namespace's audit log,
+/// `GET /ui/namespaces/{ns}/audit?resource=&name=&actor=&since=&before=`: the namespace's
+/// audit log,
 /// newest first; with `resource` and `name`, one resource's entries.
 pub(crate) async fn audit(
     State(ui): State<Ui>,
@@ -29,7 +31,42 @@ pub(crate) async fn audit(
         return r.into_response();
     }
     let nonempty = |k: &str| q.get(k).filter(|v| !v.is_empty()).cloned();
-    let (resource, name) = (nonempty("resource"), nonempty("name"));
+    let (resource, name, actor) = (nonempty("resource"), nonempty("name"), nonempty("actor"));
+    if let Some(unknown) = q
+        .keys()
+        .find(|k| !["resource", "name", "actor", "since", "before"].contains(&k.as_str()))
+    {
+        return Refusal(
+            StatusCode::BAD_REQUEST,
+            format!("This page takes no parameter '{unknown}'."),
+        )
+        .into_response();
+    }
+    for (field, value) in [("name", &name), ("actor", &actor)] {
+        if value
+            .as_ref()
+            .is_some_and(|v| v.len() > 253 || v.chars().any(char::is_control))
+        {
+            return Refusal(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "The {field} filter must be up to 253 characters, none a control character."
+                ),
+            )
+            .into_response();
+        }
+    }
+    let since = match nonempty("since").map(|t| t.parse::<jiff::Timestamp>()) {
+        None => None,
+        Some(Ok(t)) => Some(t),
+        Some(Err(_)) => {
+            return Refusal(
+                StatusCode::BAD_REQUEST,
+                "The parameter 'since' is not an RFC 3339 instant (2026-12-07T00:00:00Z).".into(),
+            )
+            .into_response();
+        }
+    };
     if let Some(r) = &resource
         && !crate::audit::RESOURCES.contains(&r.as_str())
     {
@@ -57,6 +94,8 @@ pub(crate) async fn audit(
         namespace: ns.clone(),
         resource: resource.clone(),
         name: name.clone(),
+        actor: actor.clone(),
+        since,
         cursor: before,
         limit: PAGE,
         ..Default::default()
@@ -69,11 +108,16 @@ pub(crate) async fn audit(
         (Some(r), Some(n)) => format!("Who changed {r} {n}"),
         _ => format!("Audit log of {ns}"),
     };
-    let filter = match (&resource, &name) {
-        (Some(r), Some(n)) => format!("&resource={r}&name={n}"),
-        (Some(r), None) => format!("&resource={r}"),
-        _ => String::new(),
-    };
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    for (key, value) in [("resource", &resource), ("name", &name), ("actor", &actor)] {
+        if let Some(v) = value {
+            query.append_pair(key, v);
+        }
+    }
+    if let Some(t) = since {
+        query.append_pair("since", &t.to_string());
+    }
+    let filter = query.finish();
     let body = html! {
         p.muted {
             "Every change made through the API, the CLI or this UI, recorded with the change. "
@@ -120,7 +164,7 @@ pub(crate) async fn audit(
         }
         @if entries.len() == PAGE as usize {
             @if let Some(last) = entries.last() {
-                p { a href={ "?before=" (last.id) (filter) } { "Older →" } }
+                p { a href={ "?before=" (last.id) "&" (filter) } { "Older →" } }
             }
         }
     };
