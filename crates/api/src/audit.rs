@@ -1,5 +1,5 @@
 //! The audit log's routes and the request context its entries record (docs/security.md,
-//! "Audit log"; SPEC §13).
+//! "Audit log").
 //!
 //! Invariants:
 //! - Every request gets an id ([`identify`], outermost): its `x-request-id` when it sends a
@@ -30,7 +30,7 @@ use crate::request::{Path, Query, known_params, limit};
 /// The header that carries a request's id, both ways.
 pub const REQUEST_ID: &str = "x-request-id";
 
-/// The resource kinds an entry names (SPEC §13), for the `resource` filter.
+/// The resource kinds an entry names (docs/security.md, "Audit log"), for the `resource` filter.
 pub const RESOURCES: [&str; 8] = [
     "job",
     "workflow",

@@ -1,4 +1,4 @@
-//! The audit log (docs/security.md, "Audit log"; SPEC §13): one entry per change a request
+//! The audit log (docs/security.md, "Audit log"): one entry per change a request
 //! makes, written by the store step that makes the change, in its transaction
 //! ([`crate::steps::audit::record`]).
 //!
@@ -123,6 +123,32 @@ pub struct Change {
     pub version_after: Option<i64>,
 }
 
+impl Change {
+    /// The change of a definition's write (a job's or a workflow's): `resource` `namespace`/
+    /// `name` created at version 1 when `expected` is `None`, else replaced from version
+    /// `expected` to `version`.
+    pub fn written(
+        resource: &'static str,
+        namespace: &str,
+        name: &str,
+        expected: Option<i64>,
+        version: i64,
+    ) -> Change {
+        Change {
+            resource,
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            action: if expected.is_some() {
+                "replace"
+            } else {
+                "create"
+            },
+            version_before: expected,
+            version_after: Some(version),
+        }
+    }
+}
+
 /// An entry of the audit log, as stored and listed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct AuditEntry {
@@ -177,7 +203,7 @@ struct Hashed<'a> {
 
 /// SHA-256, as 64 lowercase hexadecimal digits, of `prev_hash`, a newline, and the JSON of
 /// `entry`'s fields from `id` to `remote_addr` (`at` as Unix milliseconds): the chain rule of
-/// SPEC §13. `entry.prev_hash` and `entry.hash` are not read.
+/// docs/security.md, "Audit log". `entry.prev_hash` and `entry.hash` are not read.
 pub fn entry_hash(prev_hash: &str, entry: &AuditEntry) -> String {
     let hashed = Hashed {
         id: entry.id,

@@ -301,17 +301,9 @@ fn changes(writes: &[JobWrite], records: &[JobRecord]) -> Vec<Change> {
     writes
         .iter()
         .zip(records)
-        .map(|(w, r)| Change {
-            resource: "job",
-            namespace: r.spec.namespace.clone(),
-            name: r.spec.name.clone(),
-            action: if w.expected_version.is_some() {
-                "replace"
-            } else {
-                "create"
-            },
-            version_before: w.expected_version,
-            version_after: Some(r.version),
+        .map(|(w, r)| {
+            let (ns, name) = (&r.spec.namespace, &r.spec.name);
+            Change::written("job", ns, name, w.expected_version, r.version)
         })
         .collect()
 }

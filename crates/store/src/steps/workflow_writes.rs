@@ -154,17 +154,9 @@ pub async fn workflow_write_batch<S: WorkflowStatements + Transaction>(
     let changes: Vec<Change> = writes
         .iter()
         .zip(&done.records)
-        .map(|(w, r)| Change {
-            resource: "workflow",
-            namespace: r.spec.namespace.clone(),
-            name: r.spec.name.clone(),
-            action: if w.expected_version.is_some() {
-                "replace"
-            } else {
-                "create"
-            },
-            version_before: w.expected_version,
-            version_after: Some(r.version),
+        .map(|(w, r)| {
+            let (ns, name) = (&r.spec.namespace, &r.spec.name);
+            Change::written("workflow", ns, name, w.expected_version, r.version)
         })
         .collect();
     super::audit::record(s, &changes, now).await?;
